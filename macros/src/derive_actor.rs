@@ -1,0 +1,53 @@
+//! `#[derive(Actor)]`.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::{DeriveInput, Ident, LitStr};
+
+pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
+    if !input.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &input.generics,
+            "generic actors are not supported: give the actor a concrete type",
+        ));
+    }
+    let ident = &input.ident;
+    let mut name = LitStr::new(&ident.to_string(), ident.span());
+    let mut on_start: Option<Ident> = None;
+    let mut on_stop: Option<Ident> = None;
+    for attr in input.attrs.iter().filter(|a| a.path().is_ident("actor")) {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("name") {
+                name = meta.value()?.parse()?;
+            } else if meta.path.is_ident("on_start") {
+                on_start = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("on_stop") {
+                on_stop = Some(meta.value()?.parse()?);
+            } else {
+                return Err(
+                    meta.error("unknown actor option; expected `name`, `on_start` or `on_stop`")
+                );
+            }
+            Ok(())
+        })?;
+    }
+    let start = on_start.map(|m| {
+        quote! {
+            fn on_start(&mut self, ctx: &mut ::lazarus::Context<Self>) { Self::#m(self, ctx) }
+        }
+    });
+    let stop = on_stop.map(|m| {
+        quote! {
+            fn on_stop(&mut self, ctx: &mut ::lazarus::Context<Self>) { Self::#m(self, ctx) }
+        }
+    });
+    // Spanned on the type name so an unmet bound (not serializable, no handlers) points
+    // at the actor.
+    Ok(quote_spanned! {ident.span()=>
+        impl ::lazarus::Actor for #ident {
+            const NAME: &'static str = #name;
+            #start
+            #stop
+        }
+    })
+}

@@ -1,0 +1,339 @@
+//! `#[messages]` and the `#[message]` markers inside it.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{
+    Attribute, FnArg, GenericArgument, Ident, ImplItem, ImplItemFn, ItemImpl, Pat, PathArguments,
+    ReturnType, Type, Visibility,
+};
+
+/// One `#[message]` method, analysed.
+struct Handler {
+    method: Ident,
+    message: Ident,
+    vis: Visibility,
+    docs: Vec<Attribute>,
+    fields: Vec<(Ident, Type)>,
+    /// The call's arguments in the method's parameter order.
+    args: Vec<Arg>,
+    reply: Type,
+    deferred: bool,
+}
+
+enum Arg {
+    Field(Ident),
+    Context,
+    ReplyTo,
+}
+
+pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
+    if let Some((_, path, _)) = &item.trait_ {
+        return Err(syn::Error::new_spanned(
+            path,
+            "#[messages] goes on an inherent impl block (`impl MyActor { ... }`), not a trait impl",
+        ));
+    }
+    if !item.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &item.generics,
+            "generic actors are not supported: give the actor a concrete type",
+        ));
+    }
+    let actor_ident = match &*item.self_ty {
+        Type::Path(p) if p.qself.is_none() => p
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.clone())
+            .ok_or_else(|| syn::Error::new_spanned(&item.self_ty, "expected an actor type"))?,
+        other => {
+            return Err(syn::Error::new_spanned(
+                other,
+                "expected an actor type name",
+            ))
+        }
+    };
+    let actor_ty = item.self_ty.clone();
+
+    let mut handlers = Vec::new();
+    for impl_item in &mut item.items {
+        let ImplItem::Fn(f) = impl_item else { continue };
+        let Some(pos) = f.attrs.iter().position(|a| a.path().is_ident("message")) else {
+            continue;
+        };
+        let marker = f.attrs.remove(pos);
+        handlers.push(analyse(f, &marker)?);
+    }
+
+    let set = format_ident!("__LazarusMessagesOf{}", actor_ident);
+    let mut out = TokenStream::new();
+
+    for h in &handlers {
+        let Handler {
+            message,
+            vis,
+            docs,
+            fields,
+            reply,
+            ..
+        } = h;
+        let body = if fields.is_empty() {
+            quote!(;)
+        } else {
+            let names = fields.iter().map(|(n, _)| n);
+            let tys = fields.iter().map(|(_, t)| t);
+            quote!({ #( #vis #names: #tys, )* })
+        };
+        let checks = fields
+            .iter()
+            .map(|(_, t)| t)
+            .chain(std::iter::once(reply))
+            .map(|t| quote_spanned! {t.span()=> __lazarus_assert_wire::<#t>(); });
+        out.extend(quote! {
+            #(#docs)*
+            #[derive(::lazarus::__private::serde::Serialize, ::lazarus::__private::serde::Deserialize)]
+            #[serde(crate = "::lazarus::__private::serde")]
+            #vis struct #message #body
+
+            const _: () = {
+                fn __lazarus_assert_wire<T: ::lazarus::WireMessage>() {}
+                #[allow(dead_code)]
+                fn __lazarus_check() { #(#checks)* }
+            };
+
+            impl ::lazarus::Message<#actor_ty> for #message {
+                type Reply = #reply;
+                #[inline]
+                fn into_set(self, reply: ::lazarus::ReplyTo<#reply>) -> #set {
+                    #set::#message(self, reply)
+                }
+                #[allow(unreachable_patterns)]
+                fn from_set(set: #set) -> ::core::option::Option<Self> {
+                    match set {
+                        #set::#message(m, _) => ::core::option::Option::Some(m),
+                        _ => ::core::option::Option::None,
+                    }
+                }
+            }
+        });
+    }
+
+    let variants = handlers.iter().map(|h| {
+        let (m, r) = (&h.message, &h.reply);
+        quote!(#m(#m, ::lazarus::ReplyTo<#r>))
+    });
+    let names = handlers.iter().map(|h| {
+        let m = &h.message;
+        let s = m.to_string();
+        quote!(#set::#m(..) => #s)
+    });
+    let arms = handlers.iter().map(|h| {
+        let (m, method) = (&h.message, &h.method);
+        let field_names: Vec<_> = h.fields.iter().map(|(n, _)| n).collect();
+        let destructure = if field_names.is_empty() {
+            quote!(let #m = msg;)
+        } else {
+            quote!(let #m { #(#field_names),* } = msg;)
+        };
+        let call_args = h.args.iter().map(|a| match a {
+            Arg::Field(n) => quote!(#n),
+            Arg::Context => quote!(ctx),
+            Arg::ReplyTo => quote!(reply),
+        });
+        let call = if h.deferred {
+            quote!(self.#method(#(#call_args),*);)
+        } else {
+            quote! {
+                let value = self.#method(#(#call_args),*);
+                let _ = reply.send(value);
+            }
+        };
+        quote! {
+            #set::#m(msg, reply) => {
+                #destructure
+                #call
+            }
+        }
+    });
+
+    out.extend(quote! {
+        #[doc(hidden)]
+        #[allow(non_camel_case_types, private_interfaces, clippy::enum_variant_names)]
+        pub enum #set { #(#variants,)* }
+
+        impl ::lazarus::MessageSet for #set {
+            fn type_name(&self) -> &'static str {
+                match self { #(#names,)* }
+            }
+        }
+
+        impl ::lazarus::Handlers for #actor_ty {
+            type Msg = #set;
+            #[allow(unused_variables)]
+            fn handle(&mut self, msg: #set, ctx: &mut ::lazarus::Context<Self>) {
+                match msg { #(#arms)* }
+            }
+        }
+
+        #item
+    });
+    Ok(out)
+}
+
+fn analyse(f: &ImplItemFn, marker: &Attribute) -> syn::Result<Handler> {
+    let sig = &f.sig;
+    let method = sig.ident.clone();
+    let mut message = format_ident!("{}", pascal_case(&method.to_string()), span = method.span());
+    if !matches!(marker.meta, syn::Meta::Path(_)) {
+        marker.parse_nested_meta(|meta| {
+            if meta.path.is_ident("name") {
+                message = meta.value()?.parse()?;
+                Ok(())
+            } else {
+                Err(meta.error("unknown message option; expected `name`"))
+            }
+        })?;
+    }
+    if let Some(a) = &sig.asyncness {
+        return Err(syn::Error::new_spanned(
+            a,
+            "message handlers are synchronous: an actor handles one message at a time on its core; \
+             to wait for something, send a message and keep a `ReplyTo` to answer later",
+        ));
+    }
+    if !sig.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &sig.generics,
+            "message handlers cannot be generic",
+        ));
+    }
+    let mut inputs = sig.inputs.iter();
+    match inputs.next() {
+        Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_some() => {}
+        Some(other) => {
+            return Err(syn::Error::new_spanned(
+                other,
+                "a message handler takes `&mut self` first",
+            ))
+        }
+        None => {
+            return Err(syn::Error::new(
+                sig.span(),
+                "a message handler takes `&mut self` first",
+            ))
+        }
+    }
+    let mut fields = Vec::new();
+    let mut args = Vec::new();
+    let mut deferred_reply: Option<Type> = None;
+    for input in inputs {
+        let FnArg::Typed(pt) = input else {
+            return Err(syn::Error::new_spanned(input, "unexpected receiver"));
+        };
+        if is_context(&pt.ty) {
+            args.push(Arg::Context);
+            continue;
+        }
+        if let Some(r) = reply_to_arg(&pt.ty) {
+            if deferred_reply.is_some() {
+                return Err(syn::Error::new_spanned(
+                    &pt.ty,
+                    "a handler takes at most one `ReplyTo`",
+                ));
+            }
+            deferred_reply = Some(r);
+            args.push(Arg::ReplyTo);
+            continue;
+        }
+        let Pat::Ident(pi) = &*pt.pat else {
+            return Err(syn::Error::new_spanned(
+                &pt.pat,
+                "message parameters must be plain names (they become the message's fields)",
+            ));
+        };
+        if matches!(&*pt.ty, Type::Reference(_)) {
+            return Err(syn::Error::new_spanned(
+                &pt.ty,
+                "message parameters are owned values (messages move between actors and nodes); \
+                 take the value instead of a reference",
+            ));
+        }
+        fields.push((pi.ident.clone(), (*pt.ty).clone()));
+        args.push(Arg::Field(pi.ident.clone()));
+    }
+    let returns: Type = match &sig.output {
+        ReturnType::Default => syn::parse_quote!(()),
+        ReturnType::Type(_, t) => (**t).clone(),
+    };
+    let (reply, deferred) = match deferred_reply {
+        Some(r) => {
+            if !matches!(&returns, Type::Tuple(t) if t.elems.is_empty()) {
+                return Err(syn::Error::new_spanned(
+                    &sig.output,
+                    "a handler that takes `ReplyTo<R>` answers through it and must return `()`",
+                ));
+            }
+            (r, true)
+        }
+        None => (returns, false),
+    };
+    Ok(Handler {
+        method,
+        message,
+        vis: f.vis.clone(),
+        docs: f
+            .attrs
+            .iter()
+            .filter(|a| a.path().is_ident("doc"))
+            .cloned()
+            .collect(),
+        fields,
+        args,
+        reply,
+        deferred,
+    })
+}
+
+fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
+    match ty {
+        Type::Path(p) => p.path.segments.last(),
+        _ => None,
+    }
+}
+
+fn is_context(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(r) if r.mutability.is_some() => {
+            last_segment(&r.elem).is_some_and(|s| s.ident == "Context")
+        }
+        _ => false,
+    }
+}
+
+fn reply_to_arg(ty: &Type) -> Option<Type> {
+    let seg = last_segment(ty)?;
+    if seg.ident != "ReplyTo" {
+        return None;
+    }
+    match &seg.arguments {
+        PathArguments::AngleBracketed(a) => a.args.iter().find_map(|g| match g {
+            GenericArgument::Type(t) => Some(t.clone()),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+fn pascal_case(snake: &str) -> String {
+    snake
+        .split('_')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            c.next()
+                .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}

@@ -1,0 +1,68 @@
+//! Lazarus: an actor runtime for cluster and HPC applications, built to carry transparent
+//! rollback recovery.
+//!
+//! This crate owns the actor core: actors defined with [`derive@Actor`] and [`messages`],
+//! one pinned executor thread per hardware core ([`Node`]), typed references
+//! ([`ActorRef`]) that name a stable [`ActorId`], fire-and-forget [`ActorRef::tell`] and
+//! request/reply [`ActorRef::ask`], lifecycle hooks and failure reporting
+//! ([`SupervisionEvent`]).
+//!
+//! ```no_run
+//! use lazarus::{messages, Actor, Node};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Actor, Serialize, Deserialize, Default)]
+//! struct Counter {
+//!     total: u64,
+//! }
+//!
+//! #[messages]
+//! impl Counter {
+//!     /// Adds `amount` and returns the new total.
+//!     #[message]
+//!     fn add(&mut self, amount: u64) -> u64 {
+//!         self.total += amount;
+//!         self.total
+//!     }
+//! }
+//!
+//! let node = Node::builder().build().unwrap();
+//! let counter = node.spawn(Counter::default());
+//! counter.tell(Add { amount: 2 }).unwrap();
+//! let total = node.block_on(counter.ask(Add { amount: 3 })).unwrap();
+//! assert_eq!(total, 5);
+//! node.shutdown();
+//! ```
+#![warn(missing_docs)]
+
+pub mod actor;
+pub mod actor_id;
+pub mod actor_ref;
+pub mod context;
+pub mod error;
+mod executor;
+mod lifecycle;
+mod mailbox;
+pub mod node;
+mod registry;
+pub mod reply;
+pub mod supervision;
+pub mod telemetry;
+pub mod topology;
+pub mod wire;
+
+pub use actor::{Actor, CheckpointState, Handlers, Message, MessageSet, WireMessage};
+pub use actor_id::ActorId;
+pub use actor_ref::{ActorRef, Ask};
+pub use context::Context;
+pub use error::{AskError, NodeError, SendError, SpawnError};
+pub use lazarus_macros::{messages, Actor};
+pub use node::{CoreId, Node, NodeBuilder, NodeHandle};
+pub use reply::ReplyTo;
+pub use supervision::{FailureKind, SupervisionEvent};
+
+/// Items the macros expand to. Not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use serde;
+}

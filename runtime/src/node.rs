@@ -1,0 +1,402 @@
+//! A node: one OS process's executors, its actors, and how they start and stop.
+//!
+//! [`Node::builder`] discovers the cores this process may use (hwloc), starts one pinned
+//! executor per core, and returns a [`Node`]. Actors are placed with [`Node::spawn_on`]
+//! (a chosen core) or [`Node::spawn`] (round-robin) and never migrate. [`Node::shutdown`]
+//! drains every mailbox before stopping the actors and the executors.
+
+use crate::actor::{Actor, Handlers};
+use crate::actor_id::ActorId;
+use crate::actor_ref::ActorRef;
+use crate::error::{NodeError, SpawnError};
+use crate::executor::CoreExecutor;
+use crate::lifecycle;
+use crate::mailbox::Mailbox;
+use crate::registry::Registry;
+use crate::supervision::{FailureHook, SupervisionEvent};
+use crate::telemetry;
+use crate::topology::{self, HwCore};
+use std::cell::RefCell;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Index of one of the node's core executors, `0..node.num_cores()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CoreId(pub usize);
+
+/// Configures and starts a [`Node`].
+pub struct NodeBuilder {
+    rank: u16,
+    cores: Option<usize>,
+    pin: bool,
+    ask_timeout: Duration,
+    drain_timeout: Duration,
+    on_failure: Option<FailureHook>,
+}
+
+impl Default for NodeBuilder {
+    fn default() -> Self {
+        NodeBuilder {
+            rank: 0,
+            cores: None,
+            pin: true,
+            ask_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(30),
+            on_failure: None,
+        }
+    }
+}
+
+impl NodeBuilder {
+    /// This node's rank in its cluster (the top bits of every [`ActorId`] it creates).
+    pub fn rank(mut self, rank: u16) -> Self {
+        self.rank = rank;
+        self
+    }
+
+    /// Runs `n` core executors, on the first `n` allowed cores. Default: all allowed cores.
+    pub fn cores(mut self, n: usize) -> Self {
+        self.cores = Some(n);
+        self
+    }
+
+    /// Whether to bind each executor thread to its core (default `true`). Turn off only
+    /// where binding is not permitted; actors still never migrate between executors.
+    pub fn pin(mut self, pin: bool) -> Self {
+        self.pin = pin;
+        self
+    }
+
+    /// How long an `ask` waits for its reply unless the call says otherwise (default 30 s).
+    pub fn ask_timeout(mut self, timeout: Duration) -> Self {
+        self.ask_timeout = timeout;
+        self
+    }
+
+    /// How long [`Node::shutdown`] waits for mailboxes to drain before stopping actors
+    /// anyway (default 30 s).
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    /// Called on the failed actor's core each time an actor fails. The default logs the
+    /// event at error level (it is always logged).
+    pub fn on_failure(mut self, hook: impl Fn(&SupervisionEvent) + Send + Sync + 'static) -> Self {
+        self.on_failure = Some(Arc::new(hook));
+        self
+    }
+
+    /// Discovers the cores, starts the executors and returns the running node.
+    pub fn build(self) -> Result<Node, NodeError> {
+        let hw = topology::allowed_cores()?;
+        let n = self.cores.unwrap_or(hw.len());
+        if n == 0 || n > hw.len() {
+            return Err(NodeError::NotEnoughCores {
+                requested: n,
+                available: hw.len(),
+            });
+        }
+        let mut executors = Vec::with_capacity(n);
+        for (i, core) in hw.into_iter().take(n).enumerate() {
+            executors.push(CoreExecutor::start(i, self.pin.then_some(core))?);
+        }
+        let main_rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| NodeError::Executor(e.to_string()))?;
+        let inner = NodeInner {
+            rank: self.rank,
+            cores: executors.iter().map(|e| e.handle.clone()).collect(),
+            hw: executors.iter().map(|e| e.hw.clone()).collect(),
+            registry: Registry::default(),
+            next_seq: AtomicU64::new(0),
+            next_core: AtomicUsize::new(0),
+            shutting_down: AtomicBool::new(false),
+            on_failure: self.on_failure,
+            ask_timeout: self.ask_timeout,
+            live: AtomicUsize::new(0),
+            exited: tokio::sync::Notify::new(),
+        };
+        let handle = NodeHandle {
+            inner: Arc::new(inner),
+        };
+        for e in &mut executors {
+            e.attach(handle.clone());
+        }
+        Ok(Node {
+            handle,
+            executors,
+            main_rt: Some(main_rt),
+            drain_timeout: self.drain_timeout,
+        })
+    }
+}
+
+struct NodeInner {
+    rank: u16,
+    cores: Vec<tokio::runtime::Handle>,
+    hw: Vec<Option<HwCore>>,
+    registry: Registry,
+    next_seq: AtomicU64,
+    next_core: AtomicUsize,
+    shutting_down: AtomicBool,
+    on_failure: Option<FailureHook>,
+    ask_timeout: Duration,
+    live: AtomicUsize,
+    exited: tokio::sync::Notify,
+}
+
+/// A cloneable handle to a running node: spawn actors, look them up. Handlers reach it
+/// through [`crate::Context::node`].
+#[derive(Clone)]
+pub struct NodeHandle {
+    inner: Arc<NodeInner>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<NodeHandle>> = const { RefCell::new(None) };
+}
+
+impl NodeHandle {
+    /// The node whose executor (or [`Node::block_on`]) is running on this thread.
+    pub fn current() -> Option<NodeHandle> {
+        CURRENT.with(|c| c.borrow().clone())
+    }
+
+    pub(crate) fn set_current(node: Option<NodeHandle>) -> Option<NodeHandle> {
+        CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), node))
+    }
+
+    /// This node's rank.
+    pub fn rank(&self) -> u16 {
+        self.inner.rank
+    }
+
+    /// How many core executors this node runs.
+    pub fn num_cores(&self) -> usize {
+        self.inner.cores.len()
+    }
+
+    /// The processing units (OS indices) core `core` is pinned to, if pinned.
+    pub fn core_pus(&self, core: CoreId) -> Option<&[u32]> {
+        self.inner
+            .hw
+            .get(core.0)?
+            .as_ref()
+            .map(|c| c.pus.as_slice())
+    }
+
+    /// Number of live actors.
+    pub fn num_actors(&self) -> usize {
+        self.inner.registry.len()
+    }
+
+    /// Spawns `actor` on the next core in round-robin order.
+    pub fn spawn<A: Actor>(&self, actor: A) -> Result<ActorRef<A>, SpawnError> {
+        let core = self.inner.next_core.fetch_add(1, Ordering::Relaxed) % self.num_cores();
+        self.spawn_on(CoreId(core), actor)
+    }
+
+    /// Spawns `actor` on core `core`, where it stays for its whole life.
+    pub fn spawn_on<A: Actor>(&self, core: CoreId, actor: A) -> Result<ActorRef<A>, SpawnError> {
+        let inner = &self.inner;
+        let Some(executor) = inner.cores.get(core.0) else {
+            telemetry::spawn_error("no_such_core");
+            return Err(SpawnError::NoSuchCore {
+                requested: core.0,
+                available: inner.cores.len(),
+            });
+        };
+        if inner.shutting_down.load(Ordering::Acquire) {
+            telemetry::spawn_error("shutting_down");
+            return Err(SpawnError::ShuttingDown);
+        }
+        let seq = inner.next_seq.fetch_add(1, Ordering::Relaxed);
+        let id = ActorId::new(inner.rank, seq).ok_or(SpawnError::IdsExhausted)?;
+        let (mailbox, inbox) = Mailbox::<A::Msg>::new(id, A::NAME, inner.ask_timeout);
+        inner.registry.insert(mailbox.clone());
+        inner.live.fetch_add(1, Ordering::AcqRel);
+        executor.spawn(lifecycle::run(
+            actor,
+            Arc::clone(&mailbox),
+            inbox,
+            self.clone(),
+            core,
+        ));
+        Ok(ActorRef::from_mailbox(mailbox))
+    }
+
+    /// A reference to live actor `id` of type `A` on this node.
+    pub fn lookup<A: Handlers>(&self, id: ActorId) -> Option<ActorRef<A>> {
+        self.inner
+            .registry
+            .lookup::<A>(id)
+            .map(ActorRef::from_mailbox)
+    }
+
+    pub(crate) fn report_failure(&self, event: &SupervisionEvent) {
+        if let Some(hook) = &self.inner.on_failure {
+            hook(event);
+        }
+    }
+
+    pub(crate) fn deregister(&self, id: ActorId) {
+        if self.inner.registry.remove(id) {
+            self.inner.live.fetch_sub(1, Ordering::AcqRel);
+            self.inner.exited.notify_waiters();
+        }
+    }
+
+    /// Waits until every mailbox is empty and no handler runs, or `timeout` passes.
+    /// Returns whether the node went quiet.
+    ///
+    /// Rounds of barriers: each actor answers its barrier, with its count of handled
+    /// messages, once everything enqueued before the barrier is handled. Two consecutive
+    /// rounds with identical counts for the same actors mean no handler ran in between,
+    /// so no handler can have sent anything that is still waiting.
+    async fn drain(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut previous: Option<Vec<(ActorId, u64)>> = None;
+        loop {
+            let mut round = Vec::new();
+            for control in self.inner.registry.snapshot() {
+                if let Some(rx) = control.barrier() {
+                    round.push((control.id(), rx));
+                }
+            }
+            let mut counts = Vec::with_capacity(round.len());
+            for (id, rx) in round {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(left, rx).await {
+                    Ok(Ok(n)) => counts.push((id, n)),
+                    Ok(Err(_)) => {} // stopped meanwhile: nothing left to drain there
+                    Err(_) => return false,
+                }
+            }
+            counts.sort_unstable();
+            if previous.as_ref() == Some(&counts) {
+                return true;
+            }
+            previous = Some(counts);
+            if Instant::now() >= deadline {
+                return false;
+            }
+        }
+    }
+
+    /// Asks every actor to stop and waits until all have exited or `timeout` passes.
+    async fn stop_all(&self, timeout: Duration) -> bool {
+        self.inner.shutting_down.store(true, Ordering::Release);
+        for control in self.inner.registry.snapshot() {
+            control.request_stop();
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let exited = self.inner.exited.notified();
+            if self.inner.live.load(Ordering::Acquire) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, exited).await.is_err() {
+                return false;
+            }
+        }
+    }
+}
+
+/// What [`Node::shutdown`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Every mailbox was empty and no handler was running when actors were stopped.
+    pub drained: bool,
+    /// Every actor ran its stop hook and exited before the executors stopped.
+    pub all_stopped: bool,
+}
+
+/// A running node. Dropping it stops it without draining; call [`Node::shutdown`] to drain.
+pub struct Node {
+    handle: NodeHandle,
+    executors: Vec<CoreExecutor>,
+    main_rt: Option<tokio::runtime::Runtime>,
+    drain_timeout: Duration,
+}
+
+impl Node {
+    /// A builder with default settings: rank 0, all allowed cores, pinned.
+    pub fn builder() -> NodeBuilder {
+        NodeBuilder::default()
+    }
+
+    /// A handle for spawning and lookups, cheap to clone.
+    pub fn handle(&self) -> &NodeHandle {
+        &self.handle
+    }
+
+    /// See [`NodeHandle::num_cores`].
+    pub fn num_cores(&self) -> usize {
+        self.handle.num_cores()
+    }
+
+    /// See [`NodeHandle::spawn`].
+    pub fn spawn<A: Actor>(&self, actor: A) -> Result<ActorRef<A>, SpawnError> {
+        self.handle.spawn(actor)
+    }
+
+    /// See [`NodeHandle::spawn_on`].
+    pub fn spawn_on<A: Actor>(&self, core: CoreId, actor: A) -> Result<ActorRef<A>, SpawnError> {
+        self.handle.spawn_on(core, actor)
+    }
+
+    /// Runs `fut` to completion on the calling thread (not one of the core executors), with
+    /// timers available, e.g. to await `ask`s from `main`.
+    pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        let previous = NodeHandle::set_current(Some(self.handle.clone()));
+        let rt = self.main_rt.as_ref().expect("runtime present until drop");
+        let out = rt.block_on(fut);
+        NodeHandle::set_current(previous);
+        out
+    }
+
+    /// Drains every mailbox (up to the drain timeout), stops every actor (running its
+    /// `on_stop` hook), then stops the executors.
+    pub fn shutdown(mut self) -> ShutdownReport {
+        let handle = self.handle.clone();
+        let timeout = self.drain_timeout;
+        let report = self.block_on(async move {
+            let drained = handle.drain(timeout).await;
+            if !drained {
+                tracing::warn!(
+                    ?timeout,
+                    "mailboxes did not drain before the timeout; stopping anyway"
+                );
+            }
+            let all_stopped = handle.stop_all(timeout).await;
+            ShutdownReport {
+                drained,
+                all_stopped,
+            }
+        });
+        self.stop_executors();
+        self.executors.clear();
+        report
+    }
+
+    fn stop_executors(&mut self) {
+        for e in &mut self.executors {
+            e.stop();
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if !self.executors.is_empty() {
+            let handle = self.handle.clone();
+            self.block_on(async move { handle.stop_all(Duration::from_secs(5)).await });
+            self.stop_executors();
+            self.executors.clear();
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Runtime metrics, reported through the `metrics` crate facade.
+//!
+//! Install any `metrics` recorder (Prometheus exporter, statsd, ...) to collect them; with
+//! none installed they cost next to nothing. Per-message counts are accumulated in the
+//! actor's own task and flushed once per mailbox batch, so the hot path does no shared
+//! writes; handler time is sampled (one message in [`HANDLER_TIME_SAMPLE_EVERY`]).
+
+use metrics::{
+    counter, describe_counter, describe_gauge, describe_histogram, Counter, Gauge, Histogram, Unit,
+};
+use std::time::Instant;
+
+/// Messages accepted into mailboxes of actors of a type (label `actor_type`).
+pub const MESSAGES_SENT: &str = "lazarus_messages_sent_total";
+/// Messages whose handler ran (label `actor_type`).
+pub const MESSAGES_DELIVERED: &str = "lazarus_messages_delivered_total";
+/// Messages waiting in one actor's mailbox (labels `actor_type`, `actor_id`).
+pub const MAILBOX_DEPTH: &str = "lazarus_mailbox_depth";
+/// Sampled handler run time in seconds (label `actor_type`).
+pub const HANDLER_SECONDS: &str = "lazarus_handler_seconds";
+/// Actors whose handler or hook panicked (label `actor_type`).
+pub const ACTOR_FAILURES: &str = "lazarus_actor_failures_total";
+/// Messages left in the mailbox of an actor that stopped or failed (label `actor_type`).
+pub const DEAD_LETTERS: &str = "lazarus_dead_letters_total";
+/// Sends refused because the addressee had stopped or failed (label `actor_type`).
+pub const SEND_ERRORS: &str = "lazarus_send_errors_total";
+/// Asks that got no reply in time (label `actor_type`).
+pub const ASK_TIMEOUTS: &str = "lazarus_ask_timeouts_total";
+/// Spawn requests refused (label `reason`).
+pub const SPAWN_ERRORS: &str = "lazarus_spawn_errors_total";
+
+/// One handler in this many is timed.
+pub const HANDLER_TIME_SAMPLE_EVERY: u64 = 64;
+
+/// Registers descriptions of every Lazarus metric with the installed recorder.
+pub fn describe() {
+    describe_counter!(
+        MESSAGES_SENT,
+        Unit::Count,
+        "messages accepted into actor mailboxes"
+    );
+    describe_counter!(
+        MESSAGES_DELIVERED,
+        Unit::Count,
+        "messages handled by actors"
+    );
+    describe_gauge!(
+        MAILBOX_DEPTH,
+        Unit::Count,
+        "messages waiting in an actor's mailbox"
+    );
+    describe_histogram!(HANDLER_SECONDS, Unit::Seconds, "sampled handler run time");
+    describe_counter!(
+        ACTOR_FAILURES,
+        Unit::Count,
+        "actors whose handler or hook panicked"
+    );
+    describe_counter!(
+        DEAD_LETTERS,
+        Unit::Count,
+        "messages dropped from a stopped or failed actor's mailbox"
+    );
+    describe_counter!(
+        SEND_ERRORS,
+        Unit::Count,
+        "sends refused because the actor had stopped or failed"
+    );
+    describe_counter!(ASK_TIMEOUTS, Unit::Count, "asks that timed out");
+    describe_counter!(SPAWN_ERRORS, Unit::Count, "spawn requests refused");
+}
+
+pub(crate) fn send_error(actor_type: &'static str) {
+    counter!(SEND_ERRORS, "actor_type" => actor_type).increment(1);
+}
+
+pub(crate) fn ask_timeout(actor_type: &'static str) {
+    counter!(ASK_TIMEOUTS, "actor_type" => actor_type).increment(1);
+}
+
+pub(crate) fn spawn_error(reason: &'static str) {
+    counter!(SPAWN_ERRORS, "reason" => reason).increment(1);
+}
+
+/// Per-actor counters, owned by the actor's task and flushed to the recorder per batch.
+pub(crate) struct ActorStats {
+    sent: Counter,
+    delivered: Counter,
+    depth: Gauge,
+    handler_time: Histogram,
+    failures: Counter,
+    dead_letters: Counter,
+    /// Messages handled since the last flush.
+    pending_delivered: u64,
+    /// Mailbox depth seen at the last flush.
+    last_depth: u64,
+    /// Every message handled by this actor (answers shutdown barriers).
+    pub(crate) total_delivered: u64,
+}
+
+impl ActorStats {
+    pub(crate) fn new(actor_type: &'static str, actor_id: String) -> Self {
+        let t = ("actor_type", actor_type);
+        ActorStats {
+            sent: counter!(MESSAGES_SENT, &[t]),
+            delivered: counter!(MESSAGES_DELIVERED, &[t]),
+            depth: metrics::gauge!(MAILBOX_DEPTH, "actor_type" => actor_type, "actor_id" => actor_id),
+            handler_time: metrics::histogram!(HANDLER_SECONDS, &[t]),
+            failures: counter!(ACTOR_FAILURES, &[t]),
+            dead_letters: counter!(DEAD_LETTERS, &[t]),
+            pending_delivered: 0,
+            last_depth: 0,
+            total_delivered: 0,
+        }
+    }
+
+    /// Starts timing the next handler if it is a sampled one.
+    #[inline]
+    pub(crate) fn start_handler(&self) -> Option<Instant> {
+        (self.total_delivered % HANDLER_TIME_SAMPLE_EVERY == 0).then(Instant::now)
+    }
+
+    #[inline]
+    pub(crate) fn end_handler(&mut self, started: Option<Instant>) {
+        if let Some(t0) = started {
+            self.handler_time.record(t0.elapsed().as_secs_f64());
+        }
+        self.pending_delivered += 1;
+        self.total_delivered += 1;
+    }
+
+    /// Publishes counts after a batch. `depth` is the mailbox length now.
+    ///
+    /// Sends are not counted on the send path (that would put a shared atomic on every
+    /// tell); they are derived: everything accepted since the last flush was either handled
+    /// or is still waiting, so `sent = delivered + (depth_now - depth_before)`.
+    pub(crate) fn flush(&mut self, depth: u64, dequeued_other: u64) {
+        let sent =
+            (self.pending_delivered + dequeued_other + depth).saturating_sub(self.last_depth);
+        self.sent.increment(sent);
+        self.delivered.increment(self.pending_delivered);
+        self.depth.set(depth as f64);
+        self.pending_delivered = 0;
+        self.last_depth = depth;
+    }
+
+    pub(crate) fn failed(&self) {
+        self.failures.increment(1);
+    }
+
+    pub(crate) fn dead_letters(&self, n: u64) {
+        self.dead_letters.increment(n);
+    }
+}

@@ -1,0 +1,23 @@
+//! The byte encoding of values that cross nodes or go into checkpoints: postcard over serde.
+
+use serde::{de::DeserializeOwned, Serialize};
+
+/// A value could not be encoded or decoded.
+#[derive(Debug, thiserror::Error)]
+#[error("wire encoding: {0}")]
+pub struct WireError(#[from] postcard::Error);
+
+/// Encodes `value` into a new buffer.
+pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, WireError> {
+    Ok(postcard::to_allocvec(value)?)
+}
+
+/// Decodes a whole buffer into a `T`; trailing bytes are an error.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, WireError> {
+    let (value, rest) = postcard::take_from_bytes(bytes)?;
+    if rest.is_empty() {
+        Ok(value)
+    } else {
+        Err(WireError(postcard::Error::DeserializeBadEncoding))
+    }
+}
