@@ -1,1 +1,91 @@
-//! Shared pieces of the Lazarus miniapps.
+//! Shared pieces of the Lazarus miniapps: the machine-readable `RESULT` line every app
+//! prints last, and the checksum mixer the apps use to fingerprint their answers.
+
+use std::fmt::Display;
+
+/// Builds the `RESULT app=<name> <key>=<value> ... verified=<bool>` line that every miniapp
+/// prints as its last line, so scripts can compare runs.
+#[derive(Debug, Clone)]
+pub struct ResultLine {
+    app: String,
+    fields: Vec<(String, String)>,
+}
+
+impl ResultLine {
+    /// Starts the line for app `app`.
+    pub fn new(app: &str) -> Self {
+        ResultLine {
+            app: app.to_string(),
+            fields: Vec::new(),
+        }
+    }
+
+    /// Appends `key=value`. Keys must not contain spaces or `=`; values must not contain
+    /// spaces (they are written as given).
+    pub fn field(mut self, key: &str, value: impl Display) -> Self {
+        self.fields.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// The finished line, ending with `verified=<verified>`.
+    pub fn finish(&self, verified: bool) -> String {
+        let mut line = format!("RESULT app={}", self.app);
+        for (k, v) in &self.fields {
+            line.push_str(&format!(" {k}={v}"));
+        }
+        line.push_str(&format!(" verified={verified}"));
+        line
+    }
+}
+
+/// Parses a `RESULT` line back into `(key, value)` pairs (including `app` and `verified`).
+pub fn parse_result_line(line: &str) -> Option<Vec<(String, String)>> {
+    let rest = line.trim().strip_prefix("RESULT ")?;
+    rest.split_whitespace()
+        .map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// Order-sensitive 64-bit mixing step (FNV-1a style with a final avalanche), used to
+/// fingerprint sequences of values.
+pub fn mix(acc: u64, value: u64) -> u64 {
+    let mut h = (acc ^ value).wrapping_mul(0x0000_0100_0000_01b3);
+    h ^= h >> 29;
+    h.wrapping_mul(0xbf58_476d_1ce4_e5b9)
+}
+
+/// Installs a `tracing` subscriber that writes to stderr, filtered by `RUST_LOG`
+/// (default `warn`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_line_round_trips_through_the_parser() {
+        let line = ResultLine::new("ring")
+            .field("hops", 10)
+            .field("checksum", "0xabc")
+            .finish(true);
+        assert_eq!(line, "RESULT app=ring hops=10 checksum=0xabc verified=true");
+        let parsed = parse_result_line(&line).unwrap();
+        assert_eq!(parsed[0], ("app".into(), "ring".into()));
+        assert_eq!(parsed.last().unwrap(), &("verified".into(), "true".into()));
+    }
+
+    #[test]
+    fn mix_depends_on_order() {
+        assert_ne!(mix(mix(0, 1), 2), mix(mix(0, 2), 1));
+    }
+}

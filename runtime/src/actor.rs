@@ -39,7 +39,9 @@ pub trait Handlers: Sized + Send + 'static {
     type Msg: MessageSet;
 
     /// Runs the handler for `msg`.
-    fn handle(&mut self, msg: Self::Msg, ctx: &mut Context<Self>);
+    fn handle(&mut self, msg: Self::Msg, ctx: &mut Context<Self>)
+    where
+        Self: Actor;
 }
 
 /// The mailbox payload of one actor type: one variant per message type.

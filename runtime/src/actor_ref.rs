@@ -4,10 +4,11 @@
 //! as that id alone, so it can be stored in actor state (and so in checkpoints) and sent in
 //! messages. Deserializing it looks the id up on the node doing the deserializing.
 
-use crate::actor::{Handlers, Message};
+use crate::actor::{Actor, Message};
 use crate::actor_id::ActorId;
 use crate::error::{AskError, SendError};
-use crate::mailbox::{Mailbox, Status};
+use crate::lifecycle::{ActorCell, Control};
+use crate::mailbox::Status;
 use crate::node::NodeHandle;
 use crate::reply::ReplyTo;
 use crate::telemetry;
@@ -20,48 +21,48 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// A typed, location-independent reference to an actor of type `A`.
-pub struct ActorRef<A: Handlers> {
-    mailbox: Arc<Mailbox<A::Msg>>,
+pub struct ActorRef<A: Actor> {
+    cell: Arc<ActorCell<A>>,
 }
 
-impl<A: Handlers> Clone for ActorRef<A> {
+impl<A: Actor> Clone for ActorRef<A> {
     fn clone(&self) -> Self {
         ActorRef {
-            mailbox: Arc::clone(&self.mailbox),
+            cell: Arc::clone(&self.cell),
         }
     }
 }
 
-impl<A: Handlers> std::fmt::Debug for ActorRef<A> {
+impl<A: Actor> std::fmt::Debug for ActorRef<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
             "ActorRef<{}>({})",
-            self.mailbox.type_name, self.mailbox.id
+            self.cell.mailbox.type_name, self.cell.mailbox.id
         )
     }
 }
 
-impl<A: Handlers> PartialEq for ActorRef<A> {
+impl<A: Actor> PartialEq for ActorRef<A> {
     fn eq(&self, other: &Self) -> bool {
         self.id() == other.id()
     }
 }
-impl<A: Handlers> Eq for ActorRef<A> {}
+impl<A: Actor> Eq for ActorRef<A> {}
 
-impl<A: Handlers> ActorRef<A> {
-    pub(crate) fn from_mailbox(mailbox: Arc<Mailbox<A::Msg>>) -> Self {
-        ActorRef { mailbox }
+impl<A: Actor> ActorRef<A> {
+    pub(crate) fn from_cell(cell: Arc<ActorCell<A>>) -> Self {
+        ActorRef { cell }
     }
 
     /// The actor's stable identity.
     pub fn id(&self) -> ActorId {
-        self.mailbox.id
+        self.cell.mailbox.id
     }
 
     /// Whether the actor still accepts messages.
     pub fn is_alive(&self) -> bool {
-        self.mailbox.status() == Status::Running
+        self.cell.mailbox.status() == Status::Running
     }
 
     /// Sends `msg` without waiting for it to be handled.
@@ -70,7 +71,7 @@ impl<A: Handlers> ActorRef<A> {
     /// Fails, handing the message back, if the actor has stopped or failed.
     #[inline]
     pub fn tell<M: Message<A>>(&self, msg: M) -> Result<(), SendError<M>> {
-        self.mailbox
+        self.cell
             .send(msg.into_set(ReplyTo::none()))
             .map_err(|(set, status)| self.send_error(set, status))
     }
@@ -82,16 +83,16 @@ impl<A: Handlers> ActorRef<A> {
     /// every Lazarus executor and [`crate::Node::block_on`] provide.
     pub fn ask<M: Message<A>>(&self, msg: M) -> Ask<A, M::Reply> {
         let (reply, rx) = ReplyTo::channel();
-        let state = match self.mailbox.send(msg.into_set(reply)) {
+        let state = match self.cell.send(msg.into_set(reply)) {
             Ok(()) => AskState::Waiting(rx),
             Err((_, status)) => {
-                telemetry::send_error(self.mailbox.type_name);
+                telemetry::send_error(self.cell.mailbox.type_name);
                 AskState::Failed(Some(self.status_error(status)))
             }
         };
         Ask {
-            mailbox: Arc::clone(&self.mailbox),
-            timeout: Some(self.mailbox.ask_timeout),
+            cell: Arc::clone(&self.cell),
+            timeout: Some(self.cell.mailbox.ask_timeout),
             state,
             sleep: None,
         }
@@ -100,11 +101,11 @@ impl<A: Handlers> ActorRef<A> {
     /// Asks the actor to stop once it has handled every message already in its mailbox.
     /// Sends made after this call fail.
     pub fn stop(&self) {
-        crate::mailbox::Control::request_stop(&*self.mailbox);
+        Control::request_stop(Arc::clone(&self.cell));
     }
 
     fn send_error<M: Message<A>>(&self, set: A::Msg, status: Status) -> SendError<M> {
-        telemetry::send_error(self.mailbox.type_name);
+        telemetry::send_error(self.cell.mailbox.type_name);
         let id = self.id();
         let message = match M::from_set(set) {
             Some(m) => m,
@@ -124,13 +125,13 @@ impl<A: Handlers> ActorRef<A> {
     }
 }
 
-impl<A: Handlers> Serialize for ActorRef<A> {
+impl<A: Actor> Serialize for ActorRef<A> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         self.id().serialize(serializer)
     }
 }
 
-impl<'de, A: Handlers> Deserialize<'de> for ActorRef<A> {
+impl<'de, A: Actor> Deserialize<'de> for ActorRef<A> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let id = ActorId::deserialize(deserializer)?;
         let node = NodeHandle::current().ok_or_else(|| {
@@ -154,14 +155,14 @@ enum AskState<R> {
 
 /// A pending request: await it for the reply.
 #[must_use = "an Ask does nothing unless awaited"]
-pub struct Ask<A: Handlers, R> {
-    mailbox: Arc<Mailbox<A::Msg>>,
+pub struct Ask<A: Actor, R> {
+    cell: Arc<ActorCell<A>>,
     timeout: Option<Duration>,
     state: AskState<R>,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl<A: Handlers, R> Ask<A, R> {
+impl<A: Actor, R> Ask<A, R> {
     /// Waits at most `timeout` for the reply instead of the node's default.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
@@ -175,8 +176,8 @@ impl<A: Handlers, R> Ask<A, R> {
     }
 
     fn closed_error(&self) -> AskError {
-        let id = self.mailbox.id;
-        match self.mailbox.status() {
+        let id = self.cell.mailbox.id;
+        match self.cell.mailbox.status() {
             Status::Failed => AskError::ActorFailed(id),
             Status::Stopped => AskError::ActorStopped(id),
             // The actor is alive, so its handler dropped the ReplyTo.
@@ -185,9 +186,9 @@ impl<A: Handlers, R> Ask<A, R> {
     }
 }
 
-impl<A: Handlers, R> Unpin for Ask<A, R> {}
+impl<A: Actor, R> Unpin for Ask<A, R> {}
 
-impl<A: Handlers, R> Future for Ask<A, R> {
+impl<A: Actor, R> Future for Ask<A, R> {
     type Output = Result<R, AskError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
@@ -196,7 +197,7 @@ impl<A: Handlers, R> Future for Ask<A, R> {
             AskState::Failed(err) => {
                 return Poll::Ready(Err(err
                     .take()
-                    .unwrap_or(AskError::NoReply(this.mailbox.id))))
+                    .unwrap_or(AskError::NoReply(this.cell.mailbox.id))))
             }
             AskState::Waiting(rx) => rx,
         };
@@ -216,9 +217,9 @@ impl<A: Handlers, R> Future for Ask<A, R> {
         if let Some(sleep) = this.sleep.as_mut() {
             ready!(sleep.as_mut().poll(cx));
         }
-        telemetry::ask_timeout(this.mailbox.type_name);
+        telemetry::ask_timeout(this.cell.mailbox.type_name);
         Poll::Ready(Err(AskError::Timeout {
-            id: this.mailbox.id,
+            id: this.cell.mailbox.id,
             timeout,
         }))
     }

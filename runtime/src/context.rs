@@ -1,20 +1,20 @@
 //! What a handler can reach besides its own state: its own reference, its node, its core,
 //! and the means to stop itself.
 
-use crate::actor::Handlers;
+use crate::actor::Actor;
 use crate::actor_id::ActorId;
 use crate::actor_ref::ActorRef;
 use crate::node::{CoreId, NodeHandle};
 
 /// Passed to handlers and lifecycle hooks of actor `A`.
-pub struct Context<A: Handlers> {
+pub struct Context<A: Actor> {
     myself: ActorRef<A>,
     node: NodeHandle,
     core: CoreId,
     stop_requested: bool,
 }
 
-impl<A: Handlers> Context<A> {
+impl<A: Actor> Context<A> {
     pub(crate) fn new(myself: ActorRef<A>, node: NodeHandle, core: CoreId) -> Self {
         Context {
             myself,

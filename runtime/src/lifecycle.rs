@@ -1,20 +1,54 @@
-//! The life of one actor on its core: start hook, the mailbox loop, stop hook, and what
+//! The life of one actor on its core: start hook, message batches, stop hook, and what
 //! happens to its mailbox when it stops or fails.
+//!
+//! An [`ActorCell`] is the actor as the runtime sees it: mailbox, state and a `scheduled`
+//! flag. A send pushes into the mailbox and, if the flag was clear, queues the cell on its
+//! core. The cell runs a batch, clears the flag, and re-queues itself if messages arrived
+//! meanwhile. The flag makes the cell run on at most one thread at a time (always its own
+//! core's), in mailbox order.
 
 use crate::actor::{Actor, MessageSet};
+use crate::actor_id::ActorId;
 use crate::actor_ref::ActorRef;
 use crate::context::Context;
-use crate::mailbox::{Inbox, Mailbox, Signal, Status};
+use crate::executor::{CoreQueue, Runnable};
+use crate::mailbox::{Mailbox, Signal, Status};
 use crate::node::{CoreId, NodeHandle};
 use crate::supervision::{panic_text, FailureKind, SupervisionEvent};
 use crate::telemetry::ActorStats;
+use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
 
-/// Messages taken from the mailbox per wake-up.
+/// Messages handled per turn before the core moves on to other actors.
 const BATCH: usize = 256;
 
-/// How an actor's loop ended.
+/// One actor: its mailbox, its state, and where it runs.
+pub(crate) struct ActorCell<A: Actor> {
+    pub(crate) mailbox: Mailbox<A::Msg>,
+    scheduled: AtomicBool,
+    core: Arc<CoreQueue>,
+    core_id: CoreId,
+    node: NodeHandle,
+    state: Mutex<State<A>>,
+}
+
+enum Phase {
+    NotStarted,
+    Running,
+    Exited,
+}
+
+struct State<A: Actor> {
+    phase: Phase,
+    actor: Option<A>,
+    ctx: Option<Context<A>>,
+    stats: ActorStats,
+}
+
+/// How a turn ended the actor.
 enum Exit {
     /// Stopped by request; run `on_stop`.
     Stopped,
@@ -22,93 +56,104 @@ enum Exit {
     Failed(FailureKind, String),
 }
 
-/// Runs `actor` until it stops or fails. Spawned on the actor's core executor.
-pub(crate) async fn run<A: Actor>(
-    mut actor: A,
-    mailbox: Arc<Mailbox<A::Msg>>,
-    mut inbox: Inbox<A::Msg>,
-    node: NodeHandle,
-    core: CoreId,
-) {
-    let id = mailbox.id;
-    let mut ctx = Context::new(
-        ActorRef::from_mailbox(Arc::clone(&mailbox)),
-        node.clone(),
-        core,
-    );
-    let mut stats = ActorStats::new(A::NAME, id.to_string());
+impl<A: Actor> ActorCell<A> {
+    pub(crate) fn new(
+        actor: A,
+        mailbox: Mailbox<A::Msg>,
+        core: Arc<CoreQueue>,
+        core_id: CoreId,
+        node: NodeHandle,
+    ) -> Arc<Self> {
+        let stats = ActorStats::new(A::NAME, mailbox.id.to_string());
+        Arc::new(ActorCell {
+            mailbox,
+            scheduled: AtomicBool::new(false),
+            core,
+            core_id,
+            node,
+            state: Mutex::new(State {
+                phase: Phase::NotStarted,
+                actor: Some(actor),
+                ctx: None,
+                stats,
+            }),
+        })
+    }
 
-    let exit = match catch_unwind(AssertUnwindSafe(|| actor.on_start(&mut ctx))) {
-        Err(payload) => Exit::Failed(FailureKind::StartPanicked, panic_text(&*payload)),
-        Ok(()) => mailbox_loop(&mut actor, &mut ctx, &mut inbox, &mut stats).await,
-    };
-
-    let exit = match exit {
-        Exit::Stopped => match catch_unwind(AssertUnwindSafe(|| actor.on_stop(&mut ctx))) {
-            Ok(()) => Exit::Stopped,
-            Err(payload) => Exit::Failed(FailureKind::StopPanicked, panic_text(&*payload)),
-        },
-        failed => failed,
-    };
-
-    match exit {
-        Exit::Stopped => mailbox.set_status(Status::Stopped),
-        Exit::Failed(kind, panic_message) => {
-            mailbox.set_status(Status::Failed);
-            stats.failed();
-            let event = SupervisionEvent {
-                actor: id,
-                actor_type: A::NAME,
-                core,
-                kind,
-                panic_message,
-            };
-            tracing::error!(%event, "actor failed");
-            node.report_failure(&event);
+    /// Queues the cell on its core unless it is already queued or running.
+    #[inline]
+    pub(crate) fn notify(self: &Arc<Self>) {
+        // SeqCst RMW pairs with the SeqCst clear in `run`: either the runner sees our
+        // message when it re-checks the mailbox, or we see the flag clear and queue it.
+        if !self.scheduled.swap(true, Ordering::SeqCst) {
+            self.core.schedule(Arc::clone(self) as Arc<dyn Runnable>);
         }
     }
 
-    // Nothing more will be handled: refuse new sends, then account for what is left so
-    // that no message disappears silently (askers see their reply slot dropped).
-    inbox.close();
-    let mut left = 0u64;
-    while let Ok(signal) = inbox.try_recv() {
-        if let Signal::Msg(msg) = signal {
-            tracing::warn!(actor = %id, actor_type = A::NAME, message_type = msg.type_name(), "dead letter");
-            left += 1;
+    /// Enqueues an application message and wakes the actor.
+    #[inline]
+    pub(crate) fn send(self: &Arc<Self>, msg: A::Msg) -> Result<(), (A::Msg, Status)> {
+        self.mailbox.push_msg(msg)?;
+        self.notify();
+        Ok(())
+    }
+
+    fn signal(self: &Arc<Self>, signal: Signal<A::Msg>) {
+        self.mailbox.push_signal(signal);
+        self.notify();
+    }
+
+    fn turn(self: &Arc<Self>, state: &mut State<A>) {
+        let exit = match state.phase {
+            Phase::Exited => {
+                drain_dead_letters::<A>(&self.mailbox, &mut state.stats, usize::MAX);
+                return;
+            }
+            Phase::NotStarted => {
+                let ctx = Context::new(
+                    ActorRef::from_cell(Arc::clone(self)),
+                    self.node.clone(),
+                    self.core_id,
+                );
+                let ctx = state.ctx.insert(ctx);
+                state.phase = Phase::Running;
+                match state.actor.as_mut() {
+                    Some(actor) => match catch_unwind(AssertUnwindSafe(|| actor.on_start(ctx))) {
+                        Ok(()) => self.batch(state),
+                        Err(p) => Some(Exit::Failed(FailureKind::StartPanicked, panic_text(&*p))),
+                    },
+                    None => Some(Exit::Stopped),
+                }
+            }
+            Phase::Running => self.batch(state),
+        };
+        if let Some(exit) = exit {
+            self.exit(state, exit);
         }
     }
-    stats.dead_letters(left);
-    stats.flush(0, left);
-    node.deregister(id);
-}
 
-async fn mailbox_loop<A: Actor>(
-    actor: &mut A,
-    ctx: &mut Context<A>,
-    inbox: &mut Inbox<A::Msg>,
-    stats: &mut ActorStats,
-) -> Exit {
-    let mut batch = Vec::with_capacity(BATCH);
-    loop {
-        // Every sender is gone only if the node dropped the registry entry: treat as stop.
-        if inbox.recv_many(&mut batch, BATCH).await == 0 {
-            return Exit::Stopped;
-        }
-        let mut signals = batch.drain(..);
+    /// Handles up to [`BATCH`] signals. Returns how the actor ended, if it did.
+    fn batch(&self, state: &mut State<A>) -> Option<Exit> {
+        let (Some(actor), Some(ctx)) = (state.actor.as_mut(), state.ctx.as_mut()) else {
+            return Some(Exit::Stopped);
+        };
+        let stats = &mut state.stats;
         let mut other = 0u64;
         let mut exit = None;
-        for signal in signals.by_ref() {
+        for _ in 0..BATCH {
+            let Some(signal) = self.mailbox.pop() else {
+                break;
+            };
             match signal {
                 Signal::Msg(msg) => {
                     let message_type = msg.type_name();
                     let started = stats.start_handler();
                     let outcome = catch_unwind(AssertUnwindSafe(|| actor.handle(msg, ctx)));
                     stats.end_handler(started);
-                    if let Err(payload) = outcome {
+                    if let Err(p) = outcome {
                         exit = Some(Exit::Failed(
                             FailureKind::HandlerPanicked { message_type },
-                            panic_text(&*payload),
+                            panic_text(&*p),
                         ));
                         break;
                     }
@@ -128,21 +173,122 @@ async fn mailbox_loop<A: Actor>(
                 }
             }
         }
-        if exit.is_some() {
-            // The rest of this batch is never handled: dead letters.
-            let mut left = 0;
-            for signal in signals {
-                if let Signal::Msg(msg) = signal {
-                    tracing::warn!(actor = %ctx.id(), actor_type = A::NAME, message_type = msg.type_name(), "dead letter");
-                    left += 1;
+        stats.flush(self.mailbox.len() as u64, other);
+        exit
+    }
+
+    fn exit(&self, state: &mut State<A>, exit: Exit) {
+        // Refuse new sends before anything else, so senders get an error from now on.
+        if self.mailbox.status() == Status::Running {
+            self.mailbox.set_status(Status::Stopping);
+        }
+        let exit = match exit {
+            Exit::Stopped => {
+                let hook = match (state.actor.as_mut(), state.ctx.as_mut()) {
+                    (Some(actor), Some(ctx)) => {
+                        catch_unwind(AssertUnwindSafe(|| actor.on_stop(ctx)))
+                    }
+                    _ => Ok(()),
+                };
+                match hook {
+                    Ok(()) => Exit::Stopped,
+                    Err(p) => Exit::Failed(FailureKind::StopPanicked, panic_text(&*p)),
                 }
             }
-            stats.dead_letters(left);
-            other += left;
+            failed => failed,
+        };
+        match exit {
+            Exit::Stopped => self.mailbox.set_status(Status::Stopped),
+            Exit::Failed(kind, panic_message) => {
+                self.mailbox.set_status(Status::Failed);
+                state.stats.failed();
+                let event = SupervisionEvent {
+                    actor: self.mailbox.id,
+                    actor_type: A::NAME,
+                    core: self.core_id,
+                    kind,
+                    panic_message,
+                };
+                tracing::error!(%event, "actor failed");
+                self.node.report_failure(&event);
+            }
         }
-        stats.flush(inbox.len() as u64, other);
-        if let Some(exit) = exit {
-            return exit;
+        state.phase = Phase::Exited;
+        // The context holds a reference to this cell: drop it to break the cycle.
+        state.ctx = None;
+        state.actor = None;
+        drain_dead_letters::<A>(&self.mailbox, &mut state.stats, usize::MAX);
+        self.node.deregister(self.mailbox.id);
+    }
+}
+
+/// Accounts for messages that will never be handled: counted, logged, and their askers'
+/// reply slots dropped (so the asker gets an error, not silence).
+fn drain_dead_letters<A: Actor>(mailbox: &Mailbox<A::Msg>, stats: &mut ActorStats, max: usize) {
+    let mut left = 0u64;
+    let mut other = 0u64;
+    for _ in 0..max {
+        match mailbox.pop() {
+            Some(Signal::Msg(msg)) => {
+                tracing::warn!(actor = %mailbox.id, actor_type = A::NAME, message_type = msg.type_name(), "dead letter");
+                left += 1;
+            }
+            Some(_) => other += 1,
+            None => break,
         }
+    }
+    if left + other > 0 {
+        stats.dead_letters(left);
+        stats.flush(0, left + other);
+    }
+}
+
+impl<A: Actor> Runnable for ActorCell<A> {
+    fn run(self: Arc<Self>) {
+        {
+            // Handlers run under catch_unwind, so the lock is never poisoned by them.
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            self.turn(&mut state);
+        }
+        self.scheduled.store(false, Ordering::SeqCst);
+        if !self.mailbox.is_empty() {
+            self.notify();
+        }
+    }
+}
+
+/// Type-erased control of one actor, kept in the node's registry.
+pub(crate) trait Control: Send + Sync {
+    fn id(&self) -> ActorId;
+    /// Graceful stop: messages already enqueued are handled first; new sends fail.
+    fn request_stop(self: Arc<Self>);
+    /// A barrier answered once everything enqueued before it is handled; `None` if the
+    /// actor no longer runs.
+    fn barrier(self: Arc<Self>) -> Option<oneshot::Receiver<u64>>;
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
+impl<A: Actor> Control for ActorCell<A> {
+    fn id(&self) -> ActorId {
+        self.mailbox.id
+    }
+
+    fn request_stop(self: Arc<Self>) {
+        if self.mailbox.begin_stop() {
+            self.signal(Signal::Stop);
+        }
+    }
+
+    fn barrier(self: Arc<Self>) -> Option<oneshot::Receiver<u64>> {
+        if matches!(self.mailbox.status(), Status::Stopped | Status::Failed) {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        self.signal(Signal::Barrier(tx));
+        Some(rx)
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
     }
 }

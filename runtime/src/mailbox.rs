@@ -1,16 +1,15 @@
-//! An actor's mailbox: an unbounded FIFO of messages and control signals, plus the
-//! actor's status as seen by senders.
+//! An actor's mailbox: a lock-free FIFO of messages and control signals, plus the actor's
+//! status as senders see it.
 //!
 //! The queue holds the actor's [`MessageSet`](crate::MessageSet) enum by value, so a local
 //! send is a move of the message into the queue: no box, no serialization, no copy of any
 //! heap payload the message owns.
 
 use crate::actor_id::ActorId;
-use std::any::Any;
+use crossbeam_queue::SegQueue;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// What travels through a mailbox.
 pub(crate) enum Signal<M> {
@@ -43,32 +42,24 @@ impl Status {
     }
 }
 
-/// The sending side of a mailbox, shared by every `ActorRef` to the actor.
+/// The queue and status of one actor, shared by every sender.
 pub(crate) struct Mailbox<M> {
     pub(crate) id: ActorId,
     pub(crate) type_name: &'static str,
     pub(crate) ask_timeout: Duration,
-    tx: mpsc::UnboundedSender<Signal<M>>,
+    queue: SegQueue<Signal<M>>,
     status: AtomicU8,
 }
 
-pub(crate) type Inbox<M> = mpsc::UnboundedReceiver<Signal<M>>;
-
-impl<M: Send + 'static> Mailbox<M> {
-    pub(crate) fn new(
-        id: ActorId,
-        type_name: &'static str,
-        ask_timeout: Duration,
-    ) -> (Arc<Self>, Inbox<M>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let mailbox = Mailbox {
+impl<M> Mailbox<M> {
+    pub(crate) fn new(id: ActorId, type_name: &'static str, ask_timeout: Duration) -> Self {
+        Mailbox {
             id,
             type_name,
             ask_timeout,
-            tx,
+            queue: SegQueue::new(),
             status: AtomicU8::new(Status::Running as u8),
-        };
-        (Arc::new(mailbox), rx)
+        }
     }
 
     pub(crate) fn status(&self) -> Status {
@@ -79,39 +70,9 @@ impl<M: Send + 'static> Mailbox<M> {
         self.status.store(status as u8, Ordering::Release);
     }
 
-    /// Enqueues `msg`, or hands it back with the reason the actor cannot take it.
-    #[inline]
-    pub(crate) fn send(&self, msg: M) -> Result<(), (M, Status)> {
-        let status = self.status();
-        if status != Status::Running {
-            return Err((msg, status));
-        }
-        match self.tx.send(Signal::Msg(msg)) {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::SendError(Signal::Msg(msg))) => Err((msg, self.status())),
-            Err(_) => unreachable!("send returns the signal it was given"),
-        }
-    }
-}
-
-/// Type-erased control of one actor, kept in the node's registry.
-pub(crate) trait Control: Send + Sync {
-    fn id(&self) -> ActorId;
-    /// Graceful stop: messages already enqueued are handled first; new sends fail.
-    fn request_stop(&self);
-    /// See [`Signal::Barrier`]; `None` if the actor no longer runs.
-    fn barrier(&self) -> Option<oneshot::Receiver<u64>>;
-    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
-}
-
-impl<M: Send + 'static> Control for Mailbox<M> {
-    fn id(&self) -> ActorId {
-        self.id
-    }
-
-    fn request_stop(&self) {
-        if self
-            .status
+    /// Moves from `Running` to `Stopping`; false if the actor was not running.
+    pub(crate) fn begin_stop(&self) -> bool {
+        self.status
             .compare_exchange(
                 Status::Running as u8,
                 Status::Stopping as u8,
@@ -119,18 +80,35 @@ impl<M: Send + 'static> Control for Mailbox<M> {
                 Ordering::Acquire,
             )
             .is_ok()
-        {
-            // If the inbox is already gone the actor has exited; nothing to stop.
-            let _ = self.tx.send(Signal::Stop);
+    }
+
+    /// Enqueues `msg` if the actor accepts messages, or hands it back with the reason.
+    #[inline]
+    pub(crate) fn push_msg(&self, msg: M) -> Result<(), (M, Status)> {
+        match self.status() {
+            Status::Running => {
+                self.queue.push(Signal::Msg(msg));
+                Ok(())
+            }
+            status => Err((msg, status)),
         }
     }
 
-    fn barrier(&self) -> Option<oneshot::Receiver<u64>> {
-        let (tx, rx) = oneshot::channel();
-        self.tx.send(Signal::Barrier(tx)).ok().map(|_| rx)
+    /// Enqueues a control signal regardless of status.
+    pub(crate) fn push_signal(&self, signal: Signal<M>) {
+        self.queue.push(signal);
     }
 
-    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
-        self
+    #[inline]
+    pub(crate) fn pop(&self) -> Option<Signal<M>> {
+        self.queue.pop()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.queue.len()
     }
 }

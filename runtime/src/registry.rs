@@ -1,9 +1,9 @@
 //! The node's table of live actors, by id: what shutdown walks and what deserialized
 //! `ActorRef`s resolve against.
 
-use crate::actor::Handlers;
+use crate::actor::Actor;
 use crate::actor_id::ActorId;
-use crate::mailbox::{Control, Mailbox};
+use crate::lifecycle::{ActorCell, Control};
 use dashmap::DashMap;
 use std::sync::Arc;
 
@@ -26,9 +26,9 @@ impl Registry {
     }
 
     /// The mailbox of actor `id` if it is live and of type `A`.
-    pub(crate) fn lookup<A: Handlers>(&self, id: ActorId) -> Option<Arc<Mailbox<A::Msg>>> {
+    pub(crate) fn lookup<A: Actor>(&self, id: ActorId) -> Option<Arc<ActorCell<A>>> {
         let control = Arc::clone(self.actors.get(&id)?.value());
-        control.into_any().downcast::<Mailbox<A::Msg>>().ok()
+        control.into_any().downcast::<ActorCell<A>>().ok()
     }
 
     /// A snapshot of every live actor's control handle.
