@@ -41,9 +41,18 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             fn on_stop(&mut self, ctx: &mut ::lazarus::Context<Self>) { Self::#m(self, ctx) }
         }
     });
+    let not_serde = format!(
+        "actor state `{ident}` must implement serde's Serialize and Deserialize (it goes into \
+         checkpoints): add #[derive(serde::Serialize, serde::Deserialize)]"
+    );
     // Spanned on the type name so an unmet bound (not serializable, no handlers) points
     // at the actor.
     Ok(quote_spanned! {ident.span()=>
+        const _: () = {
+            #[allow(unused_imports)]
+            use ::lazarus::__private::NotSerde as _;
+            ::core::assert!(::lazarus::__private::IsSerde::<#ident>::SERDE, #not_serde);
+        };
         impl ::lazarus::Actor for #ident {
             const NAME: &'static str = #name;
             #start

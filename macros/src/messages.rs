@@ -56,14 +56,23 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
     };
     let actor_ty = item.self_ty.clone();
 
+    // A malformed handler is reported and left out; the rest is still generated so the
+    // user sees that one error, not a cascade of "no handlers" errors.
     let mut handlers = Vec::new();
+    let mut errors: Option<syn::Error> = None;
     for impl_item in &mut item.items {
         let ImplItem::Fn(f) = impl_item else { continue };
         let Some(pos) = f.attrs.iter().position(|a| a.path().is_ident("message")) else {
             continue;
         };
         let marker = f.attrs.remove(pos);
-        handlers.push(analyse(f, &marker)?);
+        match analyse(f, &marker) {
+            Ok(h) => handlers.push(h),
+            Err(e) => match &mut errors {
+                Some(all) => all.combine(e),
+                None => errors = Some(e),
+            },
+        }
     }
 
     let set = format_ident!("__LazarusMessagesOf{}", actor_ident);
@@ -87,9 +96,21 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
         };
         let checks = fields
             .iter()
-            .map(|(_, t)| t)
-            .chain(std::iter::once(reply))
-            .map(|t| quote_spanned! {t.span()=> __lazarus_assert_wire::<#t>(); });
+            .map(|(n, t)| (format!("field `{n}` of message `{message}`"), t))
+            .chain(std::iter::once((
+                format!("the reply of message `{message}`"),
+                reply,
+            )))
+            .map(|(what, t)| {
+                let text = format!(
+                    "{what} has type `{}`, which must implement serde's Serialize and \
+                     Deserialize (messages and replies cross nodes)",
+                    quote!(#t).to_string().replace(' ', "")
+                );
+                quote_spanned! {t.span()=>
+                    ::core::assert!(::lazarus::__private::IsSerde::<#t>::SERDE, #text);
+                }
+            });
         out.extend(quote! {
             #(#docs)*
             #[derive(::lazarus::__private::serde::Serialize, ::lazarus::__private::serde::Deserialize)]
@@ -97,9 +118,9 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
             #vis struct #message #body
 
             const _: () = {
-                fn __lazarus_assert_wire<T: ::lazarus::WireMessage>() {}
-                #[allow(dead_code)]
-                fn __lazarus_check() { #(#checks)* }
+                #[allow(unused_imports)]
+                use ::lazarus::__private::NotSerde as _;
+                #(#checks)*
             };
 
             impl ::lazarus::Message<#actor_ty> for #message {
@@ -164,7 +185,7 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
 
         impl ::lazarus::MessageSet for #set {
             fn type_name(&self) -> &'static str {
-                match self { #(#names,)* }
+                match *self { #(#names,)* }
             }
         }
 
@@ -178,6 +199,9 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
 
         #item
     });
+    if let Some(errors) = errors {
+        out.extend(errors.into_compile_error());
+    }
     Ok(out)
 }
 

@@ -65,4 +65,21 @@ pub use supervision::{FailureKind, SupervisionEvent};
 #[doc(hidden)]
 pub mod __private {
     pub use serde;
+    use std::marker::PhantomData;
+
+    /// `IsSerde::<T>::SERDE` is `true` when `T` is serde-serializable both ways, and falls
+    /// back to [`NotSerde`]'s `false` otherwise, so the macros can fail compilation with a
+    /// message of their own (inherent items win over trait items only when their bounds
+    /// hold).
+    pub struct IsSerde<T: ?Sized>(PhantomData<T>);
+    /// Fallback for [`IsSerde`].
+    pub trait NotSerde {
+        /// Not serializable.
+        const SERDE: bool = false;
+    }
+    impl<T: ?Sized> NotSerde for IsSerde<T> {}
+    impl<T: serde::Serialize + serde::de::DeserializeOwned> IsSerde<T> {
+        /// Serializable.
+        pub const SERDE: bool = true;
+    }
 }

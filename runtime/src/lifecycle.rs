@@ -138,12 +138,13 @@ impl<A: Actor> ActorCell<A> {
             return Some(Exit::Stopped);
         };
         let stats = &mut state.stats;
-        let mut other = 0u64;
+        let mut dequeued = 0u64;
         let mut exit = None;
         for _ in 0..BATCH {
             let Some(signal) = self.mailbox.pop() else {
                 break;
             };
+            dequeued += 1;
             match signal {
                 Signal::Msg(msg) => {
                     let message_type = msg.type_name();
@@ -163,17 +164,16 @@ impl<A: Actor> ActorCell<A> {
                     }
                 }
                 Signal::Stop => {
-                    other += 1;
                     exit = Some(Exit::Stopped);
                     break;
                 }
                 Signal::Barrier(ack) => {
-                    other += 1;
                     let _ = ack.send(stats.total_delivered);
                 }
             }
         }
-        stats.flush(self.mailbox.len() as u64, other);
+        let depth = self.mailbox.len() as u64;
+        stats.flush(dequeued, depth, self.mailbox.signals_pushed());
         exit
     }
 
@@ -226,20 +226,21 @@ impl<A: Actor> ActorCell<A> {
 /// reply slots dropped (so the asker gets an error, not silence).
 fn drain_dead_letters<A: Actor>(mailbox: &Mailbox<A::Msg>, stats: &mut ActorStats, max: usize) {
     let mut left = 0u64;
-    let mut other = 0u64;
+    let mut dequeued = 0u64;
     for _ in 0..max {
         match mailbox.pop() {
             Some(Signal::Msg(msg)) => {
                 tracing::warn!(actor = %mailbox.id, actor_type = A::NAME, message_type = msg.type_name(), "dead letter");
                 left += 1;
+                dequeued += 1;
             }
-            Some(_) => other += 1,
+            Some(_) => dequeued += 1,
             None => break,
         }
     }
-    if left + other > 0 {
+    if dequeued > 0 {
         stats.dead_letters(left);
-        stats.flush(0, left + other);
+        stats.flush(dequeued, mailbox.len() as u64, mailbox.signals_pushed());
     }
 }
 

@@ -7,7 +7,7 @@
 
 use crate::actor_id::ActorId;
 use crossbeam_queue::SegQueue;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -49,6 +49,8 @@ pub(crate) struct Mailbox<M> {
     pub(crate) ask_timeout: Duration,
     queue: SegQueue<Signal<M>>,
     status: AtomicU8,
+    /// Control signals ever pushed (so metrics can tell messages from signals).
+    signals_pushed: AtomicU64,
 }
 
 impl<M> Mailbox<M> {
@@ -59,6 +61,7 @@ impl<M> Mailbox<M> {
             ask_timeout,
             queue: SegQueue::new(),
             status: AtomicU8::new(Status::Running as u8),
+            signals_pushed: AtomicU64::new(0),
         }
     }
 
@@ -96,7 +99,13 @@ impl<M> Mailbox<M> {
 
     /// Enqueues a control signal regardless of status.
     pub(crate) fn push_signal(&self, signal: Signal<M>) {
+        self.signals_pushed.fetch_add(1, Ordering::AcqRel);
         self.queue.push(signal);
+    }
+
+    /// Control signals ever pushed.
+    pub(crate) fn signals_pushed(&self) -> u64 {
+        self.signals_pushed.load(Ordering::Acquire)
     }
 
     #[inline]

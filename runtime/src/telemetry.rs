@@ -91,8 +91,10 @@ pub(crate) struct ActorStats {
     dead_letters: Counter,
     /// Messages handled since the last flush.
     pending_delivered: u64,
-    /// Mailbox depth seen at the last flush.
-    last_depth: u64,
+    /// Signals of every kind popped from the mailbox so far.
+    total_dequeued: u64,
+    /// Messages reported as sent so far.
+    reported_sent: u64,
     /// Every message handled by this actor (answers shutdown barriers).
     pub(crate) total_delivered: u64,
 }
@@ -108,7 +110,8 @@ impl ActorStats {
             failures: counter!(ACTOR_FAILURES, &[t]),
             dead_letters: counter!(DEAD_LETTERS, &[t]),
             pending_delivered: 0,
-            last_depth: 0,
+            total_dequeued: 0,
+            reported_sent: 0,
             total_delivered: 0,
         }
     }
@@ -128,19 +131,24 @@ impl ActorStats {
         self.total_delivered += 1;
     }
 
-    /// Publishes counts after a batch. `depth` is the mailbox length now.
+    /// Publishes counts after a batch.
     ///
-    /// Sends are not counted on the send path (that would put a shared atomic on every
-    /// tell); they are derived: everything accepted since the last flush was either handled
-    /// or is still waiting, so `sent = delivered + (depth_now - depth_before)`.
-    pub(crate) fn flush(&mut self, depth: u64, dequeued_other: u64) {
-        let sent =
-            (self.pending_delivered + dequeued_other + depth).saturating_sub(self.last_depth);
-        self.sent.increment(sent);
+    /// Sends are not counted on the send path (that would put a shared counter write on
+    /// every tell); they are derived from the queue instead: every message ever accepted
+    /// has been dequeued or is still waiting. `dequeued` counts everything this actor
+    /// popped in this batch (messages and control signals alike); `depth` and
+    /// `signals_pushed` are the mailbox's current length and lifetime count of control
+    /// signals. Exact whenever the mailbox is quiet, never decreasing.
+    pub(crate) fn flush(&mut self, dequeued: u64, depth: u64, signals_pushed: u64) {
+        self.total_dequeued += dequeued;
+        let accepted = (self.total_dequeued + depth).saturating_sub(signals_pushed);
+        if accepted > self.reported_sent {
+            self.sent.increment(accepted - self.reported_sent);
+            self.reported_sent = accepted;
+        }
         self.delivered.increment(self.pending_delivered);
         self.depth.set(depth as f64);
         self.pending_delivered = 0;
-        self.last_depth = depth;
     }
 
     pub(crate) fn failed(&self) {
