@@ -68,6 +68,18 @@ pub fn init_logging() {
         .try_init();
 }
 
+/// Ends an app: prints the error (with its `Display` text, not `Debug`) to stderr and
+/// exits non-zero, or exits zero.
+pub fn exit_with(result: Result<(), Box<dyn std::error::Error>>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 //! request/reply [`ActorRef::ask`], lifecycle hooks and failure reporting
 //! ([`SupervisionEvent`]).
 //!
-//! ```no_run
+//! ```
 //! use lazarus::{messages, Actor, Node};
 //! use serde::{Deserialize, Serialize};
 //!
@@ -27,7 +27,7 @@
 //! }
 //!
 //! let node = Node::builder().build().unwrap();
-//! let counter = node.spawn(Counter::default());
+//! let counter = node.spawn(Counter::default()).unwrap();
 //! counter.tell(Add { amount: 2 }).unwrap();
 //! let total = node.block_on(counter.ask(Add { amount: 3 })).unwrap();
 //! assert_eq!(total, 5);

@@ -93,8 +93,12 @@ impl Ping {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
     init_logging();
+    lazarus_apps::exit_with(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     if args.min_size == 0 || args.min_size > args.max_size {
         return Err("need 0 < --min-size <= --max-size".into());

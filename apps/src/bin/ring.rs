@@ -88,8 +88,12 @@ fn expected_checksum(actors: u64, hops: u64) -> u64 {
     (1..=hops).fold(0, |sum, k| mix(sum, k % actors))
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
     init_logging();
+    lazarus_apps::exit_with(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let mut builder = Node::builder();
     if let Some(c) = args.cores {

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what building and testing Lazarus needs on a fresh Debian machine that has the
+# Rust toolchain: the hwloc library (core discovery and pinning) and pkg-config.
+# Idempotent: installs only what is missing.
+set -euo pipefail
+
+command -v cargo >/dev/null || {
+    echo "error: cargo not found; install the Rust toolchain (https://rustup.rs) first" >&2
+    exit 1
+}
+
+missing=()
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+pkg-config --exists 'hwloc >= 2.0' 2>/dev/null || missing+=(libhwloc-dev)
+
+if ((${#missing[@]})); then
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    echo "setup: installing ${missing[*]}" >&2
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine and runs every check and test of the workspace:
+# formatting, clippy (all targets, warnings are errors), unit, integration, macro UI,
+# doc and miniapp tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy (workspace, all targets)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+echo "== cargo test"
+cargo test --quiet
