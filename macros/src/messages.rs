@@ -181,6 +181,8 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
     out.extend(quote! {
         #[doc(hidden)]
         #[allow(non_camel_case_types, private_interfaces, clippy::enum_variant_names)]
+        #[derive(::lazarus::__private::serde::Serialize, ::lazarus::__private::serde::Deserialize)]
+        #[serde(crate = "::lazarus::__private::serde")]
         pub enum #set { #(#variants,)* }
 
         impl ::lazarus::MessageSet for #set {

@@ -44,8 +44,9 @@ pub trait Handlers: Sized + Send + 'static {
         Self: Actor;
 }
 
-/// The mailbox payload of one actor type: one variant per message type.
-pub trait MessageSet: Send + 'static {
+/// The mailbox payload of one actor type: one variant per message type. It is also what
+/// crosses nodes: serialized with its reply slot's route, never with a local channel.
+pub trait MessageSet: Serialize + DeserializeOwned + Send + 'static {
     /// The message type's name, for metrics and failure reports.
     fn type_name(&self) -> &'static str;
 }
@@ -76,4 +77,15 @@ pub trait Actor: CheckpointState + Handlers {
 
     /// Called on the actor's core after its last message, when it stops normally.
     fn on_stop(&mut self, _ctx: &mut Context<Self>) {}
+}
+
+/// Fingerprint of actor type `A`'s message set, carried by remote envelopes so a message
+/// is never decoded as another actor type's (FNV-1a of the type name: both ends run the
+/// same program).
+pub(crate) fn type_tag<A: Handlers>() -> u64 {
+    std::any::type_name::<A::Msg>()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
 }

@@ -4,7 +4,7 @@
 //! as that id alone, so it can be stored in actor state (and so in checkpoints) and sent in
 //! messages. Deserializing it looks the id up on the node doing the deserializing.
 
-use crate::actor::{Actor, Message};
+use crate::actor::{type_tag, Actor, Message};
 use crate::actor_id::ActorId;
 use crate::error::{AskError, SendError};
 use crate::lifecycle::{ActorCell, Control};
@@ -12,8 +12,10 @@ use crate::mailbox::Status;
 use crate::node::NodeHandle;
 use crate::reply::ReplyTo;
 use crate::telemetry;
+use crate::transport::frame::{Envelope, RemoteError};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Poll};
@@ -22,24 +24,40 @@ use tokio::sync::oneshot;
 
 /// A typed, location-independent reference to an actor of type `A`.
 pub struct ActorRef<A: Actor> {
-    cell: Arc<ActorCell<A>>,
+    route: Route<A>,
+}
+
+enum Route<A: Actor> {
+    /// The actor lives on this node: messages move into its mailbox.
+    Local(Arc<ActorCell<A>>),
+    /// The actor lives on another node: messages are encoded and sent there.
+    Remote(Arc<RemoteTarget>),
+}
+
+pub(crate) struct RemoteTarget {
+    id: ActorId,
+    node: NodeHandle,
+    ask_timeout: Duration,
+    type_tag: u64,
 }
 
 impl<A: Actor> Clone for ActorRef<A> {
     fn clone(&self) -> Self {
-        ActorRef {
-            cell: Arc::clone(&self.cell),
-        }
+        let route = match &self.route {
+            Route::Local(cell) => Route::Local(Arc::clone(cell)),
+            Route::Remote(target) => Route::Remote(Arc::clone(target)),
+        };
+        ActorRef { route }
     }
 }
 
 impl<A: Actor> std::fmt::Debug for ActorRef<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "ActorRef<{}>({})",
-            self.cell.mailbox.type_name, self.cell.mailbox.id
-        )
+        let place = match self.route {
+            Route::Local(_) => "local",
+            Route::Remote(_) => "remote",
+        };
+        write!(f, "ActorRef<{}>({}, {place})", A::NAME, self.id())
     }
 }
 
@@ -52,76 +70,185 @@ impl<A: Actor> Eq for ActorRef<A> {}
 
 impl<A: Actor> ActorRef<A> {
     pub(crate) fn from_cell(cell: Arc<ActorCell<A>>) -> Self {
-        ActorRef { cell }
+        ActorRef {
+            route: Route::Local(cell),
+        }
+    }
+
+    pub(crate) fn remote(id: ActorId, node: NodeHandle, ask_timeout: Duration) -> Self {
+        ActorRef {
+            route: Route::Remote(Arc::new(RemoteTarget {
+                id,
+                node,
+                ask_timeout,
+                type_tag: type_tag::<A>(),
+            })),
+        }
     }
 
     /// The actor's stable identity.
     pub fn id(&self) -> ActorId {
-        self.cell.mailbox.id
+        match &self.route {
+            Route::Local(cell) => cell.mailbox.id,
+            Route::Remote(t) => t.id,
+        }
     }
 
-    /// Whether the actor still accepts messages.
+    /// Whether the actor lives on this node.
+    pub fn is_local(&self) -> bool {
+        matches!(self.route, Route::Local(_))
+    }
+
+    /// Whether the actor still accepts messages, as far as this node knows (a remote
+    /// actor counts as alive while its node is).
     pub fn is_alive(&self) -> bool {
-        self.cell.mailbox.status() == Status::Running
+        match &self.route {
+            Route::Local(cell) => cell.mailbox.status() == Status::Running,
+            Route::Remote(t) => t.node.transport().is_some_and(|tr| {
+                tr.liveness(t.id.rank()) == crate::failure_detector::PeerLiveness::Alive
+            }),
+        }
     }
 
     /// Sends `msg` without waiting for it to be handled.
     ///
     /// Messages from one sender to one actor are handled in the order they were sent.
-    /// Fails, handing the message back, if the actor has stopped or failed.
+    /// Fails, handing the message back, if the actor has stopped or failed, or its node is
+    /// unreachable.
     #[inline]
     pub fn tell<M: Message<A>>(&self, msg: M) -> Result<(), SendError<M>> {
-        self.cell
-            .send(msg.into_set(ReplyTo::none()))
-            .map_err(|(set, status)| self.send_error(set, status))
+        match &self.route {
+            Route::Local(cell) => cell
+                .send(msg.into_set(ReplyTo::none()))
+                .map_err(|(set, status)| send_error::<A, M>(cell.mailbox.id, set, status)),
+            Route::Remote(t) => {
+                let set = msg.into_set(ReplyTo::none());
+                t.send(set, None).map_err(|(set, reason)| {
+                    telemetry::send_error(A::NAME);
+                    SendError::Unreachable {
+                        id: t.id,
+                        reason,
+                        message: take_back::<A, M>(set),
+                    }
+                })
+            }
+        }
     }
 
     /// Sends `msg` and returns a future of the handler's reply.
     ///
     /// The request times out after the node's default ask timeout unless
     /// [`Ask::timeout`] sets another. The future needs a Tokio runtime with timers, which
-    /// every Lazarus executor and [`crate::Node::block_on`] provide.
+    /// [`crate::Node::block_on`] provides.
     pub fn ask<M: Message<A>>(&self, msg: M) -> Ask<A, M::Reply> {
-        let (reply, rx) = ReplyTo::channel();
-        let state = match self.cell.send(msg.into_set(reply)) {
-            Ok(()) => AskState::Waiting(rx),
-            Err((_, status)) => {
-                telemetry::send_error(self.cell.mailbox.type_name);
-                AskState::Failed(Some(self.status_error(status)))
+        let id = self.id();
+        match &self.route {
+            Route::Local(cell) => {
+                let (reply, rx) = ReplyTo::channel();
+                let state = match cell.send(msg.into_set(reply)) {
+                    Ok(()) => AskState::Local(rx),
+                    Err((_, status)) => {
+                        telemetry::send_error(A::NAME);
+                        AskState::Failed(Some(status_error(id, status)))
+                    }
+                };
+                Ask {
+                    id,
+                    status: Some(Arc::clone(cell) as Arc<dyn StatusView>),
+                    timeout: Some(cell.mailbox.ask_timeout),
+                    state,
+                    sleep: None,
+                    _reply: PhantomData,
+                }
             }
-        };
-        Ask {
-            cell: Arc::clone(&self.cell),
-            timeout: Some(self.cell.mailbox.ask_timeout),
-            state,
-            sleep: None,
+            Route::Remote(t) => {
+                let state = match t.node.transport() {
+                    None => AskState::Failed(Some(AskError::Unreachable {
+                        id,
+                        reason: "this node is not part of a cluster".into(),
+                    })),
+                    Some(tr) => {
+                        let (request, rx) = tr.new_request(id.rank());
+                        let set = msg.into_set(ReplyTo::outgoing(tr.rank(), request));
+                        match t.send(set, Some(request)) {
+                            Ok(()) => AskState::Remote(rx, request, tr),
+                            Err((_, reason)) => {
+                                tr.cancel_request(request);
+                                telemetry::send_error(A::NAME);
+                                AskState::Failed(Some(AskError::Unreachable { id, reason }))
+                            }
+                        }
+                    }
+                };
+                Ask {
+                    id,
+                    status: None,
+                    timeout: Some(t.ask_timeout),
+                    state,
+                    sleep: None,
+                    _reply: PhantomData,
+                }
+            }
         }
     }
 
     /// Asks the actor to stop once it has handled every message already in its mailbox.
-    /// Sends made after this call fail.
+    /// Sends made after this call fail. Only local actors can be stopped this way.
     pub fn stop(&self) {
-        Control::request_stop(Arc::clone(&self.cell));
+        if let Route::Local(cell) = &self.route {
+            Control::request_stop(Arc::clone(cell));
+        }
     }
+}
 
-    fn send_error<M: Message<A>>(&self, set: A::Msg, status: Status) -> SendError<M> {
-        telemetry::send_error(self.cell.mailbox.type_name);
-        let id = self.id();
-        let message = match M::from_set(set) {
-            Some(m) => m,
-            None => unreachable!("a message set built from M converts back to M"),
+impl RemoteTarget {
+    /// Encodes `set` and queues it for the actor's node; hands `set` back on failure.
+    fn send<S: Serialize>(&self, set: S, request: Option<u64>) -> Result<(), (S, String)> {
+        let Some(transport) = self.node.transport() else {
+            return Err((
+                set,
+                format!(
+                    "node {} is not reachable from a single-node run",
+                    self.id.rank()
+                ),
+            ));
         };
-        match status {
-            Status::Failed => SendError::ActorFailed { id, message },
-            _ => SendError::ActorStopped { id, message },
-        }
+        let payload = match crate::wire::encode(&set) {
+            Ok(p) => p,
+            Err(e) => return Err((set, e.to_string())),
+        };
+        let env = Envelope {
+            to: self.id,
+            type_tag: self.type_tag,
+            request,
+            payload,
+        };
+        transport
+            .send_envelope(env)
+            .map_err(|e| (set, e.to_string()))
     }
+}
 
-    fn status_error(&self, status: Status) -> AskError {
-        match status {
-            Status::Failed => AskError::ActorFailed(self.id()),
-            _ => AskError::ActorStopped(self.id()),
-        }
+fn take_back<A: Actor, M: Message<A>>(set: A::Msg) -> M {
+    match M::from_set(set) {
+        Some(m) => m,
+        None => unreachable!("a message set built from M converts back to M"),
+    }
+}
+
+fn send_error<A: Actor, M: Message<A>>(id: ActorId, set: A::Msg, status: Status) -> SendError<M> {
+    telemetry::send_error(A::NAME);
+    let message = take_back::<A, M>(set);
+    match status {
+        Status::Failed => SendError::ActorFailed { id, message },
+        _ => SendError::ActorStopped { id, message },
+    }
+}
+
+fn status_error(id: ActorId, status: Status) -> AskError {
+    match status {
+        Status::Failed => AskError::ActorFailed(id),
+        _ => AskError::ActorStopped(id),
     }
 }
 
@@ -139,27 +266,34 @@ impl<'de, A: Actor> Deserialize<'de> for ActorRef<A> {
                 "cannot resolve actor {id}: deserialized outside a Lazarus node"
             ))
         })?;
-        node.lookup::<A>(id).ok_or_else(|| {
-            serde::de::Error::custom(format!(
-                "unknown actor {id} (or not an actor of type {})",
-                std::any::type_name::<A>()
-            ))
-        })
+        node.actor_ref::<A>(id).map_err(serde::de::Error::custom)
     }
 }
 
+/// What an [`Ask`] needs to know about a local actor's status.
+pub(crate) trait StatusView: Send + Sync {
+    fn status(&self) -> Status;
+}
+
 enum AskState<R> {
-    Waiting(oneshot::Receiver<R>),
+    Local(oneshot::Receiver<R>),
+    Remote(
+        oneshot::Receiver<Result<Vec<u8>, RemoteError>>,
+        u64,
+        Arc<crate::transport::Transport>,
+    ),
     Failed(Option<AskError>),
 }
 
 /// A pending request: await it for the reply.
 #[must_use = "an Ask does nothing unless awaited"]
 pub struct Ask<A: Actor, R> {
-    cell: Arc<ActorCell<A>>,
+    id: ActorId,
+    status: Option<Arc<dyn StatusView>>,
     timeout: Option<Duration>,
     state: AskState<R>,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    _reply: PhantomData<fn() -> A>,
 }
 
 impl<A: Actor, R> Ask<A, R> {
@@ -176,33 +310,60 @@ impl<A: Actor, R> Ask<A, R> {
     }
 
     fn closed_error(&self) -> AskError {
-        let id = self.cell.mailbox.id;
-        match self.cell.mailbox.status() {
-            Status::Failed => AskError::ActorFailed(id),
-            Status::Stopped => AskError::ActorStopped(id),
+        let id = self.id;
+        match self.status.as_ref().map(|s| s.status()) {
+            Some(Status::Failed) => AskError::ActorFailed(id),
+            Some(Status::Stopped) => AskError::ActorStopped(id),
             // The actor is alive, so its handler dropped the ReplyTo.
             _ => AskError::NoReply(id),
         }
     }
 }
 
+fn remote_error(id: ActorId, e: RemoteError) -> AskError {
+    match e {
+        RemoteError::NoReply(_) => AskError::NoReply(id),
+        RemoteError::ActorGone(_) => AskError::ActorStopped(id),
+        other => AskError::Rejected {
+            id,
+            reason: other.to_string(),
+        },
+    }
+}
+
 impl<A: Actor, R> Unpin for Ask<A, R> {}
 
-impl<A: Actor, R> Future for Ask<A, R> {
+impl<A: Actor, R: serde::de::DeserializeOwned> Future for Ask<A, R> {
     type Output = Result<R, AskError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let rx = match &mut this.state {
-            AskState::Failed(err) => {
-                return Poll::Ready(Err(err
-                    .take()
-                    .unwrap_or(AskError::NoReply(this.cell.mailbox.id))))
-            }
-            AskState::Waiting(rx) => rx,
-        };
-        if let Poll::Ready(res) = Pin::new(rx).poll(cx) {
-            return Poll::Ready(res.map_err(|_| this.closed_error()));
+        let id = this.id;
+        let ready =
+            match &mut this.state {
+                AskState::Failed(err) => Some(Err(err.take().unwrap_or(AskError::NoReply(id)))),
+                AskState::Local(rx) => match Pin::new(rx).poll(cx) {
+                    Poll::Ready(Ok(r)) => Some(Ok(r)),
+                    Poll::Ready(Err(_)) => Some(Err(this.closed_error())),
+                    Poll::Pending => None,
+                },
+                AskState::Remote(rx, _, _) => match Pin::new(rx).poll(cx) {
+                    Poll::Ready(Ok(Ok(bytes))) => Some(crate::wire::decode::<R>(&bytes).map_err(
+                        |e| AskError::Rejected {
+                            id,
+                            reason: format!("reply did not decode: {e}"),
+                        },
+                    )),
+                    Poll::Ready(Ok(Err(e))) => Some(Err(remote_error(id, e))),
+                    Poll::Ready(Err(_)) => Some(Err(AskError::Unreachable {
+                        id,
+                        reason: format!("node {} failed before replying", id.rank()),
+                    })),
+                    Poll::Pending => None,
+                },
+            };
+        if let Some(out) = ready {
+            return Poll::Ready(out);
         }
         let Some(timeout) = this.timeout else {
             return Poll::Pending;
@@ -217,10 +378,10 @@ impl<A: Actor, R> Future for Ask<A, R> {
         if let Some(sleep) = this.sleep.as_mut() {
             ready!(sleep.as_mut().poll(cx));
         }
-        telemetry::ask_timeout(this.cell.mailbox.type_name);
-        Poll::Ready(Err(AskError::Timeout {
-            id: this.cell.mailbox.id,
-            timeout,
-        }))
+        if let AskState::Remote(_, request, transport) = &this.state {
+            transport.cancel_request(*request);
+        }
+        telemetry::ask_timeout(A::NAME);
+        Poll::Ready(Err(AskError::Timeout { id, timeout }))
     }
 }

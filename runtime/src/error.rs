@@ -23,15 +23,26 @@ pub enum SendError<M> {
         /// The undelivered message.
         message: M,
     },
+    /// The actor's node cannot be reached (failed, departed, or not in this cluster), or
+    /// the message could not be encoded for it.
+    #[error("actor {id} is unreachable: {reason}")]
+    Unreachable {
+        /// The addressee.
+        id: ActorId,
+        /// Why.
+        reason: String,
+        /// The undelivered message.
+        message: M,
+    },
 }
 
 impl<M> SendError<M> {
     /// The message that was not delivered.
     pub fn into_message(self) -> M {
         match self {
-            SendError::ActorStopped { message, .. } | SendError::ActorFailed { message, .. } => {
-                message
-            }
+            SendError::ActorStopped { message, .. }
+            | SendError::ActorFailed { message, .. }
+            | SendError::Unreachable { message, .. } => message,
         }
     }
 }
@@ -44,7 +55,7 @@ impl<M> std::fmt::Debug for SendError<M> {
 }
 
 /// Why an `ask` produced no reply.
-#[derive(Debug, Error, PartialEq, Eq)]
+#[derive(Debug, Error, PartialEq, Eq, Clone)]
 pub enum AskError {
     /// The actor had stopped before the request could be handled.
     #[error("actor {0} has stopped; request not handled")]
@@ -62,6 +73,22 @@ pub enum AskError {
         id: ActorId,
         /// The timeout that expired.
         timeout: std::time::Duration,
+    },
+    /// The actor's node is unreachable or failed while the request was pending.
+    #[error("actor {id} is unreachable: {reason}")]
+    Unreachable {
+        /// The addressee.
+        id: ActorId,
+        /// Why.
+        reason: String,
+    },
+    /// The receiving node refused the request (unknown actor, wrong type, bad encoding).
+    #[error("actor {id} refused the request: {reason}")]
+    Rejected {
+        /// The addressee.
+        id: ActorId,
+        /// Why.
+        reason: String,
     },
     /// `ask` was awaited outside a Tokio runtime with timers enabled, so the timeout could
     /// not be armed.

@@ -38,9 +38,11 @@
 pub mod actor;
 pub mod actor_id;
 pub mod actor_ref;
+pub mod cluster;
 pub mod context;
 pub mod error;
 mod executor;
+pub mod failure_detector;
 mod lifecycle;
 mod mailbox;
 pub mod node;
@@ -49,11 +51,13 @@ pub mod reply;
 pub mod supervision;
 pub mod telemetry;
 pub mod topology;
+pub mod transport;
 pub mod wire;
 
 pub use actor::{Actor, CheckpointState, Handlers, Message, MessageSet, WireMessage};
 pub use actor_id::ActorId;
 pub use actor_ref::{ActorRef, Ask};
+pub use cluster::{Cluster, ClusterError, ClusterSpec};
 pub use context::Context;
 pub use error::{AskError, NodeError, SendError, SpawnError};
 pub use lazarus_macros::{messages, Actor};

@@ -7,7 +7,7 @@
 //! meanwhile. The flag makes the cell run on at most one thread at a time (always its own
 //! core's), in mailbox order.
 
-use crate::actor::{Actor, MessageSet};
+use crate::actor::{type_tag, Actor, MessageSet};
 use crate::actor_id::ActorId;
 use crate::actor_ref::ActorRef;
 use crate::context::Context;
@@ -16,6 +16,7 @@ use crate::mailbox::{Mailbox, Signal, Status};
 use crate::node::{CoreId, NodeHandle};
 use crate::supervision::{panic_text, FailureKind, SupervisionEvent};
 use crate::telemetry::ActorStats;
+use crate::transport::frame::{Envelope, RemoteError};
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -258,9 +259,17 @@ impl<A: Actor> Runnable for ActorCell<A> {
     }
 }
 
+impl<A: Actor> crate::actor_ref::StatusView for ActorCell<A> {
+    fn status(&self) -> Status {
+        self.mailbox.status()
+    }
+}
+
 /// Type-erased control of one actor, kept in the node's registry.
 pub(crate) trait Control: Send + Sync {
     fn id(&self) -> ActorId;
+    /// Decodes a message that came from another node and enqueues it.
+    fn deliver_encoded(self: Arc<Self>, env: &Envelope) -> Result<(), RemoteError>;
     /// Graceful stop: messages already enqueued are handled first; new sends fail.
     fn request_stop(self: Arc<Self>);
     /// A barrier answered once everything enqueued before it is handled; `None` if the
@@ -272,6 +281,18 @@ pub(crate) trait Control: Send + Sync {
 impl<A: Actor> Control for ActorCell<A> {
     fn id(&self) -> ActorId {
         self.mailbox.id
+    }
+
+    fn deliver_encoded(self: Arc<Self>, env: &Envelope) -> Result<(), RemoteError> {
+        let id = self.mailbox.id;
+        if env.type_tag != type_tag::<A>() {
+            return Err(RemoteError::WrongType(id));
+        }
+        let msg: A::Msg = crate::wire::decode(&env.payload)
+            .map_err(|e| RemoteError::Undecodable(id, e.to_string()))?;
+        // On refusal the message (and its remote reply slot) is dropped here, which tells a
+        // remote asker that the actor is gone.
+        self.send(msg).map_err(|_| RemoteError::ActorGone(id))
     }
 
     fn request_stop(self: Arc<Self>) {

@@ -45,7 +45,6 @@ impl Status {
 /// The queue and status of one actor, shared by every sender.
 pub(crate) struct Mailbox<M> {
     pub(crate) id: ActorId,
-    pub(crate) type_name: &'static str,
     pub(crate) ask_timeout: Duration,
     queue: SegQueue<Signal<M>>,
     status: AtomicU8,
@@ -54,10 +53,9 @@ pub(crate) struct Mailbox<M> {
 }
 
 impl<M> Mailbox<M> {
-    pub(crate) fn new(id: ActorId, type_name: &'static str, ask_timeout: Duration) -> Self {
+    pub(crate) fn new(id: ActorId, ask_timeout: Duration) -> Self {
         Mailbox {
             id,
-            type_name,
             ask_timeout,
             queue: SegQueue::new(),
             status: AtomicU8::new(Status::Running as u8),

@@ -17,10 +17,12 @@ use crate::registry::Registry;
 use crate::supervision::{FailureHook, SupervisionEvent};
 use crate::telemetry;
 use crate::topology::{self, HwCore};
+use crate::transport::frame::{Envelope, RemoteError};
+use crate::transport::Transport;
 use std::cell::RefCell;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Index of one of the node's core executors, `0..node.num_cores()`.
@@ -36,6 +38,7 @@ pub struct NodeBuilder {
     drain_timeout: Duration,
     on_failure: Option<FailureHook>,
     idle_spin: Duration,
+    core_offset: usize,
 }
 
 impl Default for NodeBuilder {
@@ -48,6 +51,7 @@ impl Default for NodeBuilder {
             drain_timeout: Duration::from_secs(30),
             on_failure: None,
             idle_spin: Duration::from_micros(50),
+            core_offset: 0,
         }
     }
 }
@@ -62,6 +66,13 @@ impl NodeBuilder {
     /// Runs `n` core executors, on the first `n` allowed cores. Default: all allowed cores.
     pub fn cores(mut self, n: usize) -> Self {
         self.cores = Some(n);
+        self
+    }
+
+    /// Starts at the `k`-th allowed core (wrapping), so that several nodes sharing a host
+    /// take different cores.
+    pub fn core_offset(mut self, k: usize) -> Self {
+        self.core_offset = k;
         self
     }
 
@@ -102,7 +113,9 @@ impl NodeBuilder {
 
     /// Discovers the cores, starts the executors and returns the running node.
     pub fn build(self) -> Result<Node, NodeError> {
-        let hw = topology::allowed_cores()?;
+        let mut hw = topology::allowed_cores()?;
+        let offset = self.core_offset % hw.len();
+        hw.rotate_left(offset);
         let n = self.cores.unwrap_or(hw.len());
         if n == 0 || n > hw.len() {
             return Err(NodeError::NotEnoughCores {
@@ -134,6 +147,7 @@ impl NodeBuilder {
             ask_timeout: self.ask_timeout,
             live: AtomicUsize::new(0),
             exited: tokio::sync::Notify::new(),
+            transport: OnceLock::new(),
         };
         let handle = NodeHandle {
             inner: Arc::new(inner),
@@ -162,6 +176,7 @@ struct NodeInner {
     ask_timeout: Duration,
     live: AtomicUsize,
     exited: tokio::sync::Notify,
+    transport: OnceLock<Arc<Transport>>,
 }
 
 /// A cloneable handle to a running node: spawn actors, look them up. Handlers reach it
@@ -231,13 +246,56 @@ impl NodeHandle {
         }
         let seq = inner.next_seq.fetch_add(1, Ordering::Relaxed);
         let id = ActorId::new(inner.rank, seq).ok_or(SpawnError::IdsExhausted)?;
-        let mailbox = Mailbox::new(id, A::NAME, inner.ask_timeout);
+        let mailbox = Mailbox::new(id, inner.ask_timeout);
         let cell = ActorCell::new(actor, mailbox, Arc::clone(executor), core, self.clone());
         inner.registry.insert(cell.clone());
         inner.live.fetch_add(1, Ordering::AcqRel);
         // Run on_start now rather than at the first message.
         cell.notify();
         Ok(ActorRef::from_cell(cell))
+    }
+
+    /// A reference to actor `id` of type `A`: a live local actor, or an actor of another
+    /// node of the cluster (not checked until a message reaches that node).
+    pub fn actor_ref<A: Actor>(&self, id: ActorId) -> Result<ActorRef<A>, String> {
+        if id.rank() == self.inner.rank {
+            return self
+                .lookup::<A>(id)
+                .ok_or_else(|| format!("no live actor {id} of type {} on this node", A::NAME));
+        }
+        match self.transport() {
+            Some(t) if (id.rank() as usize) < t.size() => {
+                Ok(ActorRef::remote(id, self.clone(), self.inner.ask_timeout))
+            }
+            Some(t) => Err(format!(
+                "actor {id} names node {} but the cluster has {} nodes",
+                id.rank(),
+                t.size()
+            )),
+            None => Err(format!(
+                "actor {id} is on node {} but this node runs alone",
+                id.rank()
+            )),
+        }
+    }
+
+    /// The transport, when this node is part of a cluster.
+    pub fn transport(&self) -> Option<Arc<Transport>> {
+        self.inner.transport.get().cloned()
+    }
+
+    pub(crate) fn set_transport(&self, t: Arc<Transport>) {
+        let _ = self.inner.transport.set(t);
+    }
+
+    /// Delivers a message that arrived from node `from`.
+    pub(crate) fn deliver_remote(&self, env: Envelope, _from: u16) -> Result<(), RemoteError> {
+        let control = self
+            .inner
+            .registry
+            .get(env.to)
+            .ok_or(RemoteError::UnknownActor(env.to))?;
+        control.deliver_encoded(&env)
     }
 
     /// A reference to live actor `id` of type `A` on this node.

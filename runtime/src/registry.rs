@@ -31,6 +31,11 @@ impl Registry {
         control.into_any().downcast::<ActorCell<A>>().ok()
     }
 
+    /// The control handle of live actor `id`.
+    pub(crate) fn get(&self, id: ActorId) -> Option<Arc<dyn Control>> {
+        self.actors.get(&id).map(|e| Arc::clone(e.value()))
+    }
+
     /// A snapshot of every live actor's control handle.
     pub(crate) fn snapshot(&self) -> Vec<Arc<dyn Control>> {
         self.actors.iter().map(|e| Arc::clone(e.value())).collect()

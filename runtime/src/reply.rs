@@ -2,39 +2,100 @@
 //!
 //! A handler that returns a value replies synchronously; one that takes a [`ReplyTo`]
 //! parameter may keep it (for example until a token comes back around a ring) and reply
-//! later. For a `tell` the slot is empty and replying is a no-op.
+//! later. For a `tell` the slot is empty and replying is a no-op. A slot that came from
+//! another node replies over the transport; dropping it unanswered tells the asker so.
 
+use crate::actor_id::ActorId;
+use crate::node::NodeHandle;
+use crate::transport::frame::RemoteError;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio::sync::oneshot;
+
+enum Slot<R> {
+    /// Nobody waits (`tell`), or the answer was given.
+    Empty,
+    /// An asker on this node.
+    Local(oneshot::Sender<R>),
+    /// The sending side's image of a remote slot: serializes as the route, inert here.
+    Outgoing { rank: u16, request: u64 },
+    /// An asker on node `rank`, waiting for request `request`.
+    Remote { rank: u16, request: u64 },
+}
 
 /// The right to answer one request. Dropping it unanswered makes the asker's `ask` fail
 /// with [`crate::AskError::NoReply`].
 #[must_use = "dropping a ReplyTo fails the asker's request"]
 pub struct ReplyTo<R> {
-    tx: Option<oneshot::Sender<R>>,
+    slot: Slot<R>,
 }
 
 impl<R> ReplyTo<R> {
     /// A slot for a message sent with `tell`: nobody waits for the answer.
     pub fn none() -> Self {
-        ReplyTo { tx: None }
+        ReplyTo { slot: Slot::Empty }
     }
 
     pub(crate) fn channel() -> (Self, oneshot::Receiver<R>) {
         let (tx, rx) = oneshot::channel();
-        (ReplyTo { tx: Some(tx) }, rx)
+        (
+            ReplyTo {
+                slot: Slot::Local(tx),
+            },
+            rx,
+        )
+    }
+
+    pub(crate) fn outgoing(rank: u16, request: u64) -> Self {
+        ReplyTo {
+            slot: Slot::Outgoing { rank, request },
+        }
     }
 
     /// Whether somebody is waiting for the answer (the message came from `ask`).
     pub fn is_requested(&self) -> bool {
-        self.tx.is_some()
+        matches!(self.slot, Slot::Local(_) | Slot::Remote { .. })
     }
+}
 
+impl<R: Serialize> ReplyTo<R> {
     /// Answers the request. Returns `false` if nobody was waiting any more (the asker timed
     /// out or went away) or the message came from `tell`.
     pub fn send(mut self, reply: R) -> bool {
-        match self.tx.take() {
-            Some(tx) => tx.send(reply).is_ok(),
-            None => false,
+        match std::mem::replace(&mut self.slot, Slot::Empty) {
+            Slot::Local(tx) => tx.send(reply).is_ok(),
+            Slot::Remote { rank, request } => {
+                let outcome = crate::wire::encode(&reply).map_err(|e| {
+                    RemoteError::Undecodable(ActorId::from_u64(0), format!("reply encoding: {e}"))
+                });
+                send_remote(rank, request, outcome)
+            }
+            Slot::Empty | Slot::Outgoing { .. } => false,
+        }
+    }
+}
+
+fn send_remote(rank: u16, request: u64, outcome: Result<Vec<u8>, RemoteError>) -> bool {
+    match NodeHandle::current().and_then(|n| n.transport()) {
+        Some(t) => t.send_reply(rank, request, outcome).is_ok(),
+        None => {
+            tracing::warn!(
+                rank,
+                request,
+                "reply to a remote asker dropped: no transport on this thread"
+            );
+            false
+        }
+    }
+}
+
+impl<R> Drop for ReplyTo<R> {
+    fn drop(&mut self) {
+        if let Slot::Remote { rank, request } = self.slot {
+            send_remote(
+                rank,
+                request,
+                Err(RemoteError::NoReply(ActorId::from_u64(0))),
+            );
         }
     }
 }
@@ -51,5 +112,30 @@ impl<R> Default for ReplyTo<R> {
     /// An empty slot, so a `ReplyTo` kept in actor state can be `#[serde(skip)]`ped.
     fn default() -> Self {
         ReplyTo::none()
+    }
+}
+
+impl<R> Serialize for ReplyTo<R> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.slot {
+            Slot::Empty => None::<(u16, u64)>.serialize(s),
+            Slot::Outgoing { rank, request } | Slot::Remote { rank, request } => {
+                Some((*rank, *request)).serialize(s)
+            }
+            Slot::Local(_) => Err(serde::ser::Error::custom(
+                "a reply slot of a local asker cannot cross nodes",
+            )),
+        }
+    }
+}
+
+impl<'de, R> Deserialize<'de> for ReplyTo<R> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match Option::<(u16, u64)>::deserialize(d)? {
+            None => ReplyTo::none(),
+            Some((rank, request)) => ReplyTo {
+                slot: Slot::Remote { rank, request },
+            },
+        })
     }
 }

@@ -1,10 +1,10 @@
-//! `ring`: N actors in a ring spread over all cores pass a token M hops.
+//! `ring`: N actors in a ring spread over all nodes and cores pass a token M hops.
 //!
 //! Every actor folds its index into the token's checksum; the answer is verified against
 //! the same fold computed sequentially.
 
 use clap::Parser;
-use lazarus::{messages, Actor, ActorRef, Node, ReplyTo};
+use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Node, ReplyTo};
 use lazarus_apps::{init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -95,51 +95,70 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let mut builder = Node::builder();
+    let mut spec = ClusterSpec::from_env()?;
     if let Some(c) = args.cores {
-        builder = builder.cores(c);
+        spec.cores = Some(c);
     }
-    let node = builder.build()?;
-    let cores = node.num_cores();
-    let actors = args.actors.unwrap_or(4 * cores).max(1);
-    let ring: Vec<ActorRef<RingNode>> = (0..actors)
-        .map(|i| {
-            node.spawn(RingNode {
-                index: i as u64,
-                next: None,
-                first: None,
-                done: ReplyTo::none(),
+    let cluster = Cluster::start_with(spec, Node::builder())?;
+    let (rank, size) = (cluster.rank() as usize, cluster.size());
+    let cores = cluster.num_cores();
+    // Every node must agree on the ring size: it defaults to 4 actors per core of node 0's
+    // shape, so pass --actors explicitly when nodes differ.
+    let actors = args.actors.unwrap_or(4 * cores * size).max(1);
+    // Actor i lives on node i % size as that node's (i / size)-th actor, so its id is
+    // known everywhere without any lookup service.
+    let id_of =
+        |i: usize| ActorId::new((i % size) as u16, (i / size) as u64).ok_or("too many actors");
+    let mine: Vec<usize> = (0..actors).filter(|i| i % size == rank).collect();
+    for &i in &mine {
+        let r = cluster.spawn(RingNode {
+            index: i as u64,
+            next: None,
+            first: None,
+            done: ReplyTo::none(),
+        })?;
+        if r.id() != id_of(i)? {
+            return Err(format!("actor {i} got id {} instead of {}", r.id(), id_of(i)?).into());
+        }
+    }
+    let resolve = |i: usize| -> Result<ActorRef<RingNode>, Box<dyn std::error::Error>> {
+        Ok(cluster.handle().actor_ref::<RingNode>(id_of(i)?)?)
+    };
+    for &i in &mine {
+        resolve(i)?
+            .tell(Link {
+                next: resolve((i + 1) % actors)?,
+                first: resolve(0)?,
             })
-        })
-        .collect::<Result<_, _>>()?;
-    for (i, a) in ring.iter().enumerate() {
-        a.tell(Link {
-            next: ring[(i + 1) % actors].clone(),
-            first: ring[0].clone(),
-        })
-        .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())?;
     }
-    let started = Instant::now();
-    let checksum = node.block_on(ring[0].ask(Start { hops: args.hops }).no_timeout())?;
-    let elapsed = started.elapsed().as_secs_f64();
-    node.shutdown();
-
-    let verified = checksum == expected_checksum(actors as u64, args.hops);
-    println!(
-        "{}",
-        ResultLine::new("ring")
-            .field("nodes", 1)
-            .field("cores", cores)
-            .field("actors", actors)
-            .field("hops", args.hops)
-            .field("checksum", format!("{checksum:#018x}"))
-            .field("elapsed_s", format!("{elapsed:.6}"))
-            .field("hops_per_s", format!("{:.0}", args.hops as f64 / elapsed))
-            .finish(verified)
-    );
-    if verified {
-        Ok(())
+    // Nobody sends to a remote actor before it exists.
+    cluster.barrier()?;
+    if rank == 0 {
+        let started = Instant::now();
+        let checksum = cluster.block_on(resolve(0)?.ask(Start { hops: args.hops }).no_timeout())?;
+        let elapsed = started.elapsed().as_secs_f64();
+        let verified = checksum == expected_checksum(actors as u64, args.hops);
+        cluster.barrier()?;
+        cluster.shutdown();
+        println!(
+            "{}",
+            ResultLine::new("ring")
+                .field("nodes", size)
+                .field("cores", cores)
+                .field("actors", actors)
+                .field("hops", args.hops)
+                .field("checksum", format!("{checksum:#018x}"))
+                .field("elapsed_s", format!("{elapsed:.6}"))
+                .field("hops_per_s", format!("{:.0}", args.hops as f64 / elapsed))
+                .finish(verified)
+        );
+        if !verified {
+            return Err("checksum mismatch".into());
+        }
     } else {
-        Err("checksum mismatch".into())
+        cluster.barrier()?;
+        cluster.shutdown();
     }
+    Ok(())
 }

@@ -1,0 +1,462 @@
+//! Forming a cluster: who this node is, where its peers are, and the one call an app's
+//! `main` makes to get a running node that is part of it.
+//!
+//! [`Cluster::start`] reads the environment and works the same way whether the app was
+//! started by `lazarus run`, by Slurm's `srun`, from a static host list, or alone:
+//!
+//! | started by | what it reads |
+//! |---|---|
+//! | `lazarus run` / static list | `LAZARUS_RANK`, `LAZARUS_PEERS` (`host:port,...`) or `LAZARUS_HOSTFILE`, `LAZARUS_SECRET` |
+//! | `srun` | `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_STEP_NODELIST`, `SLURM_STEP_TASKS_PER_NODE`, `SLURM_JOB_ID`, `SLURM_STEP_ID` |
+//! | nothing | one node on all cores |
+//!
+//! Optional everywhere: `LAZARUS_CORES` (cores for this node), `LAZARUS_CORE_OFFSET`
+//! (first core), `LAZARUS_IDLE_SPIN_US`, `LAZARUS_BASE_PORT` (Slurm). Under Slurm the
+//! secret comes from `LAZARUS_SECRET` if exported, else from `~/.lazarus/cluster-secret`
+//! (created on first use, mode 0600; on a cluster, home directories are shared).
+
+pub mod slurm;
+
+use crate::node::{Node, NodeBuilder, NodeHandle, ShutdownReport};
+use crate::transport::{NodeFailure, Transport, TransportConfig, TransportError};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a cluster could not be formed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The environment describes the cluster inconsistently.
+    #[error("bad cluster environment: {0}")]
+    Environment(String),
+    /// The local node could not start.
+    #[error(transparent)]
+    Node(#[from] crate::error::NodeError),
+    /// The transport could not start.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The secret file could not be read or created.
+    #[error("cluster secret: {0}")]
+    Secret(String),
+}
+
+/// Where the description of the cluster came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    /// No launcher: one node.
+    Alone,
+    /// `lazarus run` or a static host list (`LAZARUS_*` variables).
+    Lazarus,
+    /// Slurm (`SLURM_*` variables).
+    Slurm,
+}
+
+/// Everything a node needs to join its cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterSpec {
+    /// Who started us.
+    pub launcher: Launcher,
+    /// This node's rank.
+    pub rank: u16,
+    /// Every node's address by rank (empty when alone).
+    pub addrs: Vec<SocketAddr>,
+    /// Shared secret (empty when alone).
+    pub secret: Vec<u8>,
+    /// Cores this node should use (`None`: all allowed).
+    pub cores: Option<usize>,
+    /// First allowed core this node should use.
+    pub core_offset: usize,
+    /// Idle spin of the core executors (`None`: the default).
+    pub idle_spin: Option<Duration>,
+}
+
+impl ClusterSpec {
+    /// Number of nodes.
+    pub fn size(&self) -> usize {
+        self.addrs.len().max(1)
+    }
+
+    /// Reads the spec from the process environment.
+    pub fn from_env() -> Result<ClusterSpec, ClusterError> {
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// Reads the spec from `var` (the environment, or a map in tests).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<ClusterSpec, ClusterError> {
+        let num = |k: &str| -> Result<Option<usize>, ClusterError> {
+            var(k)
+                .map(|v| {
+                    v.trim()
+                        .parse::<usize>()
+                        .map_err(|_| ClusterError::Environment(format!("{k}={v} is not a number")))
+                })
+                .transpose()
+        };
+        let mut spec = ClusterSpec {
+            launcher: Launcher::Alone,
+            rank: 0,
+            addrs: Vec::new(),
+            secret: Vec::new(),
+            cores: num("LAZARUS_CORES")?,
+            core_offset: num("LAZARUS_CORE_OFFSET")?.unwrap_or(0),
+            idle_spin: num("LAZARUS_IDLE_SPIN_US")?.map(|us| Duration::from_micros(us as u64)),
+        };
+        if let Some(rank) = var("LAZARUS_RANK") {
+            spec.launcher = Launcher::Lazarus;
+            spec.rank = parse_rank(&rank)?;
+            let peers = match (var("LAZARUS_PEERS"), var("LAZARUS_HOSTFILE")) {
+                (Some(p), _) => p,
+                (None, Some(file)) => std::fs::read_to_string(&file)
+                    .map_err(|e| {
+                        ClusterError::Environment(format!("LAZARUS_HOSTFILE {file}: {e}"))
+                    })?
+                    .lines()
+                    .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
+                    .filter(|l| !l.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                (None, None) => {
+                    return Err(ClusterError::Environment(
+                        "LAZARUS_RANK is set but neither LAZARUS_PEERS nor LAZARUS_HOSTFILE".into(),
+                    ))
+                }
+            };
+            spec.addrs = peers
+                .split(',')
+                .filter(|p| !p.trim().is_empty())
+                .map(|p| resolve(p.trim()))
+                .collect::<Result<_, _>>()?;
+            spec.secret = match var("LAZARUS_SECRET") {
+                Some(s) => decode_secret(&s)?,
+                None => secret_from_file()?,
+            };
+        } else if let Some(procid) = var("SLURM_PROCID") {
+            spec.launcher = Launcher::Slurm;
+            spec.rank = parse_rank(&procid)?;
+            let ntasks = num("SLURM_NTASKS")?
+                .or(num("SLURM_NPROCS")?)
+                .ok_or_else(|| {
+                    ClusterError::Environment("SLURM_PROCID is set but SLURM_NTASKS is not".into())
+                })?;
+            let nodelist = var("SLURM_STEP_NODELIST")
+                .or_else(|| var("SLURM_JOB_NODELIST"))
+                .ok_or_else(|| {
+                    ClusterError::Environment("SLURM_STEP_NODELIST is not set".into())
+                })?;
+            let hosts = slurm::expand_hostlist(&nodelist).map_err(ClusterError::Environment)?;
+            let per_node = var("SLURM_STEP_TASKS_PER_NODE")
+                .or_else(|| var("SLURM_TASKS_PER_NODE"))
+                .ok_or_else(|| {
+                    ClusterError::Environment("SLURM_STEP_TASKS_PER_NODE is not set".into())
+                })?;
+            let per_node =
+                slurm::expand_tasks_per_node(&per_node).map_err(ClusterError::Environment)?;
+            if per_node.len() != hosts.len() || per_node.iter().sum::<usize>() != ntasks {
+                return Err(ClusterError::Environment(format!(
+                    "Slurm says {ntasks} tasks on {} hosts but tasks-per-node is {per_node:?}",
+                    hosts.len()
+                )));
+            }
+            // Each step gets its own port range so steps of one job do not collide.
+            let job = num("SLURM_JOB_ID")?.unwrap_or(0);
+            let step = num("SLURM_STEP_ID")?.unwrap_or(0);
+            let base = match num("LAZARUS_BASE_PORT")? {
+                Some(p) => p,
+                None => 20_000 + ((job * 7 + step) % 1_000) * 32,
+            };
+            // Block distribution (srun's default): ranks fill hosts in order.
+            let mut addrs = Vec::with_capacity(ntasks);
+            let mut local = (0, 0); // (tasks on my host, my index on it)
+            for (host, &count) in hosts.iter().zip(&per_node) {
+                let ip = resolve(&format!("{host}:0"))?.ip();
+                for i in 0..count {
+                    if addrs.len() == spec.rank as usize {
+                        local = (count, i);
+                    }
+                    let port = u16::try_from(base + i).map_err(|_| {
+                        ClusterError::Environment(format!("port {} out of range", base + i))
+                    })?;
+                    addrs.push(SocketAddr::new(ip, port));
+                }
+            }
+            spec.addrs = addrs;
+            spec.secret = match var("LAZARUS_SECRET") {
+                Some(s) => decode_secret(&s)?,
+                None => secret_from_file()?,
+            };
+            // Share this host's cores among its tasks; with more tasks than cores, park
+            // idle executors at once instead of spinning against each other.
+            if spec.cores.is_none() && local.0 > 1 {
+                let allowed = crate::topology::allowed_cores()?.len();
+                let per_task = (allowed / local.0).max(1);
+                spec.cores = Some(per_task);
+                spec.core_offset = (local.1 * per_task) % allowed;
+                if local.0 > allowed && spec.idle_spin.is_none() {
+                    spec.idle_spin = Some(Duration::ZERO);
+                }
+            }
+        }
+        if spec.launcher != Launcher::Alone && spec.rank as usize >= spec.addrs.len() {
+            return Err(ClusterError::Environment(format!(
+                "rank {} is outside a cluster of {} nodes",
+                spec.rank,
+                spec.addrs.len()
+            )));
+        }
+        Ok(spec)
+    }
+}
+
+fn parse_rank(v: &str) -> Result<u16, ClusterError> {
+    v.trim()
+        .parse()
+        .map_err(|_| ClusterError::Environment(format!("rank `{v}` is not a number below 65536")))
+}
+
+fn resolve(addr: &str) -> Result<SocketAddr, ClusterError> {
+    addr.to_socket_addrs()
+        .map_err(|e| ClusterError::Environment(format!("cannot resolve `{addr}`: {e}")))?
+        .find(|a| a.is_ipv4())
+        .or_else(|| addr.to_socket_addrs().ok()?.next())
+        .ok_or_else(|| ClusterError::Environment(format!("`{addr}` has no address")))
+}
+
+/// Parses a hex-encoded secret.
+pub fn decode_secret(hex: &str) -> Result<Vec<u8>, ClusterError> {
+    let hex = hex.trim();
+    if hex.len() % 2 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ClusterError::Secret(
+            "LAZARUS_SECRET must be hex digits".into(),
+        ));
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&hex[i..i + 2], 16).map_err(|e| ClusterError::Secret(e.to_string()))
+        })
+        .collect()
+}
+
+/// A fresh random secret, hex-encoded.
+pub fn new_secret_hex() -> Result<String, ClusterError> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| ClusterError::Secret("no randomness available".into()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn secret_from_file() -> Result<Vec<u8>, ClusterError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let home = std::env::var("HOME").map_err(|_| ClusterError::Secret("HOME is not set".into()))?;
+    let dir = std::path::Path::new(&home).join(".lazarus");
+    let path = dir.join("cluster-secret");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| ClusterError::Secret(format!("{}: {e}", dir.display())))?;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+    {
+        Ok(mut f) => {
+            let tmp = new_secret_hex()?;
+            f.write_all(tmp.as_bytes())
+                .and_then(|_| f.sync_all())
+                .map_err(|e| ClusterError::Secret(format!("{}: {e}", path.display())))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(ClusterError::Secret(format!("{}: {e}", path.display()))),
+    }
+    // Another task may have just created it: wait for its content.
+    for _ in 0..100 {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| ClusterError::Secret(format!("{}: {e}", path.display())))?;
+        if text.trim().len() >= 64 {
+            return decode_secret(&text);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(ClusterError::Secret(format!(
+        "{} stays empty",
+        path.display()
+    )))
+}
+
+/// A running node that is part of a cluster (possibly of one).
+pub struct Cluster {
+    node: Node,
+    transport: Option<Arc<Transport>>,
+    spec: ClusterSpec,
+}
+
+impl Cluster {
+    /// Forms the cluster described by the environment, with default node settings.
+    pub fn start() -> Result<Cluster, ClusterError> {
+        Self::start_with(ClusterSpec::from_env()?, Node::builder())
+    }
+
+    /// Forms the cluster described by `spec`, starting the local node from `builder`.
+    pub fn start_with(spec: ClusterSpec, builder: NodeBuilder) -> Result<Cluster, ClusterError> {
+        let mut builder = builder.rank(spec.rank).core_offset(spec.core_offset);
+        if let Some(c) = spec.cores {
+            builder = builder.cores(c);
+        }
+        if let Some(s) = spec.idle_spin {
+            builder = builder.idle_spin(s);
+        }
+        let node = builder.build()?;
+        let transport = if spec.launcher == Launcher::Alone || spec.addrs.len() <= 1 {
+            None
+        } else {
+            let config = TransportConfig::new(spec.rank, spec.addrs.clone(), spec.secret.clone());
+            let t = Transport::start(config, node.handle().clone())?;
+            node.handle().set_transport(Arc::clone(&t));
+            Some(t)
+        };
+        Ok(Cluster {
+            node,
+            transport,
+            spec,
+        })
+    }
+
+    /// This node's rank.
+    pub fn rank(&self) -> u16 {
+        self.spec.rank
+    }
+
+    /// Number of nodes.
+    pub fn size(&self) -> usize {
+        self.spec.size()
+    }
+
+    /// How the cluster was formed.
+    pub fn spec(&self) -> &ClusterSpec {
+        &self.spec
+    }
+
+    /// The local node.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// A handle to the local node.
+    pub fn handle(&self) -> &NodeHandle {
+        self.node.handle()
+    }
+
+    /// Calls `hook` (on the network thread) when a node is detected dead.
+    pub fn on_node_failure(&self, hook: impl Fn(&NodeFailure) + Send + Sync + 'static) {
+        if let Some(t) = &self.transport {
+            t.on_node_failure(Arc::new(hook));
+        }
+    }
+
+    /// Blocks until every node has reached this barrier.
+    pub fn barrier(&self) -> Result<(), ClusterError> {
+        match &self.transport {
+            None => Ok(()),
+            Some(t) => Ok(self.node.block_on(t.barrier())?),
+        }
+    }
+
+    /// Stops the local node (draining its mailboxes) and leaves the cluster cleanly.
+    pub fn shutdown(self) -> ShutdownReport {
+        let report = self.node.shutdown();
+        if let Some(t) = self.transport {
+            t.close();
+        }
+        report
+    }
+}
+
+impl std::ops::Deref for Cluster {
+    type Target = Node;
+    fn deref(&self) -> &Node {
+        &self.node
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn spec(vars: &[(&str, &str)]) -> Result<ClusterSpec, ClusterError> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ClusterSpec::from_vars(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn no_launcher_means_one_node() {
+        let s = spec(&[]).unwrap();
+        assert_eq!((s.launcher, s.rank, s.size()), (Launcher::Alone, 0, 1));
+    }
+
+    #[test]
+    fn lazarus_variables_give_rank_peers_and_secret() {
+        let s = spec(&[
+            ("LAZARUS_RANK", "1"),
+            ("LAZARUS_PEERS", "127.0.0.1:4000,127.0.0.1:4001"),
+            ("LAZARUS_SECRET", "00112233445566778899aabbccddeeff"),
+        ])
+        .unwrap();
+        assert_eq!(s.launcher, Launcher::Lazarus);
+        assert_eq!(s.rank, 1);
+        assert_eq!(s.addrs[1], "127.0.0.1:4001".parse().unwrap());
+        assert_eq!(s.secret.len(), 16);
+    }
+
+    #[test]
+    fn slurm_variables_place_ranks_on_hosts_in_blocks() {
+        let s = spec(&[
+            ("SLURM_PROCID", "3"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_STEP_NODELIST", "localhost"),
+            ("SLURM_STEP_TASKS_PER_NODE", "4"),
+            ("SLURM_JOB_ID", "12"),
+            ("SLURM_STEP_ID", "0"),
+            ("LAZARUS_SECRET", "00112233445566778899aabbccddeeff"),
+        ])
+        .unwrap();
+        assert_eq!(s.launcher, Launcher::Slurm);
+        assert_eq!(s.rank, 3);
+        assert_eq!(s.size(), 4);
+        let ports: Vec<u16> = s.addrs.iter().map(|a| a.port()).collect();
+        let base = 20_000 + (12 * 7 % 1000) as u16 * 32;
+        assert_eq!(ports, [base, base + 1, base + 2, base + 3]);
+    }
+
+    #[test]
+    fn inconsistent_environments_are_clear_errors() {
+        let err = spec(&[
+            ("LAZARUS_RANK", "5"),
+            ("LAZARUS_PEERS", "127.0.0.1:1"),
+            ("LAZARUS_SECRET", "aa"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("outside a cluster of 1"), "{err}");
+        assert!(spec(&[("LAZARUS_RANK", "x")]).is_err());
+        assert!(spec(&[("LAZARUS_RANK", "0")])
+            .unwrap_err()
+            .to_string()
+            .contains("LAZARUS_PEERS"));
+        let err = spec(&[
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "3"),
+            ("SLURM_STEP_NODELIST", "localhost"),
+            ("SLURM_STEP_TASKS_PER_NODE", "4"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("3 tasks"), "{err}");
+        assert!(decode_secret("xyz").is_err());
+    }
+}

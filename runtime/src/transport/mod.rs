@@ -1,0 +1,915 @@
+//! Node-to-node transport over QUIC (quinn), authenticated by mutual TLS.
+//!
+//! One `lazarus-net` thread per node runs a Tokio runtime with the quinn endpoint. Every
+//! pair of nodes shares one connection; each side sends on one unidirectional stream, so
+//! all messages from one node to another, and therefore every actor-to-actor channel
+//! between them, arrive in send order. Senders (any thread) encode their frame themselves
+//! and hand it to a bounded per-peer queue: when a peer is slow the queue fills and the
+//! sender blocks until there is room, so memory stays bounded. The net thread decodes
+//! inbound frames and pushes messages into actor mailboxes.
+//!
+//! Liveness: every node sends heartbeats; the [`FailureDetector`] turns silence into a
+//! node-failure report (log line, metric, failure hook), and requests waiting on the dead
+//! node fail instead of hanging.
+
+pub mod credentials;
+pub mod frame;
+
+use crate::actor_id::ActorId;
+use crate::failure_detector::{FailureDetector, PeerLiveness};
+use crate::node::NodeHandle;
+use bytes::Bytes;
+use credentials::Credentials;
+use dashmap::DashMap;
+use frame::{Envelope, FrameBody, FrameDecoder, RemoteError};
+use metrics::counter;
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot, Notify};
+
+/// Frames that could not be read, by `kind` (bad_magic, version, oversized, malformed).
+pub const BAD_FRAMES: &str = "lazarus_transport_bad_frames_total";
+/// Connection attempts refused during the TLS handshake (unauthenticated peers).
+pub const HANDSHAKE_FAILURES: &str = "lazarus_transport_handshake_failures_total";
+/// Envelopes for actors that do not exist here or have another type, by `reason`.
+pub const UNDELIVERABLE: &str = "lazarus_transport_undeliverable_total";
+/// Frames and bytes sent and received.
+pub const FRAMES_SENT: &str = "lazarus_transport_frames_sent_total";
+/// Bytes written to peers.
+pub const BYTES_SENT: &str = "lazarus_transport_bytes_sent_total";
+/// Frames received from peers.
+pub const FRAMES_RECEIVED: &str = "lazarus_transport_frames_received_total";
+/// Sends that had to wait for room in a full peer queue.
+pub const BACKPRESSURE_WAITS: &str = "lazarus_transport_backpressure_waits_total";
+/// Nodes declared failed.
+pub const NODE_FAILURES: &str = "lazarus_node_failures_total";
+
+/// How this node takes part in a cluster.
+#[derive(Clone, Debug)]
+pub struct TransportConfig {
+    /// This node's rank.
+    pub rank: u16,
+    /// Every node's address, indexed by rank.
+    pub addrs: Vec<SocketAddr>,
+    /// The cluster secret every node shares.
+    pub secret: Vec<u8>,
+    /// Largest accepted frame body.
+    pub max_frame: usize,
+    /// Frames queued per peer before senders block.
+    pub queue_frames: usize,
+    /// Interval between heartbeats.
+    pub heartbeat_interval: Duration,
+    /// Silence after which a peer is declared failed.
+    pub failure_timeout: Duration,
+    /// How long to wait for every peer to be connected at start.
+    pub connect_timeout: Duration,
+}
+
+impl TransportConfig {
+    /// Defaults for a cluster of `addrs.len()` nodes.
+    pub fn new(rank: u16, addrs: Vec<SocketAddr>, secret: Vec<u8>) -> Self {
+        TransportConfig {
+            rank,
+            addrs,
+            secret,
+            max_frame: frame::DEFAULT_MAX_BODY,
+            queue_frames: 1024,
+            heartbeat_interval: Duration::from_millis(100),
+            failure_timeout: Duration::from_millis(800),
+            connect_timeout: Duration::from_secs(30),
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.addrs.len()
+    }
+}
+
+/// The transport could not start or a send could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// Credentials or TLS setup failed.
+    #[error(transparent)]
+    Credentials(#[from] credentials::CredentialError),
+    /// The endpoint could not bind.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Not every peer connected in time.
+    #[error("timed out after {timeout:?} waiting for nodes {missing:?} to connect")]
+    ConnectTimeout {
+        /// Ranks that never connected.
+        missing: Vec<u16>,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// The peer is down or departed.
+    #[error("node {0} is not reachable (failed or departed)")]
+    PeerDown(u16),
+    /// No such rank in this cluster.
+    #[error("no node {rank} in a cluster of {size}")]
+    NoSuchRank {
+        /// The rank asked for.
+        rank: u16,
+        /// Cluster size.
+        size: usize,
+    },
+    /// A value could not be encoded.
+    #[error("encoding failed: {0}")]
+    Encode(String),
+    /// The runtime thread could not start.
+    #[error("network thread: {0}")]
+    Runtime(String),
+    /// Cluster barrier broken by a failed node.
+    #[error("barrier {epoch} broken: node {rank} failed")]
+    BarrierBroken {
+        /// Barrier number.
+        epoch: u64,
+        /// The failed node.
+        rank: u16,
+    },
+}
+
+const LINK_CONNECTING: u8 = 0;
+const LINK_UP: u8 = 1;
+const LINK_DOWN: u8 = 2;
+
+struct PeerLink {
+    tx: mpsc::Sender<Bytes>,
+    state: AtomicU8,
+}
+
+struct Pending {
+    rank: u16,
+    tx: oneshot::Sender<Result<Vec<u8>, RemoteError>>,
+}
+
+#[derive(Default)]
+struct BarrierState {
+    arrivals: HashMap<u64, HashSet<u16>>,
+    waiters: HashMap<u64, oneshot::Sender<Result<(), TransportError>>>,
+    released: HashSet<u64>,
+}
+
+/// A node failure as reported to the cluster's failure hook.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeFailure {
+    /// The failed node's rank.
+    pub rank: u16,
+    /// How long it had been silent (zero when its connection broke).
+    pub silent_for: Duration,
+    /// Wall-clock time of detection.
+    pub detected_at: std::time::SystemTime,
+}
+
+/// Hook called on the net thread for each detected node failure.
+pub type NodeFailureHook = Arc<dyn Fn(&NodeFailure) + Send + Sync>;
+
+/// The running transport of one node.
+pub struct Transport {
+    rank: u16,
+    size: usize,
+    links: Vec<Option<PeerLink>>,
+    pending: DashMap<u64, Pending>,
+    next_request: AtomicU64,
+    next_barrier: AtomicU64,
+    barrier: Mutex<BarrierState>,
+    detector: Mutex<FailureDetector>,
+    on_failure: Mutex<Vec<NodeFailureHook>>,
+    shutdown: Notify,
+    stop: Mutex<Option<std::thread::JoinHandle<()>>>,
+    endpoint: Mutex<Option<quinn::Endpoint>>,
+}
+
+impl Transport {
+    /// Binds, connects to every peer and returns once the cluster is fully connected.
+    pub fn start(
+        config: TransportConfig,
+        node: NodeHandle,
+    ) -> Result<Arc<Transport>, TransportError> {
+        let size = config.size();
+        let rank = config.rank;
+        if rank as usize >= size {
+            return Err(TransportError::NoSuchRank { rank, size });
+        }
+        let creds = Credentials::for_node(&config.secret, rank)?;
+        let mut links = Vec::with_capacity(size);
+        let mut outboxes = Vec::with_capacity(size);
+        for r in 0..size {
+            if r == rank as usize {
+                links.push(None);
+                outboxes.push(None);
+            } else {
+                let (tx, rx) = mpsc::channel(config.queue_frames);
+                links.push(Some(PeerLink {
+                    tx,
+                    state: AtomicU8::new(LINK_CONNECTING),
+                }));
+                outboxes.push(Some(rx));
+            }
+        }
+        let transport = Arc::new(Transport {
+            rank,
+            size,
+            links,
+            pending: DashMap::new(),
+            next_request: AtomicU64::new(1),
+            next_barrier: AtomicU64::new(0),
+            barrier: Mutex::new(BarrierState::default()),
+            detector: Mutex::new(FailureDetector::new(size, config.failure_timeout)),
+            on_failure: Mutex::new(Vec::new()),
+            shutdown: Notify::new(),
+            stop: Mutex::new(None),
+            endpoint: Mutex::new(None),
+        });
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), TransportError>>();
+        let t = Arc::clone(&transport);
+        let thread = std::thread::Builder::new()
+            .name("lazarus-net".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(TransportError::Runtime(e.to_string())));
+                        return;
+                    }
+                };
+                NodeHandle::set_current(Some(node.clone()));
+                rt.block_on(net_main(t, config, creds, outboxes, node, ready_tx));
+                NodeHandle::set_current(None);
+            })
+            .map_err(|e| TransportError::Runtime(e.to_string()))?;
+        *transport.stop.lock().unwrap_or_else(|e| e.into_inner()) = Some(thread);
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(transport),
+            Ok(Err(e)) => {
+                transport.close();
+                Err(e)
+            }
+            Err(_) => Err(TransportError::Runtime(
+                "network thread died while starting".into(),
+            )),
+        }
+    }
+
+    /// This node's rank.
+    pub fn rank(&self) -> u16 {
+        self.rank
+    }
+
+    /// Number of nodes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Registers a hook for node failures.
+    pub fn on_node_failure(&self, hook: NodeFailureHook) {
+        self.on_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(hook);
+    }
+
+    /// Liveness of `rank` as this node sees it.
+    pub fn liveness(&self, rank: u16) -> PeerLiveness {
+        self.detector
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .liveness(rank)
+    }
+
+    fn link(&self, rank: u16) -> Result<&PeerLink, TransportError> {
+        match self.links.get(rank as usize) {
+            Some(Some(link)) => Ok(link),
+            _ => Err(TransportError::NoSuchRank {
+                rank,
+                size: self.size,
+            }),
+        }
+    }
+
+    /// Queues an encoded frame for `rank`, waiting for room if its queue is full.
+    pub(crate) fn send_frame(&self, rank: u16, frame: Bytes) -> Result<(), TransportError> {
+        let link = self.link(rank)?;
+        if link.state.load(Ordering::Acquire) == LINK_DOWN {
+            return Err(TransportError::PeerDown(rank));
+        }
+        match link.tx.try_send(frame) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(TransportError::PeerDown(rank)),
+            Err(mpsc::error::TrySendError::Full(frame)) => {
+                counter!(BACKPRESSURE_WAITS).increment(1);
+                // Backpressure: the sender waits (the net thread drains independently, so
+                // this cannot deadlock on the net thread itself, which never calls this
+                // for a full queue: its own sends use `try_send_frame`).
+                futures::executor::block_on(link.tx.send(frame))
+                    .map_err(|_| TransportError::PeerDown(rank))
+            }
+        }
+    }
+
+    /// Queues a frame without waiting; drops it (returning false) if the queue is full.
+    fn try_send_frame(&self, rank: u16, frame: Bytes) -> bool {
+        self.link(rank)
+            .map(|l| l.tx.try_send(frame).is_ok())
+            .unwrap_or(false)
+    }
+
+    /// Encodes and queues `body` for `rank`.
+    pub(crate) fn send_body(&self, rank: u16, body: &FrameBody) -> Result<(), TransportError> {
+        let mut buf = Vec::new();
+        frame::encode(body, &mut buf).map_err(|e| TransportError::Encode(e.to_string()))?;
+        self.send_frame(rank, Bytes::from(buf))
+    }
+
+    /// Sends an application envelope to the node that hosts `env.to`.
+    pub(crate) fn send_envelope(&self, env: Envelope) -> Result<(), TransportError> {
+        let rank = env.to.rank();
+        self.send_body(rank, &FrameBody::Envelope(env))
+    }
+
+    /// Allocates a request number whose reply (or failure) arrives on the receiver.
+    pub(crate) fn new_request(
+        &self,
+        rank: u16,
+    ) -> (u64, oneshot::Receiver<Result<Vec<u8>, RemoteError>>) {
+        let id = self.next_request.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.insert(id, Pending { rank, tx });
+        (id, rx)
+    }
+
+    /// Forgets a request (its asker gave up).
+    pub(crate) fn cancel_request(&self, id: u64) {
+        self.pending.remove(&id);
+    }
+
+    /// Sends the reply to request `request` of node `rank`.
+    pub(crate) fn send_reply(
+        &self,
+        rank: u16,
+        request: u64,
+        outcome: Result<Vec<u8>, RemoteError>,
+    ) -> Result<(), TransportError> {
+        self.send_body(rank, &FrameBody::Reply { request, outcome })
+    }
+
+    /// Waits until every node has called `barrier` the same number of times.
+    pub async fn barrier(&self) -> Result<(), TransportError> {
+        let epoch = self.next_barrier.fetch_add(1, Ordering::AcqRel);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut b = self.barrier.lock().unwrap_or_else(|e| e.into_inner());
+            if b.released.remove(&epoch) {
+                return Ok(());
+            }
+            b.waiters.insert(epoch, tx);
+        }
+        if self.rank == 0 {
+            self.barrier_arrive(epoch, 0);
+        } else {
+            self.send_body(
+                0,
+                &FrameBody::BarrierArrive {
+                    epoch,
+                    rank: self.rank,
+                },
+            )?;
+        }
+        rx.await.unwrap_or(Err(TransportError::PeerDown(0)))
+    }
+
+    fn barrier_arrive(&self, epoch: u64, rank: u16) {
+        let complete = {
+            let mut b = self.barrier.lock().unwrap_or_else(|e| e.into_inner());
+            let set = b.arrivals.entry(epoch).or_default();
+            set.insert(rank);
+            set.len() == self.size
+        };
+        if complete {
+            for r in 0..self.size as u16 {
+                if r != self.rank {
+                    let _ = self.send_body(r, &FrameBody::BarrierRelease { epoch });
+                }
+            }
+            self.barrier_release(epoch);
+        }
+    }
+
+    fn barrier_release(&self, epoch: u64) {
+        let mut b = self.barrier.lock().unwrap_or_else(|e| e.into_inner());
+        b.arrivals.remove(&epoch);
+        match b.waiters.remove(&epoch) {
+            Some(w) => {
+                let _ = w.send(Ok(()));
+            }
+            None => {
+                b.released.insert(epoch);
+            }
+        }
+    }
+
+    /// Declares `rank` failed: fail its pending requests and barriers, run the hooks.
+    fn node_failed(&self, rank: u16, silent_for: Duration) {
+        if let Ok(link) = self.link(rank) {
+            link.state.store(LINK_DOWN, Ordering::Release);
+        }
+        counter!(NODE_FAILURES, "rank" => rank.to_string()).increment(1);
+        let failure = NodeFailure {
+            rank,
+            silent_for,
+            detected_at: std::time::SystemTime::now(),
+        };
+        tracing::error!(
+            rank,
+            silent_ms = silent_for.as_millis() as u64,
+            "node {rank} failed (no heartbeat for {} ms)",
+            silent_for.as_millis()
+        );
+        let failed: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|p| p.rank == rank)
+            .map(|p| *p.key())
+            .collect();
+        for id in failed {
+            if let Some((_, p)) = self.pending.remove(&id) {
+                let _ = p.tx.send(Err(RemoteError::ActorGone(
+                    ActorId::new(rank, 0).unwrap_or(ActorId::from_u64(0)),
+                )));
+            }
+        }
+        {
+            let mut b = self.barrier.lock().unwrap_or_else(|e| e.into_inner());
+            for (epoch, w) in b.waiters.drain() {
+                let _ = w.send(Err(TransportError::BarrierBroken { epoch, rank }));
+            }
+        }
+        let hooks = self
+            .on_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for h in hooks {
+            h(&failure);
+        }
+    }
+
+    /// Says goodbye to every peer, flushes and stops the network thread.
+    pub fn close(&self) {
+        let mut goodbye = Vec::new();
+        if frame::encode(&FrameBody::Goodbye, &mut goodbye).is_ok() {
+            let goodbye = Bytes::from(goodbye);
+            for r in 0..self.size as u16 {
+                if r != self.rank {
+                    let _ = self.try_send_frame(r, goodbye.clone());
+                }
+            }
+        }
+        self.shutdown.notify_one();
+        let thread = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+
+    /// Handles one inbound frame from `rank`.
+    fn dispatch(self: &Arc<Self>, from: u16, body: FrameBody, node: &NodeHandle) {
+        counter!(FRAMES_RECEIVED).increment(1);
+        match body {
+            FrameBody::Envelope(env) => {
+                let request = env.request;
+                let to = env.to;
+                if let Err(err) = node.deliver_remote(env, from) {
+                    counter!(UNDELIVERABLE, "reason" => reason(&err)).increment(1);
+                    tracing::warn!(from, actor = %to, "undeliverable message: {err}");
+                    if let Some(request) = request {
+                        let mut buf = Vec::new();
+                        let body = FrameBody::Reply {
+                            request,
+                            outcome: Err(err),
+                        };
+                        if frame::encode(&body, &mut buf).is_ok() {
+                            self.try_send_frame(from, Bytes::from(buf));
+                        }
+                    }
+                }
+            }
+            FrameBody::Reply { request, outcome } => {
+                if let Some((_, p)) = self.pending.remove(&request) {
+                    let _ = p.tx.send(outcome);
+                }
+            }
+            FrameBody::BarrierArrive { epoch, rank } => {
+                if self.rank == 0 && (rank as usize) < self.size {
+                    self.barrier_arrive(epoch, rank);
+                }
+            }
+            FrameBody::BarrierRelease { epoch } => self.barrier_release(epoch),
+            FrameBody::Goodbye => {
+                self.detector
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .departed(from);
+                if let Ok(link) = self.link(from) {
+                    link.state.store(LINK_DOWN, Ordering::Release);
+                }
+            }
+            FrameBody::Heartbeat | FrameBody::Hello { .. } => {}
+        }
+    }
+}
+
+fn reason(err: &RemoteError) -> &'static str {
+    match err {
+        RemoteError::UnknownActor(_) => "unknown_actor",
+        RemoteError::WrongType(_) => "wrong_type",
+        RemoteError::Undecodable(..) => "undecodable",
+        RemoteError::ActorGone(_) => "actor_gone",
+        RemoteError::NoReply(_) => "no_reply",
+    }
+}
+
+fn quic_transport_config() -> Arc<quinn::TransportConfig> {
+    let mut t = quinn::TransportConfig::default();
+    // Large windows so one stream can fill the pipe with big messages.
+    t.stream_receive_window(quinn::VarInt::from_u32(32 << 20));
+    t.receive_window(quinn::VarInt::from_u32(64 << 20));
+    t.send_window(64 << 20);
+    t.max_concurrent_uni_streams(quinn::VarInt::from_u32(16));
+    t.keep_alive_interval(Some(Duration::from_secs(1)));
+    t.max_idle_timeout(Some(quinn::VarInt::from_u32(60_000).into()));
+    Arc::new(t)
+}
+
+async fn net_main(
+    t: Arc<Transport>,
+    config: TransportConfig,
+    creds: Credentials,
+    outboxes: Vec<Option<mpsc::Receiver<Bytes>>>,
+    node: NodeHandle,
+    ready: std::sync::mpsc::Sender<Result<(), TransportError>>,
+) {
+    let setup = || -> Result<quinn::Endpoint, TransportError> {
+        let server_tls = creds.server_config()?;
+        let client_tls = creds.client_config()?;
+        let server_crypto = quinn::crypto::rustls::QuicServerConfig::try_from(server_tls)
+            .map_err(|e| TransportError::Runtime(e.to_string()))?;
+        let client_crypto = quinn::crypto::rustls::QuicClientConfig::try_from(client_tls)
+            .map_err(|e| TransportError::Runtime(e.to_string()))?;
+        let mut server = quinn::ServerConfig::with_crypto(Arc::new(server_crypto));
+        server.transport_config(quic_transport_config());
+        let mut client = quinn::ClientConfig::new(Arc::new(client_crypto));
+        client.transport_config(quic_transport_config());
+        let addr = config.addrs[config.rank as usize];
+        let mut endpoint = quinn::Endpoint::server(server, addr)
+            .map_err(|source| TransportError::Bind { addr, source })?;
+        endpoint.set_default_client_config(client);
+        Ok(endpoint)
+    };
+    let endpoint = match setup() {
+        Ok(e) => e,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    *t.endpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(endpoint.clone());
+
+    let size = config.size();
+    let rank = config.rank;
+    let (conn_tx, mut conn_rx) = mpsc::unbounded_channel::<(u16, quinn::Connection)>();
+    let inbound_ready = Arc::new(Mutex::new(HashSet::<u16>::new()));
+    let inbound_notify = Arc::new(Notify::new());
+
+    // Accept connections from higher ranks.
+    {
+        let endpoint = endpoint.clone();
+        let conn_tx = conn_tx.clone();
+        tokio::spawn(async move {
+            while let Some(incoming) = endpoint.accept().await {
+                let conn_tx = conn_tx.clone();
+                tokio::spawn(async move {
+                    match incoming.await {
+                        Ok(conn) => {
+                            // The peer's rank is in its certificate name; the Hello on its
+                            // stream confirms it. Here we only need the connection.
+                            let _ = conn_tx.send((u16::MAX, conn));
+                        }
+                        Err(e) => {
+                            counter!(HANDSHAKE_FAILURES).increment(1);
+                            tracing::warn!("refused a connection: {e}");
+                        }
+                    }
+                });
+            }
+        });
+    }
+    // Connect to lower ranks, retrying until they listen.
+    let deadline = Instant::now() + config.connect_timeout;
+    for peer in 0..rank {
+        let endpoint = endpoint.clone();
+        let conn_tx = conn_tx.clone();
+        let addr = config.addrs[peer as usize];
+        tokio::spawn(async move {
+            loop {
+                let attempt = match endpoint.connect(addr, &credentials::server_name(peer)) {
+                    Ok(connecting) => connecting.await.map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                match attempt {
+                    Ok(conn) => {
+                        let _ = conn_tx.send((peer, conn));
+                        return;
+                    }
+                    Err(e) if Instant::now() < deadline => {
+                        tracing::debug!(peer, "connect failed, retrying: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    Err(e) => {
+                        tracing::error!(peer, "could not connect to node {peer} at {addr}: {e}");
+                        return;
+                    }
+                }
+            }
+        });
+    }
+    drop(conn_tx);
+
+    // Every connection: open our outbound stream (Hello first), read theirs.
+    let outbox_slots: HashMap<u16, mpsc::Receiver<Bytes>> = outboxes
+        .into_iter()
+        .enumerate()
+        .filter_map(|(r, o)| o.map(|rx| (r as u16, rx)))
+        .collect();
+    let outbox_slots = Arc::new(Mutex::new(outbox_slots));
+    let max_frame = config.max_frame;
+    {
+        let t = Arc::clone(&t);
+        let node = node.clone();
+        let inbound_ready = Arc::clone(&inbound_ready);
+        let inbound_notify = Arc::clone(&inbound_notify);
+        let outbox_slots = Arc::clone(&outbox_slots);
+        tokio::spawn(async move {
+            while let Some((dialed, conn)) = conn_rx.recv().await {
+                let t = Arc::clone(&t);
+                let node = node.clone();
+                let inbound_ready = Arc::clone(&inbound_ready);
+                let inbound_notify = Arc::clone(&inbound_notify);
+                let outbox_slots = Arc::clone(&outbox_slots);
+                tokio::spawn(async move {
+                    serve_connection(
+                        t,
+                        conn,
+                        dialed,
+                        size,
+                        rank,
+                        max_frame,
+                        node,
+                        inbound_ready,
+                        inbound_notify,
+                        outbox_slots,
+                    )
+                    .await;
+                });
+            }
+        });
+    }
+
+    // Wait until every peer's stream said Hello.
+    let all_in = async {
+        loop {
+            let notified = inbound_notify.notified();
+            if inbound_ready
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len()
+                == size - 1
+            {
+                return;
+            }
+            notified.await;
+        }
+    };
+    if tokio::time::timeout(config.connect_timeout, all_in)
+        .await
+        .is_err()
+    {
+        let have = inbound_ready
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let missing = (0..size as u16)
+            .filter(|r| *r != rank && !have.contains(r))
+            .collect();
+        let _ = ready.send(Err(TransportError::ConnectTimeout {
+            missing,
+            timeout: config.connect_timeout,
+        }));
+        endpoint.close(0u32.into(), b"startup failed");
+        return;
+    }
+    let _ = ready.send(Ok(()));
+
+    // Heartbeats and failure detection until shutdown.
+    let mut hb = Vec::new();
+    let _ = frame::encode(&FrameBody::Heartbeat, &mut hb);
+    let hb = Bytes::from(hb);
+    let mut tick = tokio::time::interval(config.heartbeat_interval);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                for r in 0..size as u16 {
+                    if r != rank {
+                        t.try_send_frame(r, hb.clone());
+                    }
+                }
+                let suspects = t.detector.lock().unwrap_or_else(|e| e.into_inner()).poll(Instant::now());
+                for s in suspects {
+                    t.node_failed(s.rank, s.silent_for);
+                }
+            }
+            _ = t.shutdown.notified() => break,
+        }
+    }
+    // Give queued frames (Goodbye included) a moment to leave, then close.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    endpoint.close(0u32.into(), b"bye");
+    let _ = tokio::time::timeout(Duration::from_millis(500), endpoint.wait_idle()).await;
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn serve_connection(
+    t: Arc<Transport>,
+    conn: quinn::Connection,
+    dialed: u16,
+    size: usize,
+    rank: u16,
+    max_frame: usize,
+    node: NodeHandle,
+    inbound_ready: Arc<Mutex<HashSet<u16>>>,
+    inbound_notify: Arc<Notify>,
+    outbox_slots: Arc<Mutex<HashMap<u16, mpsc::Receiver<Bytes>>>>,
+) {
+    // The dialer knows its peer and opens its stream at once; the acceptor learns the
+    // peer's rank from the Hello on that stream, then opens its own.
+    let take_outbox = |peer: u16| {
+        outbox_slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&peer)
+    };
+    if dialed != u16::MAX {
+        let Some(outbox) = take_outbox(dialed) else {
+            conn.close(1u32.into(), b"duplicate");
+            return;
+        };
+        tokio::spawn(write_loop(conn.clone(), outbox, rank, size));
+    }
+    let mut recv = match conn.accept_uni().await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("peer closed before opening its stream: {e}");
+            return;
+        }
+    };
+    let mut decoder = FrameDecoder::new(max_frame);
+    let peer = loop {
+        match decoder.next_frame() {
+            Ok(Some(FrameBody::Hello { rank: r, size: s }))
+                if (r as usize) < size && s as usize == size && r != rank =>
+            {
+                break r
+            }
+            Ok(Some(other)) => {
+                tracing::warn!("peer did not start with a valid Hello: {other:?}");
+                counter!(BAD_FRAMES, "kind" => "no_hello").increment(1);
+                conn.close(1u32.into(), b"expected hello");
+                return;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                counter!(BAD_FRAMES, "kind" => e.kind()).increment(1);
+                tracing::warn!("bad first frame: {e}");
+                conn.close(1u32.into(), b"bad frame");
+                return;
+            }
+        }
+        match recv.read_chunk(usize::MAX, true).await {
+            Ok(Some(chunk)) => decoder.push(&chunk.bytes),
+            _ => return,
+        }
+    };
+    if dialed == u16::MAX {
+        let Some(outbox) = take_outbox(peer) else {
+            tracing::warn!(peer, "duplicate connection from node {peer}; closing it");
+            conn.close(1u32.into(), b"duplicate");
+            return;
+        };
+        tokio::spawn(write_loop(conn.clone(), outbox, rank, size));
+    } else if dialed != peer {
+        tracing::warn!(dialed, peer, "peer identity mismatch");
+        conn.close(1u32.into(), b"identity mismatch");
+        return;
+    }
+    if let Ok(link) = t.link(peer) {
+        link.state.store(LINK_UP, Ordering::Release);
+    }
+    t.detector
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .observe(peer, Instant::now());
+    inbound_ready
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(peer);
+    inbound_notify.notify_waiters();
+
+    // Reader: frames already buffered after the Hello, then the rest of the stream.
+    loop {
+        loop {
+            match decoder.next_frame() {
+                Ok(Some(body)) => {
+                    t.detector
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .observe(peer, Instant::now());
+                    t.dispatch(peer, body, &node);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    counter!(BAD_FRAMES, "kind" => e.kind()).increment(1);
+                    tracing::warn!(peer, "rejected frame from node {peer}: {e}");
+                    if e.is_fatal() {
+                        conn.close(1u32.into(), b"bad stream");
+                        return;
+                    }
+                }
+            }
+        }
+        match recv.read_chunk(usize::MAX, true).await {
+            Ok(Some(chunk)) => decoder.push(&chunk.bytes),
+            Ok(None) | Err(_) => {
+                // Stream ended: if it was not a goodbye, heartbeats will tell.
+                return;
+            }
+        }
+    }
+}
+
+async fn write_loop(
+    conn: quinn::Connection,
+    mut outbox: mpsc::Receiver<Bytes>,
+    rank: u16,
+    size: usize,
+) {
+    let mut send = match conn.open_uni().await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("cannot open stream: {e}");
+            return;
+        }
+    };
+    let mut hello = Vec::new();
+    if frame::encode(
+        &FrameBody::Hello {
+            rank,
+            size: size as u16,
+        },
+        &mut hello,
+    )
+    .is_err()
+        || send.write_all(&hello).await.is_err()
+    {
+        return;
+    }
+    let mut batch: Vec<Bytes> = Vec::with_capacity(64);
+    while let Some(first) = outbox.recv().await {
+        batch.push(first);
+        // Gather whatever else is queued: one write call for many small frames.
+        while batch.len() < 64 {
+            match outbox.try_recv() {
+                Ok(b) => batch.push(b),
+                Err(_) => break,
+            }
+        }
+        let bytes: usize = batch.iter().map(|b| b.len()).sum();
+        counter!(FRAMES_SENT).increment(batch.len() as u64);
+        counter!(BYTES_SENT).increment(bytes as u64);
+        if send.write_all_chunks(&mut batch).await.is_err() {
+            return;
+        }
+        batch.clear();
+    }
+    let _ = send.finish();
+}
