@@ -78,7 +78,7 @@ impl TransportConfig {
             max_frame: frame::DEFAULT_MAX_BODY,
             queue_frames: 1024,
             heartbeat_interval: Duration::from_millis(100),
-            failure_timeout: Duration::from_millis(800),
+            failure_timeout: Duration::from_millis(1000),
             connect_timeout: Duration::from_secs(30),
         }
     }
@@ -686,6 +686,40 @@ async fn net_main(
         });
     }
 
+    // Heartbeats go out from the start, so peers that connected early do not time out
+    // while the rest of the cluster forms; suspicion starts once everyone is connected.
+    let mut hb = Vec::new();
+    let _ = frame::encode(&FrameBody::Heartbeat, &mut hb);
+    let hb = Bytes::from(hb);
+    let watching = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let t = Arc::clone(&t);
+        let watching = Arc::clone(&watching);
+        let interval = config.heartbeat_interval;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                for r in 0..size as u16 {
+                    if r != rank {
+                        t.try_send_frame(r, hb.clone());
+                    }
+                }
+                if watching.load(Ordering::Acquire) {
+                    let suspects = t
+                        .detector
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .poll(Instant::now());
+                    for s in suspects {
+                        t.node_failed(s.rank, s.silent_for);
+                    }
+                }
+            }
+        });
+    }
+
     // Wait until every peer's stream said Hello.
     let all_in = async {
         loop {
@@ -719,29 +753,16 @@ async fn net_main(
         endpoint.close(0u32.into(), b"startup failed");
         return;
     }
-    let _ = ready.send(Ok(()));
-
-    // Heartbeats and failure detection until shutdown.
-    let mut hb = Vec::new();
-    let _ = frame::encode(&FrameBody::Heartbeat, &mut hb);
-    let hb = Bytes::from(hb);
-    let mut tick = tokio::time::interval(config.heartbeat_interval);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {
-                for r in 0..size as u16 {
-                    if r != rank {
-                        t.try_send_frame(r, hb.clone());
-                    }
-                }
-                let suspects = t.detector.lock().unwrap_or_else(|e| e.into_inner()).poll(Instant::now());
-                for s in suspects {
-                    t.node_failed(s.rank, s.silent_for);
-                }
-            }
-            _ = t.shutdown.notified() => break,
+    {
+        let now = Instant::now();
+        let mut d = t.detector.lock().unwrap_or_else(|e| e.into_inner());
+        for r in (0..size as u16).filter(|r| *r != rank) {
+            d.observe(r, now);
         }
     }
+    watching.store(true, Ordering::Release);
+    let _ = ready.send(Ok(()));
+    t.shutdown.notified().await;
     // Give queued frames (Goodbye included) a moment to leave, then close.
     tokio::time::sleep(Duration::from_millis(50)).await;
     endpoint.close(0u32.into(), b"bye");

@@ -1,0 +1,151 @@
+//! `lazarus run` forms a cluster of real processes on this host; a node killed with SIGKILL
+//! is detected by the others and reported instead of leaving the run hanging.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use support::{bin, parse_result};
+
+#[test]
+fn lazarus_run_starts_the_nodes_prints_their_pids_and_ends_with_the_result() {
+    let out = Command::new(bin("lazarus"))
+        .args(["run", "-n", "3", "--"])
+        .arg(bin("ring"))
+        .args(["--hops", "3000", "--actors", "6"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for rank in 0..3 {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("node {rank} pid "))),
+            "{stdout}"
+        );
+    }
+    assert!(
+        stdout.lines().any(|l| l.starts_with("[0] RESULT ")),
+        "rank-prefixed output"
+    );
+    let last = parse_result(stdout.lines().last().unwrap()).expect("RESULT last");
+    assert_eq!(last["nodes"], "3");
+    assert_eq!(last["verified"], "true");
+
+    // The same ring on one node gives the same checksum.
+    let alone = Command::new(bin("ring"))
+        .args(["--hops", "3000", "--actors", "6"])
+        .output()
+        .unwrap();
+    let alone = parse_result(
+        String::from_utf8_lossy(&alone.stdout)
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(alone["checksum"], last["checksum"]);
+}
+
+#[test]
+fn the_app_exit_status_is_the_launchers_exit_status() {
+    let status = Command::new(bin("lazarus"))
+        .args(["run", "-n", "2", "--"])
+        .arg(bin("ring"))
+        .args(["--cores", "999"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+}
+
+#[test]
+fn a_node_killed_with_sigkill_is_reported_by_the_others_within_a_second() {
+    let mut launcher = Command::new(bin("lazarus"))
+        .args(["run", "-n", "3", "--grace", "3", "--"])
+        .arg(bin("ring"))
+        .args(["--hops", "1000000000", "--actors", "6"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<(bool, String, Instant)>();
+    let stdout = launcher.stdout.take().unwrap();
+    let stderr = launcher.stderr.take().unwrap();
+    let t1 = tx.clone();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = t1.send((false, l, Instant::now()));
+        }
+    });
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send((true, l, Instant::now()));
+        }
+    });
+
+    // Read the victim's pid from the launcher, exactly as a user would.
+    let mut victim = None;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while victim.is_none() && Instant::now() < deadline {
+        if let Ok((false, line, _)) = rx.recv_timeout(Duration::from_secs(1)) {
+            if let Some(pid) = line.strip_prefix("node 2 pid ") {
+                victim = Some(pid.trim().parse::<i32>().unwrap());
+            }
+        }
+    }
+    let victim = victim.expect("launcher printed node 2's pid");
+    // Let the cluster form and the token start circulating.
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed_at = Instant::now();
+    // SAFETY: plain FFI call sending a signal to a process we started (by pid).
+    let rc = unsafe { libc_kill(victim, 9) };
+    assert_eq!(rc, 0, "kill -9 {victim}");
+
+    let mut reported_by = std::collections::HashMap::new();
+    let mut launcher_saw_it = false;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline && (reported_by.len() < 2 || !launcher_saw_it) {
+        let Ok((_, line, at)) = rx.recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        if line.contains("node 2 failed") {
+            if let Some(rank) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
+                reported_by
+                    .entry(rank.to_string())
+                    .or_insert(at.duration_since(killed_at));
+            }
+        }
+        if line.contains(&format!("node 2 (pid {victim}) was killed by SIGKILL")) {
+            launcher_saw_it = true;
+        }
+    }
+    assert!(launcher_saw_it, "launcher reports the kill");
+    assert_eq!(
+        reported_by.len(),
+        2,
+        "both survivors report node 2: {reported_by:?}"
+    );
+    for (rank, after) in &reported_by {
+        // Default: 1 s of silence with 100 ms heartbeats, checked every 100 ms.
+        assert!(
+            *after < Duration::from_millis(1600),
+            "node {rank} took {after:?}"
+        );
+    }
+    let status = launcher.wait().unwrap();
+    assert!(!status.success(), "the run failed (recovery is off)");
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
