@@ -46,6 +46,7 @@ pub mod failure_detector;
 mod lifecycle;
 mod mailbox;
 pub mod node;
+pub mod payload;
 mod registry;
 pub mod reply;
 pub mod supervision;
@@ -62,6 +63,7 @@ pub use context::Context;
 pub use error::{AskError, NodeError, SendError, SpawnError};
 pub use lazarus_macros::{messages, Actor};
 pub use node::{CoreId, Node, NodeBuilder, NodeHandle};
+pub use payload::Payload;
 pub use reply::ReplyTo;
 pub use supervision::{FailureKind, SupervisionEvent};
 

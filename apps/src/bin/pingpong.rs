@@ -1,11 +1,12 @@
-//! `pingpong`: two actors on different cores bounce a payload, NetPIPE style, over a sweep
-//! of sizes; prints latency (half round trip) and bandwidth per size.
+//! `pingpong`: two actors bounce a payload, NetPIPE style, over a sweep of sizes; prints
+//! latency (half round trip) and bandwidth per size. Alone, the two actors sit on different
+//! cores of one node (intra-node); in a cluster, on nodes 0 and 1 (inter-node).
 //!
 //! Each bounce flips the payload's bytes in place on the pong side, so the final content
 //! proves every round trip happened and nothing was lost or duplicated.
 
 use clap::Parser;
-use lazarus::{messages, Actor, ActorRef, CoreId, Node, ReplyTo};
+use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, CoreId, Payload, ReplyTo};
 use lazarus_apps::{init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -31,7 +32,7 @@ struct Pong;
 #[messages]
 impl Pong {
     #[message]
-    fn ball(&mut self, mut payload: Vec<u8>, back: ActorRef<Ping>) {
+    fn ball(&mut self, mut payload: Payload, back: ActorRef<Ping>) {
         // Touch the data the way a real consumer would: flip every byte.
         for b in payload.iter_mut() {
             *b = !*b;
@@ -50,7 +51,7 @@ struct Ping {
     #[serde(skip)]
     clock: Option<Instant>,
     #[serde(skip)]
-    done: ReplyTo<(u64, Vec<u8>)>,
+    done: ReplyTo<(u64, Payload)>,
 }
 
 #[messages]
@@ -63,11 +64,11 @@ impl Ping {
         size: usize,
         iters: u64,
         ctx: &mut lazarus::Context<Self>,
-        reply: ReplyTo<(u64, Vec<u8>)>,
+        reply: ReplyTo<(u64, Payload)>,
     ) {
         self.done = reply;
         self.left = iters;
-        let payload: Vec<u8> = (0..size).map(|i| i as u8).collect();
+        let payload = Payload((0..size).map(|i| i as u8).collect());
         let clock = Instant::now();
         self.clock = Some(clock);
         self.started_ns = 0;
@@ -79,7 +80,7 @@ impl Ping {
     }
 
     #[message]
-    fn returned(&mut self, payload: Vec<u8>, ctx: &mut lazarus::Context<Self>) {
+    fn returned(&mut self, payload: Payload, ctx: &mut lazarus::Context<Self>) {
         self.left -= 1;
         if self.left == 0 {
             let ns = self.clock.map_or(0, |c| c.elapsed().as_nanos() as u64);
@@ -103,10 +104,48 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if args.min_size == 0 || args.min_size > args.max_size {
         return Err("need 0 < --min-size <= --max-size".into());
     }
-    let node = Node::builder().build()?;
-    let far = CoreId(node.num_cores() - 1);
-    let ping = node.spawn_on(CoreId(0), Ping::default())?;
-    let pong = node.spawn_on(far, Pong)?;
+    let cluster = Cluster::start()?;
+    let (rank, nodes) = (cluster.rank(), cluster.size());
+    // Alone: ping on core 0, pong on the last core. In a cluster: ping is node 0's first
+    // actor, pong node 1's; other nodes only take part in the barriers.
+    let (ping, pong, mode) = if nodes == 1 {
+        let far = CoreId(cluster.num_cores() - 1);
+        let ping = cluster.spawn_on(CoreId(0), Ping::default())?;
+        let pong = cluster.spawn_on(far, Pong)?;
+        (
+            Some(ping),
+            Some(pong),
+            format!("intra-node: core 0 <-> core {}", far.0),
+        )
+    } else {
+        match rank {
+            0 => {
+                cluster.spawn(Ping::default())?;
+            }
+            1 => {
+                cluster.spawn(Pong)?;
+            }
+            _ => {}
+        }
+        cluster.barrier()?;
+        let ping_id = ActorId::new(0, 0).ok_or("bad id")?;
+        let pong_id = ActorId::new(1, 0).ok_or("bad id")?;
+        let refs = if rank == 0 {
+            (
+                Some(cluster.handle().actor_ref::<Ping>(ping_id)?),
+                Some(cluster.handle().actor_ref::<Pong>(pong_id)?),
+            )
+        } else {
+            (None, None)
+        };
+        (refs.0, refs.1, "inter-node: node 0 <-> node 1".to_string())
+    };
+    let (Some(ping), Some(pong)) = (ping, pong) else {
+        // Not the measuring node: wait for the measurement to end, then leave.
+        cluster.barrier()?;
+        cluster.shutdown();
+        return Ok(());
+    };
 
     let mut verified = true;
     let mut checksum = 0u64;
@@ -114,12 +153,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut best_latency_us = f64::MAX;
     let mut best_bandwidth = 0f64;
     let mut size = args.min_size;
-    println!("# pingpong intra-node: core 0 <-> core {}", far.0);
+    println!("# pingpong {mode}");
     println!("# size_bytes iters latency_us bandwidth_MB_per_s");
     while size <= args.max_size {
         // Scale iterations down for big payloads (the flip is O(size)).
         let iters = (args.iters * 8 / size as u64).clamp(20, args.iters);
-        let (ns, payload) = node.block_on(
+        let (ns, payload) = cluster.block_on(
             ping.ask(Run {
                 pong: pong.clone(),
                 size,
@@ -147,11 +186,21 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         sizes += 1;
         size *= 2;
     }
-    node.shutdown();
+    if nodes > 1 {
+        cluster.barrier()?;
+    }
+    cluster.shutdown();
     println!(
         "{}",
         ResultLine::new("pingpong")
-            .field("mode", "intra-node")
+            .field(
+                "mode",
+                if mode.starts_with("intra") {
+                    "intra-node"
+                } else {
+                    "inter-node"
+                }
+            )
             .field("sizes", sizes)
             .field("min_latency_us", format!("{best_latency_us:.3}"))
             .field("max_bandwidth_MBps", format!("{best_bandwidth:.1}"))
