@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine and runs every check and test of the workspace:
 # formatting, clippy (all targets, warnings are errors), unit, integration, macro UI,
-# doc and miniapp tests.
+# doc, miniapp, cluster (lazarus run, SIGKILL detection, authentication) and Slurm
+# (srun) tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
+# A real single-host Slurm for the srun integration tests.
+scripts/slurm-setup.sh
+export LAZARUS_TEST_SLURM=1
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
