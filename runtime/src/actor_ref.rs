@@ -94,6 +94,14 @@ impl<A: Actor> ActorRef<A> {
         }
     }
 
+    /// Messages waiting in the actor's mailbox, for a local actor (`None` for a remote one).
+    pub fn queued(&self) -> Option<usize> {
+        match &self.route {
+            Route::Local(cell) => Some(cell.mailbox.len()),
+            Route::Remote(_) => None,
+        }
+    }
+
     /// Whether the actor lives on this node.
     pub fn is_local(&self) -> bool {
         matches!(self.route, Route::Local(_))

@@ -270,6 +270,8 @@ pub(crate) trait Control: Send + Sync {
     fn id(&self) -> ActorId;
     /// Decodes a message that came from another node and enqueues it.
     fn deliver_encoded(self: Arc<Self>, env: &Envelope) -> Result<(), RemoteError>;
+    /// Messages waiting in the mailbox.
+    fn depth(&self) -> usize;
     /// Graceful stop: messages already enqueued are handled first; new sends fail.
     fn request_stop(self: Arc<Self>);
     /// A barrier answered once everything enqueued before it is handled; `None` if the
@@ -293,6 +295,10 @@ impl<A: Actor> Control for ActorCell<A> {
         // On refusal the message (and its remote reply slot) is dropped here, which tells a
         // remote asker that the actor is gone.
         self.send(msg).map_err(|_| RemoteError::ActorGone(id))
+    }
+
+    fn depth(&self) -> usize {
+        self.mailbox.len()
     }
 
     fn request_stop(self: Arc<Self>) {

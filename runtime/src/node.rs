@@ -288,14 +288,21 @@ impl NodeHandle {
         let _ = self.inner.transport.set(t);
     }
 
-    /// Delivers a message that arrived from node `from`.
-    pub(crate) fn deliver_remote(&self, env: Envelope, _from: u16) -> Result<(), RemoteError> {
+    /// Delivers a message that arrived from node `from`; returns the addressee's
+    /// mailbox depth afterwards (the transport slows its reading when it is high).
+    pub(crate) fn deliver_remote(&self, env: Envelope, _from: u16) -> Result<usize, RemoteError> {
         let control = self
             .inner
             .registry
             .get(env.to)
             .ok_or(RemoteError::UnknownActor(env.to))?;
-        control.deliver_encoded(&env)
+        Arc::clone(&control).deliver_encoded(&env)?;
+        Ok(control.depth())
+    }
+
+    /// Mailbox depth of live local actor `id`.
+    pub(crate) fn mailbox_depth(&self, id: ActorId) -> Option<usize> {
+        self.inner.registry.get(id).map(|c| c.depth())
     }
 
     /// A reference to live actor `id` of type `A` on this node.

@@ -46,6 +46,13 @@ pub const FRAMES_RECEIVED: &str = "lazarus_transport_frames_received_total";
 pub const BACKPRESSURE_WAITS: &str = "lazarus_transport_backpressure_waits_total";
 /// Nodes declared failed.
 pub const NODE_FAILURES: &str = "lazarus_node_failures_total";
+/// Times reading from a peer paused because an addressee's mailbox was too deep.
+pub const INBOUND_PAUSES: &str = "lazarus_transport_inbound_pauses_total";
+
+/// Mailbox depth above which the transport stops reading from the sending peer.
+pub const INBOUND_HIGH_WATER: usize = 4096;
+/// Depth below which reading resumes.
+pub const INBOUND_LOW_WATER: usize = 1024;
 
 /// How this node takes part in a cluster.
 #[derive(Clone, Debug)]
@@ -483,24 +490,35 @@ impl Transport {
         }
     }
 
-    /// Handles one inbound frame from `rank`.
-    fn dispatch(self: &Arc<Self>, from: u16, body: FrameBody, node: &NodeHandle) {
+    /// Handles one inbound frame from `rank`. Returns the addressee of a delivered message
+    /// whose mailbox is above the high-water mark: the caller stops reading from that peer
+    /// until it drains, which pushes back through QUIC flow control to the sender.
+    fn dispatch(
+        self: &Arc<Self>,
+        from: u16,
+        body: FrameBody,
+        node: &NodeHandle,
+    ) -> Option<ActorId> {
         counter!(FRAMES_RECEIVED).increment(1);
         match body {
             FrameBody::Envelope(env) => {
                 let request = env.request;
                 let to = env.to;
-                if let Err(err) = node.deliver_remote(env, from) {
-                    counter!(UNDELIVERABLE, "reason" => reason(&err)).increment(1);
-                    tracing::warn!(from, actor = %to, "undeliverable message: {err}");
-                    if let Some(request) = request {
-                        let mut buf = Vec::new();
-                        let body = FrameBody::Reply {
-                            request,
-                            outcome: Err(err),
-                        };
-                        if frame::encode(&body, &mut buf).is_ok() {
-                            self.try_send_frame(from, Bytes::from(buf));
+                match node.deliver_remote(env, from) {
+                    Ok(depth) if depth > INBOUND_HIGH_WATER => return Some(to),
+                    Ok(_) => {}
+                    Err(err) => {
+                        counter!(UNDELIVERABLE, "reason" => reason(&err)).increment(1);
+                        tracing::warn!(from, actor = %to, "undeliverable message: {err}");
+                        if let Some(request) = request {
+                            let mut buf = Vec::new();
+                            let body = FrameBody::Reply {
+                                request,
+                                outcome: Err(err),
+                            };
+                            if frame::encode(&body, &mut buf).is_ok() {
+                                self.try_send_frame(from, Bytes::from(buf));
+                            }
                         }
                     }
                 }
@@ -527,6 +545,7 @@ impl Transport {
             }
             FrameBody::Heartbeat | FrameBody::Hello { .. } => {}
         }
+        None
     }
 }
 
@@ -865,7 +884,22 @@ async fn serve_connection(
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .observe(peer, Instant::now());
-                    t.dispatch(peer, body, &node);
+                    if let Some(full) = t.dispatch(peer, body, &node) {
+                        // Backpressure: stop reading this peer until the mailbox drains;
+                        // QUIC flow control then stalls the sender's stream and its queue.
+                        counter!(INBOUND_PAUSES).increment(1);
+                        while node
+                            .mailbox_depth(full)
+                            .is_some_and(|d| d > INBOUND_LOW_WATER)
+                        {
+                            tokio::time::sleep(Duration::from_micros(200)).await;
+                            // Our own stalling is not the peer's silence.
+                            t.detector
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .observe(peer, Instant::now());
+                        }
+                    }
                 }
                 Ok(None) => break,
                 Err(e) => {
