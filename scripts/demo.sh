@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Sets up a fresh machine, builds the release binaries and runs the main job.
-# For now that is the `ring` miniapp on all cores of this machine; it becomes the
-# resilience demo (a cluster with a node SIGKILLed mid-run) when recovery lands.
+# Sets up a fresh machine, builds the release binaries and runs the main job:
+# the `ring` miniapp on all cores of this machine, then the same ring across a 2-node
+# cluster started by `lazarus run` (QUIC between real processes). It becomes the
+# resilience demo (a node SIGKILLed mid-run, recovered) when rollback recovery lands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
-cargo build --release --quiet -p lazarus-apps
-exec target/release/ring "$@"
+cargo build --release --quiet -p lazarus -p lazarus-apps
+
+echo "== ring on all cores of one node"
+target/release/ring "$@"
+echo
+echo "== ring across 2 nodes: lazarus run -n 2 -- ring --hops 20000"
+exec target/release/lazarus run -n 2 -- target/release/ring --hops 20000
