@@ -47,6 +47,7 @@ mod lifecycle;
 mod mailbox;
 pub mod node;
 pub mod payload;
+pub mod recovery;
 mod registry;
 pub mod reply;
 pub mod supervision;

@@ -116,8 +116,11 @@ async fn fake_member(addrs: &[SocketAddr]) -> FakeMember {
     }
 }
 
+/// One metric: name, labels, value.
+type Sample = (String, Vec<(String, String)>, DebugValue);
+
 fn counter_value(
-    snapshot: &[(String, Vec<(String, String)>, DebugValue)],
+    snapshot: &[Sample],
     name: &str,
     label: (&str, &str),
 ) -> u64 {

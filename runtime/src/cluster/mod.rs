@@ -429,7 +429,7 @@ mod tests {
         assert_eq!(s.rank, 3);
         assert_eq!(s.size(), 4);
         let ports: Vec<u16> = s.addrs.iter().map(|a| a.port()).collect();
-        let base = 20_000 + (12 * 7 % 1000) as u16 * 32;
+        let base = 20_000 + 12 * 7 * 32; // job 12, step 0
         assert_eq!(ports, [base, base + 1, base + 2, base + 3]);
     }
 

@@ -1,0 +1,1 @@
+//! Rollback recovery (in progress): the sans-IO protocol core.
