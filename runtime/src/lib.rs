@@ -38,6 +38,7 @@
 pub mod actor;
 pub mod actor_id;
 pub mod actor_ref;
+pub mod checkpoint;
 pub mod cluster;
 pub mod context;
 pub mod error;

@@ -1,0 +1,52 @@
+//! Checkpoint storage: where a correlated set's snapshots are kept so that a restarted
+//! node finds its last *complete and intact* one.
+//!
+//! A stored checkpoint is one file: a fixed header (magic, format version, set, epoch, body
+//! length, CRC-32C of the body) followed by the body. Saving is atomic: write to a temporary
+//! file, fsync it, rename it into place, fsync the directory. Loading walks the epochs from
+//! newest to oldest and returns the first one whose header, length and checksum all
+//! verify, so a checkpoint cut short by a crash, or damaged on disk, is never loaded: the
+//! previous complete one is.
+
+pub mod directory;
+
+pub use directory::DirectoryStore;
+
+/// Checkpoints whose file failed verification on load (label `reason`).
+pub const CORRUPT_CHECKPOINTS: &str = "lazarus_checkpoint_corrupt_total";
+
+/// A checkpoint store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The file system refused an operation.
+    #[error("checkpoint storage at {path}: {source}")]
+    Io {
+        /// The path involved.
+        path: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// One verified checkpoint as loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredCheckpoint {
+    /// The set (node rank) it belongs to.
+    pub set: u16,
+    /// Its epoch: checkpoints of one set are numbered upwards.
+    pub epoch: u64,
+    /// The snapshot bytes.
+    pub body: Vec<u8>,
+}
+
+/// Where a set's checkpoints live.
+pub trait CheckpointStore: Send + Sync {
+    /// Stores `body` as checkpoint `epoch` of `set`, atomically.
+    fn save(&self, set: u16, epoch: u64, body: &[u8]) -> Result<(), CheckpointError>;
+
+    /// The newest complete, intact checkpoint of `set`, if any.
+    fn load_latest(&self, set: u16) -> Result<Option<StoredCheckpoint>, CheckpointError>;
+
+    /// Deletes checkpoints of `set` older than `epoch` (the newest is never deleted).
+    fn prune_before(&self, set: u16, epoch: u64) -> Result<(), CheckpointError>;
+}
