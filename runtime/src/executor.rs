@@ -6,6 +6,12 @@
 //! from other threads. An idle core spins for a short, configurable time before it parks,
 //! as HPC progress engines do: a message from another core is then picked up in well under
 //! a microsecond instead of paying an OS wake-up.
+//!
+//! A core can also host the node's network progress engine (a current-thread Tokio
+//! runtime running the transport): then, instead of parking, the idle core blocks in that
+//! runtime's I/O driver, and while busy it gives the engine a non-blocking turn every few
+//! actor turns. A message from another node then reaches its actor without any thread
+//! hand-off.
 
 use crate::error::NodeError;
 use crate::node::NodeHandle;
@@ -37,12 +43,69 @@ pub(crate) struct CoreQueue {
     sleeping: CachePadded<AtomicBool>,
     shutdown: AtomicBool,
     thread: OnceLock<Thread>,
+    /// A network engine waiting to be picked up by this core's thread.
+    engine_slot: std::sync::Mutex<Option<tokio::runtime::Runtime>>,
+    /// The core is blocked inside its engine (wake it through `engine_waker`).
+    in_engine: CachePadded<AtomicBool>,
+    engine_waker: futures::task::AtomicWaker,
 }
+
+/// Actor turns between two non-blocking network turns on an engine core.
+const ENGINE_EVERY: u32 = 16;
 
 thread_local! {
     /// The core queue this thread runs (null on other threads) and its local deque.
     static LOCAL: RefCell<(*const CoreQueue, VecDeque<Arc<dyn Runnable>>)> =
         const { RefCell::new((std::ptr::null(), VecDeque::new())) };
+    /// The network engine this thread drives, if any.
+    static ENGINE: RefCell<Option<tokio::runtime::Runtime>> = const { RefCell::new(None) };
+    static IN_ENGINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `fut` to completion on this thread's network engine, if it has one (so a handler
+/// that must wait for the network keeps the network moving); `Err(fut)` otherwise.
+pub(crate) fn block_on_engine<F: std::future::Future>(fut: F) -> Result<F::Output, F> {
+    if IN_ENGINE.with(|i| i.get()) {
+        // Already inside the engine (a network task): it cannot be re-entered.
+        return Err(fut);
+    }
+    ENGINE.with(|e| match e.try_borrow() {
+        Ok(engine) => match engine.as_ref() {
+            Some(rt) => {
+                IN_ENGINE.with(|i| i.set(true));
+                let out = rt.block_on(fut);
+                IN_ENGINE.with(|i| i.set(false));
+                Ok(out)
+            }
+            None => Err(fut),
+        },
+        Err(_) => Err(fut),
+    })
+}
+
+/// Whether this thread hosts a network engine.
+pub(crate) fn has_engine() -> bool {
+    ENGINE.with(|e| e.try_borrow().map(|e| e.is_some()).unwrap_or(true))
+}
+
+/// Resolves when the core has actor work (or must shut down).
+struct IdleWait<'a>(&'a CoreQueue);
+
+impl std::future::Future for IdleWait<'_> {
+    type Output = ();
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        let q = self.0;
+        q.engine_waker.register(cx.waker());
+        let local_work = LOCAL.with(|l| !l.borrow().1.is_empty());
+        if local_work || !q.inject.is_empty() || q.shutdown.load(Ordering::SeqCst) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
 }
 
 impl CoreQueue {
@@ -52,6 +115,26 @@ impl CoreQueue {
             sleeping: CachePadded::new(AtomicBool::new(false)),
             shutdown: AtomicBool::new(false),
             thread: OnceLock::new(),
+            engine_slot: std::sync::Mutex::new(None),
+            in_engine: CachePadded::new(AtomicBool::new(false)),
+            engine_waker: futures::task::AtomicWaker::new(),
+        }
+    }
+
+    /// Hands this core a network engine to drive from now on.
+    pub(crate) fn install_engine(&self, rt: tokio::runtime::Runtime) {
+        *self.engine_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(rt);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        if self.in_engine.load(Ordering::SeqCst) {
+            self.engine_waker.wake();
+        }
+        if self.sleeping.load(Ordering::SeqCst) {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
         }
     }
 
@@ -67,15 +150,17 @@ impl CoreQueue {
                 Some(task)
             }
         });
-        if let Some(task) = task {
-            self.inject.push(task);
-            // Pairs with the SeqCst store of `sleeping` before the core re-checks the queue:
-            // either the core sees this task or we see it asleep and wake it.
-            if self.sleeping.load(Ordering::SeqCst) {
-                if let Some(t) = self.thread.get() {
-                    t.unpark();
-                }
+        match task {
+            Some(task) => {
+                self.inject.push(task);
+                // Pairs with the SeqCst stores of `sleeping`/`in_engine` before the core
+                // re-checks the queue: either it sees this task or we see it idle and wake it.
+                self.wake();
             }
+            // Queued by the engine's own network task on this thread: end the engine's
+            // idle wait so the actor runs.
+            None if self.in_engine.load(Ordering::Relaxed) => self.engine_waker.wake(),
+            None => {}
         }
     }
 
@@ -92,14 +177,37 @@ impl CoreQueue {
 
     fn run_loop(&self, idle_spin: Duration) {
         let mut turn = 0u32;
+        let mut has_engine = false;
         loop {
+            if !has_engine {
+                if let Some(rt) = self
+                    .engine_slot
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take()
+                {
+                    ENGINE.with(|e| *e.borrow_mut() = Some(rt));
+                    has_engine = true;
+                }
+            }
             if let Some(task) = self.next_task(turn) {
                 turn = turn.wrapping_add(1);
                 task.run();
+                if has_engine && turn % ENGINE_EVERY == 0 {
+                    // Keep the network moving while actors are busy: one non-blocking turn.
+                    let _ = block_on_engine(tokio::task::yield_now());
+                }
                 continue;
             }
             if self.shutdown.load(Ordering::Acquire) {
                 return;
+            }
+            if has_engine {
+                // Idle: block in the network engine until actor work or a packet arrives.
+                self.in_engine.store(true, Ordering::SeqCst);
+                let _ = block_on_engine(IdleWait(self));
+                self.in_engine.store(false, Ordering::SeqCst);
+                continue;
             }
             // Idle: spin briefly, then park until woken.
             let spin_until = Instant::now() + idle_spin;
@@ -126,6 +234,7 @@ impl CoreQueue {
 
     fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
+        self.engine_waker.wake();
         if let Some(t) = self.thread.get() {
             t.unpark();
         }
@@ -169,7 +278,8 @@ impl CoreExecutor {
                 NodeHandle::set_current(Some(node));
                 q.run_loop(idle_spin);
                 NodeHandle::set_current(None);
-                // Drop what is still queued here, on this thread.
+                // The engine (if any) and what is still queued die with this thread.
+                ENGINE.with(|e| e.borrow_mut().take());
                 LOCAL.with(|l| {
                     let mut l = l.borrow_mut();
                     l.0 = std::ptr::null();

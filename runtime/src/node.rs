@@ -284,6 +284,17 @@ impl NodeHandle {
         self.inner.transport.get().cloned()
     }
 
+    /// Makes core `core` drive the network engine `rt`.
+    pub(crate) fn install_engine(&self, core: CoreId, rt: tokio::runtime::Runtime) -> bool {
+        match self.inner.cores.get(core.0) {
+            Some(q) => {
+                q.install_engine(rt);
+                true
+            }
+            None => false,
+        }
+    }
+
     pub(crate) fn set_transport(&self, t: Arc<Transport>) {
         let _ = self.inner.transport.set(t);
     }

@@ -4,7 +4,7 @@
 //! and `tell` waits. Every message still arrives, in order.
 
 use lazarus::cluster::{ClusterSpec, Launcher};
-use lazarus::transport::INBOUND_HIGH_WATER;
+use lazarus::transport::{NetMode, INBOUND_HIGH_WATER};
 use lazarus::{messages, Actor, ActorId, Cluster, Node, Payload};
 use serde::{Deserialize, Serialize};
 use std::net::{SocketAddr, UdpSocket};
@@ -28,7 +28,7 @@ impl Slow {
         self.in_order &= seq == self.received;
         self.received += 1;
         // A consumer much slower than the network.
-        let until = Instant::now() + Duration::from_micros(100);
+        let until = Instant::now() + Duration::from_micros(400);
         while Instant::now() < until {
             std::hint::spin_loop();
         }
@@ -40,7 +40,7 @@ impl Slow {
     }
 }
 
-fn spec(rank: u16, addrs: &[SocketAddr]) -> ClusterSpec {
+fn spec(rank: u16, addrs: &[SocketAddr], net: NetMode) -> ClusterSpec {
     ClusterSpec {
         launcher: Launcher::Lazarus,
         rank,
@@ -49,20 +49,31 @@ fn spec(rank: u16, addrs: &[SocketAddr]) -> ClusterSpec {
         cores: Some(1),
         core_offset: rank as usize,
         idle_spin: Some(Duration::ZERO),
+        net: Some(net),
     }
 }
 
 #[test]
-fn a_slow_remote_receiver_bounds_its_mailbox_and_loses_nothing() {
+fn a_slow_remote_receiver_bounds_its_mailbox_and_loses_nothing_with_a_network_thread() {
+    flood(NetMode::Thread);
+}
+
+#[test]
+fn a_slow_remote_receiver_bounds_its_mailbox_and_loses_nothing_with_the_network_on_core_0() {
+    flood(NetMode::Core0);
+}
+
+fn flood(net: NetMode) {
     let socks: Vec<UdpSocket> = (0..2)
         .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
         .collect();
     let addrs: Vec<SocketAddr> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
     drop(socks);
     let a1 = addrs.clone();
-    let n1 =
-        std::thread::spawn(move || Cluster::start_with(spec(1, &a1), Node::builder()).unwrap());
-    let node0 = Cluster::start_with(spec(0, &addrs), Node::builder()).unwrap();
+    let n1 = std::thread::spawn(move || {
+        Cluster::start_with(spec(1, &a1, net), Node::builder()).unwrap()
+    });
+    let node0 = Cluster::start_with(spec(0, &addrs, net), Node::builder()).unwrap();
     let node1 = n1.join().unwrap();
 
     let slow = node1.spawn(Slow::default()).unwrap();
@@ -84,7 +95,7 @@ fn a_slow_remote_receiver_bounds_its_mailbox_and_loses_nothing() {
             }
         })
     };
-    const N: u64 = 12_000;
+    const N: u64 = 7_000;
     for seq in 0..N {
         remote
             .tell(Item {
@@ -106,10 +117,14 @@ fn a_slow_remote_receiver_bounds_its_mailbox_and_loses_nothing() {
         max <= INBOUND_HIGH_WATER + 64,
         "receiver mailbox peaked at {max}, above the high-water mark {INBOUND_HIGH_WATER}"
     );
-    assert!(
-        max >= INBOUND_HIGH_WATER / 2,
-        "the flood did reach the mark ({max})"
-    );
+    if net == NetMode::Thread {
+        // With its own thread the network reads as fast as it can: only the high-water
+        // pause keeps the mailbox bounded. (On core 0 the busy core itself paces reading.)
+        assert!(
+            max >= INBOUND_HIGH_WATER / 2,
+            "the flood did reach the mark ({max})"
+        );
+    }
     node1.shutdown();
     node0.shutdown();
 }

@@ -54,6 +54,7 @@ fn spec(rank: u16, addrs: &[SocketAddr]) -> ClusterSpec {
         cores: Some(1),
         core_offset: rank as usize,
         idle_spin: Some(Duration::ZERO),
+        net: None,
     }
 }
 
@@ -119,11 +120,7 @@ async fn fake_member(addrs: &[SocketAddr]) -> FakeMember {
 /// One metric: name, labels, value.
 type Sample = (String, Vec<(String, String)>, DebugValue);
 
-fn counter_value(
-    snapshot: &[Sample],
-    name: &str,
-    label: (&str, &str),
-) -> u64 {
+fn counter_value(snapshot: &[Sample], name: &str, label: (&str, &str)) -> u64 {
     snapshot
         .iter()
         .filter(|(n, labels, _)| {

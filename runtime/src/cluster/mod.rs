@@ -11,14 +11,15 @@
 //! | nothing | one node on all cores |
 //!
 //! Optional everywhere: `LAZARUS_CORES` (cores for this node), `LAZARUS_CORE_OFFSET`
-//! (first core), `LAZARUS_IDLE_SPIN_US`, `LAZARUS_BASE_PORT` (Slurm). Under Slurm the
+//! (first core), `LAZARUS_IDLE_SPIN_US`, `LAZARUS_NET` (`thread` or `core0`: see
+//! [`NetMode`]), `LAZARUS_BASE_PORT` (Slurm). Under Slurm the
 //! secret comes from `LAZARUS_SECRET` if exported, else from `~/.lazarus/cluster-secret`
 //! (created on first use, mode 0600; on a cluster, home directories are shared).
 
 pub mod slurm;
 
 use crate::node::{Node, NodeBuilder, NodeHandle, ShutdownReport};
-use crate::transport::{NodeFailure, Transport, TransportConfig, TransportError};
+use crate::transport::{NetMode, NodeFailure, Transport, TransportConfig, TransportError};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,6 +69,8 @@ pub struct ClusterSpec {
     pub core_offset: usize,
     /// Idle spin of the core executors (`None`: the default).
     pub idle_spin: Option<Duration>,
+    /// Where the network runs (`None`: [`NetMode::default_for`] the node's core count).
+    pub net: Option<NetMode>,
 }
 
 impl ClusterSpec {
@@ -100,6 +103,10 @@ impl ClusterSpec {
             cores: num("LAZARUS_CORES")?,
             core_offset: num("LAZARUS_CORE_OFFSET")?.unwrap_or(0),
             idle_spin: num("LAZARUS_IDLE_SPIN_US")?.map(|us| Duration::from_micros(us as u64)),
+            net: var("LAZARUS_NET")
+                .map(|v| v.parse::<NetMode>())
+                .transpose()
+                .map_err(ClusterError::Environment)?,
         };
         if let Some(rank) = var("LAZARUS_RANK") {
             spec.launcher = Launcher::Lazarus;
@@ -311,7 +318,11 @@ impl Cluster {
         let transport = if spec.launcher == Launcher::Alone || spec.addrs.len() <= 1 {
             None
         } else {
-            let config = TransportConfig::new(spec.rank, spec.addrs.clone(), spec.secret.clone());
+            let mut config =
+                TransportConfig::new(spec.rank, spec.addrs.clone(), spec.secret.clone());
+            config.net_mode = spec
+                .net
+                .unwrap_or_else(|| NetMode::default_for(node.num_cores()));
             let t = Transport::start(config, node.handle().clone())?;
             node.handle().set_transport(Arc::clone(&t));
             Some(t)

@@ -73,6 +73,45 @@ pub struct TransportConfig {
     pub failure_timeout: Duration,
     /// How long to wait for every peer to be connected at start.
     pub connect_timeout: Duration,
+    /// Where the network runs.
+    pub net_mode: NetMode,
+}
+
+/// Where a node's network progress runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetMode {
+    /// A dedicated `lazarus-net` thread: network progress never waits for handlers. Costs
+    /// a thread hand-off per remote message.
+    Thread,
+    /// On core 0's executor thread, between and instead of idle waits: no hand-off, the
+    /// lowest latency. Handlers on core 0 must return within the failure timeout, or the
+    /// node's heartbeats stop while they run.
+    Core0,
+}
+
+impl NetMode {
+    /// The default for a node with `cores` cores: `Core0` for single-core nodes (nothing
+    /// else competes for that core), `Thread` otherwise.
+    pub fn default_for(cores: usize) -> NetMode {
+        if cores == 1 {
+            NetMode::Core0
+        } else {
+            NetMode::Thread
+        }
+    }
+}
+
+impl std::str::FromStr for NetMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "thread" => Ok(NetMode::Thread),
+            "core0" => Ok(NetMode::Core0),
+            other => Err(format!(
+                "network mode `{other}`: expected `thread` or `core0`"
+            )),
+        }
+    }
 }
 
 impl TransportConfig {
@@ -87,6 +126,7 @@ impl TransportConfig {
             heartbeat_interval: Duration::from_millis(100),
             failure_timeout: Duration::from_millis(1000),
             connect_timeout: Duration::from_secs(30),
+            net_mode: NetMode::Thread,
         }
     }
 
@@ -179,6 +219,13 @@ pub struct NodeFailure {
 /// Hook called on the net thread for each detected node failure.
 pub type NodeFailureHook = Arc<dyn Fn(&NodeFailure) + Send + Sync>;
 
+/// What runs `net_main`, for shutting it down.
+enum NetDriver {
+    Thread(std::thread::JoinHandle<()>),
+    /// Signalled when `net_main` has finished on the engine core.
+    Engine(std::sync::mpsc::Receiver<()>),
+}
+
 /// The running transport of one node.
 pub struct Transport {
     rank: u16,
@@ -191,7 +238,7 @@ pub struct Transport {
     detector: Mutex<FailureDetector>,
     on_failure: Mutex<Vec<NodeFailureHook>>,
     shutdown: Notify,
-    stop: Mutex<Option<std::thread::JoinHandle<()>>>,
+    stop: Mutex<Option<NetDriver>>,
     endpoint: Mutex<Option<quinn::Endpoint>>,
 }
 
@@ -238,25 +285,46 @@ impl Transport {
         });
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), TransportError>>();
         let t = Arc::clone(&transport);
-        let thread = std::thread::Builder::new()
-            .name("lazarus-net".into())
-            .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(TransportError::Runtime(e.to_string())));
-                        return;
-                    }
-                };
-                NodeHandle::set_current(Some(node.clone()));
-                rt.block_on(net_main(t, config, creds, outboxes, node, ready_tx));
-                NodeHandle::set_current(None);
-            })
-            .map_err(|e| TransportError::Runtime(e.to_string()))?;
-        *transport.stop.lock().unwrap_or_else(|e| e.into_inner()) = Some(thread);
+        let build_rt = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| TransportError::Runtime(e.to_string()))
+        };
+        let driver = match config.net_mode {
+            NetMode::Thread => {
+                let thread = std::thread::Builder::new()
+                    .name("lazarus-net".into())
+                    .spawn(move || {
+                        let rt = match build_rt() {
+                            Ok(rt) => rt,
+                            Err(e) => {
+                                let _ = ready_tx.send(Err(e));
+                                return;
+                            }
+                        };
+                        NodeHandle::set_current(Some(node.clone()));
+                        rt.block_on(net_main(t, config, creds, outboxes, node, ready_tx));
+                        NodeHandle::set_current(None);
+                    })
+                    .map_err(|e| TransportError::Runtime(e.to_string()))?;
+                NetDriver::Thread(thread)
+            }
+            NetMode::Core0 => {
+                let rt = build_rt()?;
+                let (done_tx, done_rx) = std::sync::mpsc::channel();
+                let engine_node = node.clone();
+                rt.spawn(async move {
+                    net_main(t, config, creds, outboxes, node, ready_tx).await;
+                    let _ = done_tx.send(());
+                });
+                if !engine_node.install_engine(crate::node::CoreId(0), rt) {
+                    return Err(TransportError::Runtime("node has no core 0".into()));
+                }
+                NetDriver::Engine(done_rx)
+            }
+        };
+        *transport.stop.lock().unwrap_or_else(|e| e.into_inner()) = Some(driver);
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(transport),
             Ok(Err(e)) => {
@@ -316,11 +384,20 @@ impl Transport {
             Err(mpsc::error::TrySendError::Closed(_)) => Err(TransportError::PeerDown(rank)),
             Err(mpsc::error::TrySendError::Full(frame)) => {
                 counter!(BACKPRESSURE_WAITS).increment(1);
-                // Backpressure: the sender waits (the net thread drains independently, so
-                // this cannot deadlock on the net thread itself, which never calls this
-                // for a full queue: its own sends use `try_send_frame`).
-                futures::executor::block_on(link.tx.send(frame))
-                    .map_err(|_| TransportError::PeerDown(rank))
+                // Backpressure: the sender waits for room. On the engine core, waiting must
+                // keep driving the engine (it is what drains the queue); elsewhere the
+                // network progresses on its own. Network tasks never get here: their own
+                // sends use `try_send_frame`.
+                let sent = match crate::executor::block_on_engine(link.tx.send(frame)) {
+                    Ok(sent) => sent,
+                    Err(_) if crate::executor::has_engine() => {
+                        return Err(TransportError::Runtime(
+                            "queue full inside the network engine".into(),
+                        ))
+                    }
+                    Err(fut) => futures::executor::block_on(fut),
+                };
+                sent.map_err(|_| TransportError::PeerDown(rank))
             }
         }
     }
@@ -404,9 +481,17 @@ impl Transport {
             set.len() == self.size
         };
         if complete {
-            for r in 0..self.size as u16 {
-                if r != self.rank {
-                    let _ = self.send_body(r, &FrameBody::BarrierRelease { epoch });
+            let mut release = Vec::new();
+            if frame::encode(&FrameBody::BarrierRelease { epoch }, &mut release).is_ok() {
+                let release = Bytes::from(release);
+                for r in 0..self.size as u16 {
+                    if r != self.rank && !self.try_send_frame(r, release.clone()) {
+                        tracing::warn!(
+                            rank = r,
+                            epoch,
+                            "barrier release not queued: peer queue full"
+                        );
+                    }
                 }
             }
             self.barrier_release(epoch);
@@ -484,9 +569,15 @@ impl Transport {
             }
         }
         self.shutdown.notify_one();
-        let thread = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(t) = thread {
-            let _ = t.join();
+        let driver = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match driver {
+            Some(NetDriver::Thread(t)) => {
+                let _ = t.join();
+            }
+            Some(NetDriver::Engine(done)) => {
+                let _ = done.recv_timeout(Duration::from_secs(5));
+            }
+            None => {}
         }
     }
 
