@@ -425,6 +425,25 @@ mod tests {
     }
 
     #[test]
+    fn a_static_host_file_lists_one_node_per_line() {
+        let file = std::env::temp_dir().join(format!("lazarus-hosts-{}", std::process::id()));
+        std::fs::write(
+            &file,
+            "# the cluster\n127.0.0.1:5000\n\n127.0.0.1:5001  # second\n",
+        )
+        .unwrap();
+        let s = spec(&[
+            ("LAZARUS_RANK", "1"),
+            ("LAZARUS_HOSTFILE", file.to_str().unwrap()),
+            ("LAZARUS_SECRET", "00112233445566778899aabbccddeeff"),
+        ])
+        .unwrap();
+        let _ = std::fs::remove_file(&file);
+        assert_eq!(s.size(), 2);
+        assert_eq!(s.addrs[1], "127.0.0.1:5001".parse().unwrap());
+    }
+
+    #[test]
     fn slurm_variables_place_ranks_on_hosts_in_blocks() {
         let s = spec(&[
             ("SLURM_PROCID", "3"),
