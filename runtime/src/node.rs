@@ -444,6 +444,14 @@ impl Node {
         out
     }
 
+    /// Waits (up to the drain timeout) until every mailbox is empty and no handler runs.
+    /// Returns whether the node went quiet.
+    pub fn drain(&self) -> bool {
+        let handle = self.handle.clone();
+        let timeout = self.drain_timeout;
+        self.block_on(async move { handle.drain(timeout).await })
+    }
+
     /// Drains every mailbox (up to the drain timeout), stops every actor (running its
     /// `on_stop` hook), then stops the executors.
     pub fn shutdown(mut self) -> ShutdownReport {

@@ -374,13 +374,15 @@ impl Cluster {
         }
     }
 
-    /// Stops the local node (draining its mailboxes) and leaves the cluster cleanly.
+    /// Leaves the cluster cleanly: drains the local mailboxes, flushes everything queued
+    /// for other nodes and says goodbye (while the cores, which may drive the network,
+    /// still run), then stops the local node.
     pub fn shutdown(self) -> ShutdownReport {
-        let report = self.node.shutdown();
-        if let Some(t) = self.transport {
+        self.node.drain();
+        if let Some(t) = &self.transport {
             t.close();
         }
-        report
+        self.node.shutdown()
     }
 }
 

@@ -239,6 +239,7 @@ pub struct Transport {
     on_failure: Mutex<Vec<NodeFailureHook>>,
     shutdown: Notify,
     stop: Mutex<Option<NetDriver>>,
+    writers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     endpoint: Mutex<Option<quinn::Endpoint>>,
 }
 
@@ -281,6 +282,7 @@ impl Transport {
             on_failure: Mutex::new(Vec::new()),
             shutdown: Notify::new(),
             stop: Mutex::new(None),
+            writers: Mutex::new(Vec::new()),
             endpoint: Mutex::new(None),
         });
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), TransportError>>();
@@ -564,7 +566,10 @@ impl Transport {
             let goodbye = Bytes::from(goodbye);
             for r in 0..self.size as u16 {
                 if r != self.rank {
-                    let _ = self.try_send_frame(r, goodbye.clone());
+                    // Goodbye, then the end-of-stream marker: the writer finishes the
+                    // stream once everything queued before it has been written.
+                    let _ = self.send_frame(r, goodbye.clone());
+                    let _ = self.send_frame(r, Bytes::new());
                 }
             }
         }
@@ -873,8 +878,10 @@ async fn net_main(
     watching.store(true, Ordering::Release);
     let _ = ready.send(Ok(()));
     t.shutdown.notified().await;
-    // Give queued frames (Goodbye included) a moment to leave, then close.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Let every writer flush what was queued (Goodbye last) and see it acknowledged,
+    // then close.
+    let writers: Vec<_> = std::mem::take(&mut *t.writers.lock().unwrap_or_else(|e| e.into_inner()));
+    let _ = tokio::time::timeout(Duration::from_secs(2), futures::future::join_all(writers)).await;
     endpoint.close(0u32.into(), b"bye");
     let _ = tokio::time::timeout(Duration::from_millis(500), endpoint.wait_idle()).await;
 }
@@ -905,7 +912,8 @@ async fn serve_connection(
             conn.close(1u32.into(), b"duplicate");
             return;
         };
-        tokio::spawn(write_loop(conn.clone(), outbox, rank, size));
+        let w = tokio::spawn(write_loop(conn.clone(), outbox, rank, size));
+        t.writers.lock().unwrap_or_else(|e| e.into_inner()).push(w);
     }
     let mut recv = match conn.accept_uni().await {
         Ok(r) => r,
@@ -947,7 +955,8 @@ async fn serve_connection(
             conn.close(1u32.into(), b"duplicate");
             return;
         };
-        tokio::spawn(write_loop(conn.clone(), outbox, rank, size));
+        let w = tokio::spawn(write_loop(conn.clone(), outbox, rank, size));
+        t.writers.lock().unwrap_or_else(|e| e.into_inner()).push(w);
     } else if dialed != peer {
         tracing::warn!(dialed, peer, "peer identity mismatch");
         conn.close(1u32.into(), b"identity mismatch");
@@ -1040,6 +1049,7 @@ async fn write_loop(
         return;
     }
     let mut batch: Vec<Bytes> = Vec::with_capacity(64);
+    let mut finished = false;
     while let Some(first) = outbox.recv().await {
         batch.push(first);
         // Gather whatever else is queued: one write call for many small frames.
@@ -1049,6 +1059,11 @@ async fn write_loop(
                 Err(_) => break,
             }
         }
+        // An empty frame marks the end of the stream (sent by `Transport::close`).
+        if let Some(end) = batch.iter().position(|b| b.is_empty()) {
+            batch.truncate(end);
+            finished = true;
+        }
         let bytes: usize = batch.iter().map(|b| b.len()).sum();
         counter!(FRAMES_SENT).increment(batch.len() as u64);
         counter!(BYTES_SENT).increment(bytes as u64);
@@ -1056,6 +1071,15 @@ async fn write_loop(
             return;
         }
         batch.clear();
+        if finished {
+            break;
+        }
+    }
+    if finished {
+        // Wait until the peer has read everything (or gave up on the stream).
+        let _ = send.finish();
+        let _ = tokio::time::timeout(Duration::from_secs(2), send.stopped()).await;
+        return;
     }
     let _ = send.finish();
 }

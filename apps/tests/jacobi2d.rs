@@ -1,0 +1,152 @@
+//! `jacobi2d` verifies against its sequential reference, and its checksum is bit-identical
+//! whatever the number of nodes and the tile grid.
+
+use lazarus_apps::parse_result_line;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+const APP: &str = env!("CARGO_BIN_EXE_jacobi2d");
+
+/// The `lazarus` launcher, from the same target directory and profile as the app. It lives
+/// in another package, so Cargo does not build it for this test: build it if missing.
+fn launcher() -> &'static Path {
+    static LAUNCHER: OnceLock<PathBuf> = OnceLock::new();
+    LAUNCHER.get_or_init(|| {
+        let path = Path::new(APP)
+            .parent()
+            .expect("the app lives in a directory")
+            .join("lazarus");
+        if !path.exists() {
+            let mut cmd = Command::new(option_env!("CARGO").unwrap_or("cargo"));
+            cmd.args(["build", "--quiet", "-p", "lazarus", "--bin", "lazarus"]);
+            if APP.contains("/release/") {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("cargo runs");
+            assert!(status.success(), "building the launcher failed");
+        }
+        assert!(path.exists(), "{} was not built", path.display());
+        path
+    })
+}
+
+fn check_success(what: &str, out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn result_of(stdout: &str) -> HashMap<String, String> {
+    let last = stdout.lines().last().expect("some output");
+    parse_result_line(last)
+        .unwrap_or_else(|| panic!("last line is not a RESULT line: {last}\n{stdout}"))
+        .into_iter()
+        .collect()
+}
+
+/// Runs the app alone.
+fn alone(args: &[&str]) -> HashMap<String, String> {
+    let out = Command::new(APP).args(args).output().expect("app starts");
+    result_of(&check_success(&format!("jacobi2d {args:?}"), &out))
+}
+
+/// Runs the app as a cluster of `nodes` processes under `lazarus run`.
+fn cluster(nodes: usize, args: &[&str]) -> HashMap<String, String> {
+    let out = Command::new(launcher())
+        .args(["run", "-n", &nodes.to_string(), "--", APP])
+        .args(args)
+        .output()
+        .expect("launcher starts");
+    let stdout = check_success(&format!("lazarus run -n {nodes} jacobi2d {args:?}"), &out);
+    for rank in 0..nodes {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("node {rank} pid "))),
+            "{stdout}"
+        );
+    }
+    assert!(
+        stdout.lines().any(|l| l.starts_with("[0] RESULT ")),
+        "rank 0 prints the result: {stdout}"
+    );
+    result_of(&stdout)
+}
+
+const SMALL: &[&str] = &["--n", "128", "--iters", "50"];
+
+#[test]
+fn a_single_node_run_matches_the_sequential_reference() {
+    let r = alone(SMALL);
+    assert_eq!(r["app"], "jacobi2d");
+    assert_eq!(r["nodes"], "1");
+    assert_eq!(r["n"], "128");
+    assert_eq!(r["iters"], "50");
+    assert_eq!(r["check"], "full");
+    assert_eq!(r["verified"], "true");
+    assert!(r["checksum"].starts_with("0x"));
+    assert!(r["mlups"].parse::<f64>().unwrap() > 0.0);
+    // The windowed check (used for grids too big for the full one) agrees.
+    let windows = alone(&["--n", "128", "--iters", "50", "--check", "windows"]);
+    assert_eq!(windows["check"], "windows");
+    assert_eq!(windows["verified"], "true");
+    assert_eq!(windows["checksum"], r["checksum"]);
+}
+
+#[test]
+fn two_and_four_nodes_give_the_single_node_result_bit_for_bit() {
+    let one = alone(SMALL);
+    for nodes in [2, 4] {
+        let many = cluster(nodes, SMALL);
+        assert_eq!(many["nodes"], nodes.to_string());
+        assert_eq!(many["verified"], "true", "{many:?}");
+        assert_eq!(many["checksum"], one["checksum"], "{nodes} nodes");
+        assert_eq!(many["sum"], one["sum"], "{nodes} nodes");
+    }
+}
+
+#[test]
+fn the_tile_grid_does_not_change_the_result_even_when_tiles_are_uneven() {
+    let square = alone(&["--n", "96", "--iters", "40", "--tiles", "2x2"]);
+    let wide = alone(&["--n", "96", "--iters", "40", "--tiles", "4x2"]);
+    let single = alone(&["--n", "96", "--iters", "40", "--tiles", "1x1"]);
+    // 7 x 5 tiles do not divide 96: rows and columns of different sizes, spread over 3
+    // nodes with a band boundary in the middle of a tile row.
+    let uneven = cluster(3, &["--n", "96", "--iters", "40", "--tiles", "7x5"]);
+    assert_eq!(wide["tiles"], "4x2");
+    assert_eq!(uneven["tiles"], "7x5");
+    for r in [&square, &wide, &single, &uneven] {
+        assert_eq!(r["verified"], "true", "{r:?}");
+        assert_eq!(r["checksum"], square["checksum"], "{r:?}");
+        assert_eq!(r["sum"], square["sum"], "{r:?}");
+    }
+}
+
+#[test]
+fn bad_command_line_input_is_a_clear_error() {
+    for (args, expected) in [
+        (&["--n", "0"][..], "--n must be between 1"),
+        (
+            &["--n", "4", "--tiles", "8x1"],
+            "leaves tiles without points",
+        ),
+        (&["--tiles", "4"], "is not a tile grid"),
+        (&["--tiles", "0x2"], "at least one tile"),
+        (&["--iters", "many"], "--iters"),
+    ] {
+        let out = Command::new(APP).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("RESULT"),
+            "{args:?}"
+        );
+    }
+}
