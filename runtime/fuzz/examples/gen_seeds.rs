@@ -26,7 +26,9 @@ fn main() {
     let dir = std::env::args_os()
         .nth(1)
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/frame_decoder")));
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/frame_decoder"))
+        });
     std::fs::create_dir_all(&dir).unwrap();
     let id = ActorId::new(3, 9).unwrap();
 
@@ -45,33 +47,67 @@ fn main() {
     let seeds: Vec<(&str, Vec<u8>)> = vec![
         (
             "seed-control",
-            seed(0, &stream(&[
-                FrameBody::Hello { rank: 1, size: 4 },
-                FrameBody::Heartbeat,
-                FrameBody::Goodbye,
-            ])),
+            seed(
+                0,
+                &stream(&[
+                    FrameBody::Hello { rank: 1, size: 4 },
+                    FrameBody::Heartbeat,
+                    FrameBody::Goodbye,
+                ]),
+            ),
         ),
         (
             "seed-envelope",
-            seed(0x27, &stream(&[
-                FrameBody::Envelope(Envelope { to: id, type_tag: 42, request: Some(7), payload: vec![1, 2, 3, 4, 5] }),
-                FrameBody::Envelope(Envelope { to: id, type_tag: u64::MAX, request: None, payload: vec![] }),
-            ])),
+            seed(
+                0x27,
+                &stream(&[
+                    FrameBody::Envelope(Envelope {
+                        to: id,
+                        type_tag: 42,
+                        request: Some(7),
+                        payload: vec![1, 2, 3, 4, 5],
+                    }),
+                    FrameBody::Envelope(Envelope {
+                        to: id,
+                        type_tag: u64::MAX,
+                        request: None,
+                        payload: vec![],
+                    }),
+                ]),
+            ),
         ),
         (
             "seed-reply",
-            seed(0x61, &stream(&[
-                FrameBody::Reply { request: 7, outcome: Ok(vec![9, 8, 7]) },
-                FrameBody::Reply { request: 8, outcome: Err(RemoteError::Undecodable(id, "bad tag".into())) },
-                FrameBody::Reply { request: 300, outcome: Err(RemoteError::UnknownActor(id)) },
-            ])),
+            seed(
+                0x61,
+                &stream(&[
+                    FrameBody::Reply {
+                        request: 7,
+                        outcome: Ok(vec![9, 8, 7]),
+                    },
+                    FrameBody::Reply {
+                        request: 8,
+                        outcome: Err(RemoteError::Undecodable(id, "bad tag".into())),
+                    },
+                    FrameBody::Reply {
+                        request: 300,
+                        outcome: Err(RemoteError::UnknownActor(id)),
+                    },
+                ]),
+            ),
         ),
         (
             "seed-barrier",
-            seed(0xE3, &stream(&[
-                FrameBody::BarrierArrive { epoch: 1 << 40, rank: 2 },
-                FrameBody::BarrierRelease { epoch: 1 << 40 },
-            ])),
+            seed(
+                0xE3,
+                &stream(&[
+                    FrameBody::BarrierArrive {
+                        epoch: 1 << 40,
+                        rank: 2,
+                    },
+                    FrameBody::BarrierRelease { epoch: 1 << 40 },
+                ]),
+            ),
         ),
         ("seed-malformed-then-goodbye", seed(0x01, &malformed)),
         ("seed-oversized-then-heartbeat", seed(0x45, &oversized)),

@@ -33,8 +33,16 @@ struct Chunks<'a> {
 
 impl<'a> Chunks<'a> {
     fn new(sel: u8, bytes: &'a [u8]) -> Self {
-        let max = if sel == 0 { usize::MAX } else { 1 << (sel >> 5) };
-        Chunks { rest: bytes, max, state: 0x9E37_79B9 ^ u32::from(sel) }
+        let max = if sel == 0 {
+            usize::MAX
+        } else {
+            1 << (sel >> 5)
+        };
+        Chunks {
+            rest: bytes,
+            max,
+            state: 0x9E37_79B9 ^ u32::from(sel),
+        }
     }
 }
 
@@ -102,12 +110,18 @@ fn drive(sel: u8, stream: &[u8], max_body: usize) -> Vec<Event> {
         }
     }
     // Nothing more without more input; a poisoned decoder stays silent even when fed.
-    assert!(matches!(d.next_frame(), Ok(None)), "result without new input");
+    assert!(
+        matches!(d.next_frame(), Ok(None)),
+        "result without new input"
+    );
     if poisoned {
         let mut ok = Vec::new();
         frame::encode(&FrameBody::Heartbeat, &mut ok).unwrap();
         d.push(&ok);
-        assert!(matches!(d.next_frame(), Ok(None)), "poisoned decoder decoded a frame");
+        assert!(
+            matches!(d.next_frame(), Ok(None)),
+            "poisoned decoder decoded a frame"
+        );
     }
     events
 }
@@ -120,7 +134,10 @@ fn decode_one(bytes: &[u8]) -> FrameBody {
         Ok(Some(f)) => f,
         other => panic!("re-encoded frame did not decode: {other:?}, bytes {bytes:02x?}"),
     };
-    assert!(matches!(d.next_frame(), Ok(None)), "re-encoded frame left bytes behind");
+    assert!(
+        matches!(d.next_frame(), Ok(None)),
+        "re-encoded frame left bytes behind"
+    );
     f
 }
 
@@ -132,8 +149,15 @@ fn check_round_trip(sel: u8, frames: &[FrameBody]) {
         assert_eq!(&enc[..2], b"LZ");
         assert_eq!(enc[2], VERSION);
         let len = u32::from_le_bytes(enc[4..8].try_into().unwrap()) as usize;
-        assert_eq!(len, enc.len() - HEADER_LEN, "header length does not match body");
-        assert!(len <= MAX_BODY, "canonical re-encoding grew past the body limit");
+        assert_eq!(
+            len,
+            enc.len() - HEADER_LEN,
+            "header length does not match body"
+        );
+        assert!(
+            len <= MAX_BODY,
+            "canonical re-encoding grew past the body limit"
+        );
         let back = decode_one(&enc);
         assert_eq!(&back, f, "round trip changed the frame");
         let mut enc2 = Vec::new();
@@ -142,7 +166,11 @@ fn check_round_trip(sel: u8, frames: &[FrameBody]) {
         // encode appends: existing bytes in `out` must be kept.
         let before = all.len();
         frame::encode(f, &mut all).unwrap();
-        assert_eq!(&all[before..], &enc[..], "encode into a non-empty buffer differs");
+        assert_eq!(
+            &all[before..],
+            &enc[..],
+            "encode into a non-empty buffer differs"
+        );
     }
     let again: Vec<FrameBody> = drive(sel, &all, MAX_BODY)
         .into_iter()
@@ -167,17 +195,27 @@ fn sentinel_body_len() -> usize {
 
 fn check_resync(sel: u8, garbage: &[u8], max_body: usize) {
     let sentinel = sentinel();
-    assert!(max_body >= sentinel_body_len(), "harness bug: sentinel would be oversized");
+    assert!(
+        max_body >= sentinel_body_len(),
+        "harness bug: sentinel would be oversized"
+    );
     let mut stream = vec![b'L', b'Z', VERSION, 0];
     stream.extend((garbage.len() as u32).to_le_bytes());
     stream.extend_from_slice(garbage);
     frame::encode(&sentinel, &mut stream).unwrap();
     let events = drive(sel, &stream, max_body);
-    assert_eq!(events.len(), 2, "expected garbage result + sentinel, got {events:?}");
+    assert_eq!(
+        events.len(),
+        2,
+        "expected garbage result + sentinel, got {events:?}"
+    );
     match &events[0] {
         Event::Frame(_) => {}
         Event::Error(e) => {
-            assert!(!e.is_fatal(), "well-framed garbage gave a fatal error {e:?}");
+            assert!(
+                !e.is_fatal(),
+                "well-framed garbage gave a fatal error {e:?}"
+            );
             if garbage.len() > max_body {
                 assert!(matches!(e, FrameError::Oversized { .. }), "{e:?}");
             } else {

@@ -99,7 +99,10 @@ impl DepVector {
             return;
         }
         let mut merged = Vec::with_capacity(self.entries.len().max(other.entries.len()));
-        let (mut a, mut b) = (self.entries.iter().peekable(), other.entries.iter().peekable());
+        let (mut a, mut b) = (
+            self.entries.iter().peekable(),
+            other.entries.iter().peekable(),
+        );
         loop {
             match (a.peek(), b.peek()) {
                 (Some(&&(sa, va)), Some(&&(sb, vb))) => {

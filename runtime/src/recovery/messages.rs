@@ -189,7 +189,10 @@ mod tests {
             sender_incarnation: Incarnation(3),
             depend,
         };
-        assert_eq!(postcard::to_allocvec(&meta).unwrap().len(), meta.encoded_len());
+        assert_eq!(
+            postcard::to_allocvec(&meta).unwrap().len(),
+            meta.encoded_len()
+        );
         assert_eq!(meta.piggyback_len(), 2 + 1 + (1 + 1 + 2 + 1 + 1));
     }
 
@@ -198,7 +201,10 @@ mod tests {
         let c: ChannelIndices = [(ch(2, 0), 5), (ch(1, 0), 3), (ch(2, 0), 7), (ch(3, 0), 0)]
             .into_iter()
             .collect();
-        assert_eq!(c.iter().collect::<Vec<_>>(), vec![(ch(1, 0), 3), (ch(2, 0), 7)]);
+        assert_eq!(
+            c.iter().collect::<Vec<_>>(),
+            vec![(ch(1, 0), 3), (ch(2, 0), 7)]
+        );
         assert_eq!(c.get(&ch(3, 0)), 0);
         let bytes = postcard::to_allocvec(&c).unwrap();
         assert_eq!(postcard::from_bytes::<ChannelIndices>(&bytes).unwrap(), c);

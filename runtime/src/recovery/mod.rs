@@ -1,1 +1,45 @@
-//! Rollback recovery (in progress): the sans-IO protocol core.
+//! Rollback recovery: the sans-IO protocol core (causal message logging between correlated
+//! sets, after Algorithm 1 of "A Lightweight Causal Message Logging Protocol", with the
+//! correlated-set coordination of Bouteiller et al.).
+//!
+//! One [`SetProtocol`] per correlated set (by default a node). It owns the dependency
+//! vector, the per-channel send and delivery indices, the sender-based log and the
+//! recovery exchange; the driver owns everything else (transport, actors, checkpoint
+//! storage, failure detection) and feeds it events:
+//!
+//! | event | call | actions returned |
+//! |---|---|---|
+//! | an actor sends to another set | [`SetProtocol::on_send`] | transmit (with [`MessageMeta`]) or suppress |
+//! | a message arrives from another set | [`SetProtocol::on_receive`] | (queued or duplicate) |
+//! | the set can run a handler | [`SetProtocol::poll_delivery`] | the next deliverable message |
+//! | the set checkpoints | [`SetProtocol::checkpoint`] → store → [`SetProtocol::checkpoint_committed`] | CHECKPOINT_ADVANCE notices |
+//! | the set restarts | [`SetProtocol::restore`] | ROLLBACK to every set |
+//! | a control message arrives | [`SetProtocol::on_control`] | resends, RESPONSE, ROLLBACK |
+//!
+//! Messages between actors of the same set never go through the protocol: the set's
+//! coordinated checkpoint captures them. The protocol, its guarantees and its contract
+//! with applications (send-determinism) are described in `docs/recovery.md`.
+//!
+//! Modules, one concept each: [`ids`] (sets, channels, incarnations), [`dep_vector`] (the
+//! dependency-interval vector), [`messages`] (what goes on the wire), [`sender_log`] (the
+//! sending side and its log), [`delivery`] (the receiving side and the delivery rule),
+//! [`snapshot`] (what goes into a checkpoint), [`protocol`] (the state machine),
+//! [`error`] (refused events).
+
+pub mod delivery;
+pub mod dep_vector;
+pub mod error;
+pub mod ids;
+pub mod messages;
+pub mod protocol;
+pub mod sender_log;
+pub mod snapshot;
+
+pub use delivery::{DependencyRule, Received};
+pub use dep_vector::DepVector;
+pub use error::ProtocolError;
+pub use ids::{ChannelId, CheckpointId, Incarnation, SetId};
+pub use messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryReport};
+pub use protocol::{Action, Config, Delivery, ProtocolStats, SendOutcome, SetProtocol};
+pub use sender_log::{LogPayload, LogStats};
+pub use snapshot::Snapshot;

@@ -340,7 +340,15 @@ mod tests {
         // Release is monotone: an older advance arriving late changes nothing.
         assert_eq!(log.release(T, &ch(1), 2), 0);
         assert_eq!(log.release(T, &ch(1), 5), 2);
-        assert_eq!(log.stats(), LogStats { peak_entries: 5, peak_bytes: 505, released_entries: 5, ..LogStats::default() });
+        assert_eq!(
+            log.stats(),
+            LogStats {
+                peak_entries: 5,
+                peak_bytes: 505,
+                released_entries: 5,
+                ..LogStats::default()
+            }
+        );
     }
 
     #[test]
@@ -407,7 +415,10 @@ mod tests {
         let bytes = postcard::to_allocvec(&log.channels()).unwrap();
         let back: Vec<(SetId, ChannelId, OutChannel<Vec<u8>>)> =
             postcard::from_bytes(&bytes).unwrap();
-        assert_eq!(back[0].2.suppress_upto, 0, "suppression is not checkpointed");
+        assert_eq!(
+            back[0].2.suppress_upto, 0,
+            "suppression is not checkpointed"
+        );
         assert_eq!(back[0].2.entries, c.entries);
     }
 }

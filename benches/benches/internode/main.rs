@@ -1,0 +1,328 @@
+//! Inter-node ping-pong: Lazarus actors on two nodes (QUIC over loopback, mutual TLS)
+//! against a raw quinn stream ping-pong with the same TLS setup, in the same run.
+//!
+//! Both sides run in this process on separate threads, as two nodes / two endpoints, over
+//! 127.0.0.1. Each measurement is `K` round trips of an `n`-byte payload each way;
+//! latency is half the round trip, bandwidth is `n / (round trip / 2)`. After criterion
+//! finishes, a ratio table (medians) is printed and written to
+//! `target/criterion/lazarus-internode-summary.md`.
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use lazarus::cluster::{ClusterSpec, Launcher};
+use lazarus::transport::credentials::{self, Credentials};
+use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, Node, Payload, ReplyTo};
+use serde::{Deserialize, Serialize};
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const SECRET: &[u8] = b"internode benchmark secret 32 by";
+const SIZES: [usize; 2] = [8, 1 << 20];
+
+fn free_addrs(n: usize) -> Vec<SocketAddr> {
+    let socks: Vec<UdpSocket> = (0..n)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    socks.iter().map(|s| s.local_addr().unwrap()).collect()
+}
+
+// ---------- Lazarus ----------
+
+#[derive(Actor, Serialize, Deserialize, Default)]
+struct Pong;
+
+#[messages]
+impl Pong {
+    #[message]
+    fn ball(&mut self, payload: Payload, back: ActorRef<Ping>) {
+        let _ = back.tell(Returned { payload });
+    }
+}
+
+#[derive(Actor, Serialize, Deserialize, Default)]
+struct Ping {
+    pong: Option<ActorRef<Pong>>,
+    left: u64,
+    #[serde(skip)]
+    started: Option<Instant>,
+    #[serde(skip)]
+    done: ReplyTo<u64>,
+}
+
+#[messages]
+impl Ping {
+    /// `iters` round trips of `size` bytes; replies with the elapsed nanoseconds.
+    #[message]
+    fn run(
+        &mut self,
+        pong: ActorRef<Pong>,
+        size: usize,
+        iters: u64,
+        ctx: &mut lazarus::Context<Self>,
+        reply: ReplyTo<u64>,
+    ) {
+        self.done = reply;
+        self.left = iters;
+        self.started = Some(Instant::now());
+        let _ = pong.tell(Ball {
+            payload: Payload(vec![1; size]),
+            back: ctx.myself().clone(),
+        });
+        self.pong = Some(pong);
+    }
+
+    #[message]
+    fn returned(&mut self, payload: Payload, ctx: &mut lazarus::Context<Self>) {
+        self.left -= 1;
+        if self.left == 0 {
+            let ns = self.started.map_or(0, |s| s.elapsed().as_nanos() as u64);
+            std::mem::take(&mut self.done).send(ns);
+        } else if let Some(p) = &self.pong {
+            let _ = p.tell(Ball {
+                payload,
+                back: ctx.myself().clone(),
+            });
+        }
+    }
+}
+
+struct LazarusPair {
+    node0: Cluster,
+    node1: Cluster,
+    ping: ActorRef<Ping>,
+    pong: ActorRef<Pong>,
+}
+
+fn lazarus_pair() -> LazarusPair {
+    let addrs = free_addrs(2);
+    let spec = |rank: u16| ClusterSpec {
+        launcher: Launcher::Lazarus,
+        rank,
+        addrs: addrs.clone(),
+        secret: SECRET.to_vec(),
+        cores: Some(1),
+        core_offset: rank as usize,
+        idle_spin: None,
+        net: None,
+    };
+    let s1 = spec(1);
+    let t = std::thread::spawn(move || Cluster::start_with(s1, Node::builder()).unwrap());
+    let node0 = Cluster::start_with(spec(0), Node::builder()).unwrap();
+    let node1 = t.join().unwrap();
+    let ping = node0.spawn(Ping::default()).unwrap();
+    node1.spawn(Pong).unwrap();
+    let pong = node0
+        .handle()
+        .actor_ref::<Pong>(ActorId::new(1, 0).unwrap())
+        .unwrap();
+    LazarusPair {
+        node0,
+        node1,
+        ping,
+        pong,
+    }
+}
+
+impl LazarusPair {
+    fn round_trips(&self, size: usize, iters: u64) -> Duration {
+        let ns = self
+            .node0
+            .block_on(
+                self.ping
+                    .ask(Run {
+                        pong: self.pong.clone(),
+                        size,
+                        iters,
+                    })
+                    .no_timeout(),
+            )
+            .unwrap();
+        Duration::from_nanos(ns)
+    }
+}
+
+// ---------- raw quinn ----------
+
+struct RawPair {
+    rt: tokio::runtime::Runtime,
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+    _client: quinn::Endpoint,
+    _server_thread: std::thread::JoinHandle<()>,
+}
+
+fn raw_pair() -> RawPair {
+    let addr = free_addrs(1)[0];
+    let server_creds = Credentials::for_node(SECRET, 1).unwrap();
+    let server_tls =
+        quinn::crypto::rustls::QuicServerConfig::try_from(server_creds.server_config().unwrap())
+            .unwrap();
+    let mut transport = quinn::TransportConfig::default();
+    transport.stream_receive_window(quinn::VarInt::from_u32(32 << 20));
+    transport.receive_window(quinn::VarInt::from_u32(64 << 20));
+    transport.send_window(64 << 20);
+    let transport = Arc::new(transport);
+    let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(server_tls));
+    server_config.transport_config(Arc::clone(&transport));
+    // Echo server: its own thread and current-thread runtime, like a node's net thread.
+    let server_thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let ep = quinn::Endpoint::server(server_config, addr).unwrap();
+            let conn = ep.accept().await.unwrap().await.unwrap();
+            let (mut send, mut recv) = conn.accept_bi().await.unwrap();
+            let mut buf = vec![0u8; 1 << 21];
+            loop {
+                let mut len = [0u8; 4];
+                if recv.read_exact(&mut len).await.is_err() {
+                    break;
+                }
+                let n = u32::from_le_bytes(len) as usize;
+                if recv.read_exact(&mut buf[..n]).await.is_err() {
+                    break;
+                }
+                if send.write_all(&len).await.is_err() || send.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        });
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client_creds = Credentials::for_node(SECRET, 0).unwrap();
+    let client_tls =
+        quinn::crypto::rustls::QuicClientConfig::try_from(client_creds.client_config().unwrap())
+            .unwrap();
+    let (client, send, recv) = rt.block_on(async {
+        let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        let mut cfg = quinn::ClientConfig::new(Arc::new(client_tls));
+        cfg.transport_config(transport);
+        ep.set_default_client_config(cfg);
+        let conn = loop {
+            match ep
+                .connect(addr, &credentials::server_name(1))
+                .unwrap()
+                .await
+            {
+                Ok(c) => break c,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        let (mut send, recv) = conn.open_bi().await.unwrap();
+        // Make the stream visible to the server.
+        send.write_all(&0u32.to_le_bytes()).await.unwrap();
+        (ep, send, recv)
+    });
+    let mut pair = RawPair {
+        rt,
+        send,
+        recv,
+        _client: client,
+        _server_thread: server_thread,
+    };
+    // Consume the empty echo of the opening frame.
+    pair.rt.block_on(async {
+        let mut len = [0u8; 4];
+        pair.recv.read_exact(&mut len).await.unwrap();
+    });
+    pair
+}
+
+impl RawPair {
+    fn round_trips(&mut self, size: usize, iters: u64) -> Duration {
+        let (send, recv) = (&mut self.send, &mut self.recv);
+        self.rt.block_on(async move {
+            let payload = vec![1u8; size];
+            let mut back = vec![0u8; size];
+            let start = Instant::now();
+            for _ in 0..iters {
+                send.write_all(&(size as u32).to_le_bytes()).await.unwrap();
+                send.write_all(&payload).await.unwrap();
+                let mut len = [0u8; 4];
+                recv.read_exact(&mut len).await.unwrap();
+                recv.read_exact(&mut back).await.unwrap();
+            }
+            start.elapsed()
+        })
+    }
+}
+
+// ---------- measurement ----------
+
+fn bench(c: &mut Criterion) {
+    let lazarus = lazarus_pair();
+    let mut raw = raw_pair();
+    let mut group = c.benchmark_group("internode_pingpong");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+    for size in SIZES {
+        group.throughput(Throughput::Bytes(size as u64));
+        group.bench_with_input(BenchmarkId::new("raw_quinn", size), &size, |b, &size| {
+            b.iter_custom(|iters| raw.round_trips(size, iters))
+        });
+        group.bench_with_input(BenchmarkId::new("lazarus", size), &size, |b, &size| {
+            b.iter_custom(|iters| lazarus.round_trips(size, iters))
+        });
+    }
+    group.finish();
+    lazarus.node1.shutdown();
+    lazarus.node0.shutdown();
+}
+
+fn median_ns(id: &str) -> Option<f64> {
+    let path = format!("target/criterion/internode_pingpong/{id}/new/estimates.json");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path);
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["median"]["point_estimate"].as_f64()
+}
+
+fn summary() {
+    let mut md = String::from(
+        "| size | raw quinn RTT (µs) | Lazarus RTT (µs) | latency ratio Lazarus/raw | raw MB/s | Lazarus MB/s | bandwidth ratio | target |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for size in SIZES {
+        let (Some(raw), Some(laz)) = (
+            median_ns(&format!("raw_quinn/{size}")),
+            median_ns(&format!("lazarus/{size}")),
+        ) else {
+            continue;
+        };
+        let mbps = |rtt_ns: f64| size as f64 / (rtt_ns / 2.0 / 1e9) / 1e6;
+        let (target, ok) = if size == 8 {
+            ("latency ≤ 1.2× raw", laz / raw <= 1.2)
+        } else {
+            ("bandwidth ≥ 0.9× raw", mbps(laz) / mbps(raw) >= 0.9)
+        };
+        md.push_str(&format!(
+            "| {size} B | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} | {:.2} | {target}: {} |\n",
+            raw / 1e3,
+            laz / 1e3,
+            laz / raw,
+            mbps(raw),
+            mbps(laz),
+            mbps(laz) / mbps(raw),
+            if ok { "PASS" } else { "MISS" }
+        ));
+    }
+    println!("\nInter-node ping-pong over loopback (medians):\n{md}");
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/criterion/lazarus-internode-summary.md");
+    let _ = std::fs::write(out, md);
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    bench(&mut c);
+    c.final_summary();
+    summary();
+}

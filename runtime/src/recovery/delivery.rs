@@ -1,0 +1,484 @@
+//! The receiving side of a set: per incoming channel, the last delivered index, the queue
+//! of received messages not yet deliverable, and the delivery rule of Algorithm 1.
+//!
+//! A received message `m` on channel `c` is delivered when
+//! 1. `m.send_index == last_deliver[c] + 1` (per-channel FIFO, no gap), and
+//! 2. the set's own interval has reached `m.depend[me]` (it has delivered at least as many
+//!    messages as it had when the causal chain leading to `m` left it), when that
+//!    requirement *binds* (below).
+//!
+//! A message with `send_index <= last_deliver[c]` is a duplicate (a resend, or a message
+//! regenerated during someone's roll-forward) and is dropped; so is a second copy of a
+//! queued index (the less restrictive copy is kept).
+//!
+//! **Which requirements bind.** A requirement can only exceed the receiver's current
+//! interval if it refers to a state interval of one of the receiver's *lost* incarnations.
+//! Such a requirement is honoured only when the message was first sent by an original
+//! (never restarted) incarnation of its sender, i.e. when every copy of that message ever
+//! seen carries the same vector. A message sent by a restarted incarnation may be a
+//! regeneration, and regenerations can carry vectors that do not match the lost history
+//! they replace: a roll-forward that delivers in another order than the lost execution
+//! can merge into a regenerated message a dependency on a state that itself depended on
+//! the original copy of that very message. Honouring it deadlocks the receiver (see
+//! docs/recovery.md, "Concurrent recoveries"). Not binding such requirements keeps the
+//! rule deadlock-free; the simulator checks both.
+//!
+//! Ready channels are kept in a FIFO (round-robin fairness across channels), blocked ones
+//! by the interval they wait for, so polling is O(log n) per delivery, never a scan.
+
+use super::ids::{ChannelId, Incarnation, SetId};
+use super::messages::{ChannelIndices, MessageMeta};
+use std::collections::{btree_map, BTreeMap, VecDeque};
+
+/// A received message waiting for delivery.
+#[derive(Clone, Debug)]
+pub struct Queued<P> {
+    /// Its metadata.
+    pub meta: MessageMeta,
+    /// The message.
+    pub payload: P,
+}
+
+/// Where a channel's head stands in the delivery machinery.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Head {
+    /// No deliverable head (empty, or a gap before the next index).
+    #[default]
+    Idle,
+    /// Listed in `ready`.
+    Ready,
+    /// Listed in `blocked` under this interval.
+    Blocked(u64),
+}
+
+/// The state of one incoming channel.
+#[derive(Clone, Debug)]
+struct InChannel<P> {
+    last_deliver: u64,
+    last_checkpointed: u64,
+    queue: BTreeMap<u64, Queued<P>>,
+    head: Head,
+}
+
+impl<P> Default for InChannel<P> {
+    fn default() -> Self {
+        InChannel {
+            last_deliver: 0,
+            last_checkpointed: 0,
+            queue: BTreeMap::new(),
+            head: Head::Idle,
+        }
+    }
+}
+
+/// Outcome of [`Inbox::insert`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Received {
+    /// Queued; it may be deliverable now.
+    Queued,
+    /// Already delivered or already queued: dropped.
+    Duplicate,
+}
+
+/// A message taken out of the inbox for delivery.
+#[derive(Debug)]
+pub struct Taken<P> {
+    /// The sending set.
+    pub from: SetId,
+    /// The message.
+    pub queued: Queued<P>,
+    /// Its requirement on this set exceeded the interval, but did not bind.
+    pub relaxed: bool,
+}
+
+/// How strictly dependency requirements bind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DependencyRule {
+    /// Requirements bind when the message comes from an original sender incarnation
+    /// (see the module documentation). Deadlock-free. The default.
+    #[default]
+    OriginalSenders,
+    /// Every requirement binds, as Algorithm 1 is written. Can deadlock when several
+    /// sets roll forward at once; kept to demonstrate that in tests.
+    Strict,
+}
+
+/// The receiving side of one set.
+#[derive(Debug)]
+pub struct Inbox<P> {
+    me: SetId,
+    rule: DependencyRule,
+    peers: Vec<BTreeMap<ChannelId, InChannel<P>>>,
+    ready: VecDeque<(SetId, ChannelId)>,
+    blocked: BTreeMap<u64, Vec<(SetId, ChannelId)>>,
+    queued: usize,
+}
+
+impl<P> Inbox<P> {
+    /// An empty inbox of set `me` in a cluster of `n` sets.
+    pub fn new(me: SetId, n: u16, rule: DependencyRule) -> Self {
+        Inbox {
+            me,
+            rule,
+            peers: (0..n).map(|_| BTreeMap::new()).collect(),
+            ready: VecDeque::new(),
+            blocked: BTreeMap::new(),
+            queued: 0,
+        }
+    }
+
+    /// Sets the delivered (and checkpointed) index of a channel, for a restore.
+    pub fn restore_channel(&mut self, from: SetId, channel: ChannelId, delivered: u64) {
+        if let Some(peer) = self.peers.get_mut(from.index()) {
+            let c = peer.entry(channel).or_default();
+            c.last_deliver = delivered;
+            c.last_checkpointed = delivered;
+        }
+    }
+
+    /// Queues a message received from set `from` (already validated by the caller).
+    /// `interval` is the set's current own interval.
+    pub fn insert(&mut self, from: SetId, q: Queued<P>, interval: u64) -> Received {
+        let requirement = binding_requirement(self.rule, self.me, &q.meta);
+        let channel = q.meta.channel;
+        let index = q.meta.send_index;
+        let Some(peer) = self.peers.get_mut(from.index()) else {
+            return Received::Duplicate;
+        };
+        let c = peer.entry(channel).or_default();
+        if index <= c.last_deliver {
+            return Received::Duplicate;
+        }
+        match c.queue.entry(index) {
+            btree_map::Entry::Occupied(mut o) => {
+                // Keep the copy that waits less: it is as valid, and never worse for
+                // liveness.
+                let old_req = binding_requirement(self.rule, self.me, &o.get().meta);
+                if requirement < old_req {
+                    o.insert(q);
+                    if let Head::Blocked(r) = c.head {
+                        c.head = Head::Idle;
+                        unlist_blocked(&mut self.blocked, r, (from, channel));
+                        self.classify(from, channel, interval);
+                    }
+                }
+                Received::Duplicate
+            }
+            btree_map::Entry::Vacant(v) => {
+                v.insert(q);
+                self.queued += 1;
+                if index == c.last_deliver + 1 && c.head == Head::Idle {
+                    self.classify(from, channel, interval);
+                }
+                Received::Queued
+            }
+        }
+    }
+
+    /// Lists a channel whose head may have become the next index.
+    fn classify(&mut self, from: SetId, channel: ChannelId, interval: u64) {
+        let me = self.me;
+        let rule = self.rule;
+        let Some(c) = self
+            .peers
+            .get_mut(from.index())
+            .and_then(|p| p.get_mut(&channel))
+        else {
+            return;
+        };
+        if c.head != Head::Idle {
+            return;
+        }
+        let Some((&index, q)) = c.queue.first_key_value() else {
+            return;
+        };
+        if index != c.last_deliver + 1 {
+            return;
+        }
+        let requirement = binding_requirement(rule, me, &q.meta);
+        if requirement <= interval {
+            c.head = Head::Ready;
+            self.ready.push_back((from, channel));
+        } else {
+            c.head = Head::Blocked(requirement);
+            self.blocked
+                .entry(requirement)
+                .or_default()
+                .push((from, channel));
+        }
+    }
+
+    /// Takes the next deliverable message, advancing its channel's delivered index. The
+    /// caller must then update its interval and call [`Inbox::settle`].
+    pub fn take(&mut self, interval: u64) -> Option<Taken<P>> {
+        while let Some((from, channel)) = self.ready.pop_front() {
+            let Some(c) = self
+                .peers
+                .get_mut(from.index())
+                .and_then(|p| p.get_mut(&channel))
+            else {
+                continue;
+            };
+            c.head = Head::Idle;
+            let next = c.last_deliver + 1;
+            let Some(queued) = c.queue.remove(&next) else {
+                continue;
+            };
+            c.last_deliver = next;
+            self.queued -= 1;
+            let relaxed = queued.meta.depend.get(self.me) > interval;
+            return Some(Taken {
+                from,
+                queued,
+                relaxed,
+            });
+        }
+        None
+    }
+
+    /// After a delivery on `(from, channel)` raised the interval to `interval`: lists that
+    /// channel's next head and releases the channels that waited for this interval.
+    pub fn settle(&mut self, from: SetId, channel: ChannelId, interval: u64) {
+        self.classify(from, channel, interval);
+        let still_blocked = self.blocked.split_off(&(interval + 1));
+        let unblocked = std::mem::replace(&mut self.blocked, still_blocked);
+        for (_, keys) in unblocked {
+            for (f, ch) in keys {
+                if let Some(c) = self.peers.get_mut(f.index()).and_then(|p| p.get_mut(&ch)) {
+                    c.head = Head::Ready;
+                    self.ready.push_back((f, ch));
+                }
+            }
+        }
+    }
+
+    /// Last delivered index per channel from `from`.
+    pub fn delivered_from(&self, from: SetId) -> ChannelIndices {
+        self.peers
+            .get(from.index())
+            .map(|p| p.iter().map(|(c, s)| (*c, s.last_deliver)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Last delivered index per channel from `from` covered by the last committed
+    /// checkpoint.
+    pub fn checkpointed_from(&self, from: SetId) -> ChannelIndices {
+        self.peers
+            .get(from.index())
+            .map(|p| p.iter().map(|(c, s)| (*c, s.last_checkpointed)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Records that a committed checkpoint covers `covered` from `from`; returns the
+    /// channels whose checkpointed index advanced, with their new index.
+    pub fn mark_checkpointed(&mut self, from: SetId, covered: &ChannelIndices) -> ChannelIndices {
+        let Some(peer) = self.peers.get_mut(from.index()) else {
+            return ChannelIndices::default();
+        };
+        let mut advanced = Vec::new();
+        for (channel, index) in covered.iter() {
+            let c = peer.entry(channel).or_default();
+            if index > c.last_checkpointed {
+                c.last_checkpointed = index;
+                advanced.push((channel, index));
+            }
+        }
+        advanced.into_iter().collect()
+    }
+
+    /// Messages queued (received, not yet delivered).
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// Channels whose next message waits for the interval to grow.
+    pub fn blocked(&self) -> usize {
+        self.blocked.values().map(Vec::len).sum()
+    }
+
+    /// Whether a message is ready for delivery.
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+}
+
+/// The interval set `me` must have reached before delivering a message with `meta`: its
+/// dependency on `me` when that binds under `rule`, else 0.
+fn binding_requirement(rule: DependencyRule, me: SetId, meta: &MessageMeta) -> u64 {
+    let binds = match rule {
+        DependencyRule::Strict => true,
+        DependencyRule::OriginalSenders => meta.sender_incarnation == Incarnation::ORIGINAL,
+    };
+    if binds {
+        meta.depend.get(me)
+    } else {
+        0
+    }
+}
+
+fn unlist_blocked(
+    blocked: &mut BTreeMap<u64, Vec<(SetId, ChannelId)>>,
+    requirement: u64,
+    key: (SetId, ChannelId),
+) {
+    if let Some(keys) = blocked.get_mut(&requirement) {
+        keys.retain(|k| *k != key);
+        if keys.is_empty() {
+            blocked.remove(&requirement);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actor_id::ActorId;
+    use crate::recovery::dep_vector::DepVector;
+
+    const ME: SetId = SetId(0);
+    const A: SetId = SetId(1);
+    const B: SetId = SetId(2);
+
+    fn ch(from: SetId, n: u64) -> ChannelId {
+        ChannelId::new(
+            ActorId::new(from.0, n).unwrap(),
+            ActorId::new(ME.0, 0).unwrap(),
+        )
+    }
+
+    fn msg(from: SetId, n: u64, index: u64, needs: u64, inc: u32) -> Queued<u64> {
+        let mut depend = DepVector::new();
+        depend.set(ME, needs);
+        depend.set(from, 1);
+        Queued {
+            meta: MessageMeta {
+                channel: ch(from, n),
+                send_index: index,
+                sender_incarnation: Incarnation(inc),
+                depend,
+            },
+            payload: index * 100 + n,
+        }
+    }
+
+    /// Delivers everything deliverable, as the protocol does; returns the payloads.
+    fn drain(inbox: &mut Inbox<u64>, interval: &mut u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        while let Some(t) = inbox.take(*interval) {
+            *interval += 1;
+            inbox.settle(t.from, t.queued.meta.channel, *interval);
+            out.push(t.queued.payload);
+        }
+        out
+    }
+
+    #[test]
+    fn per_channel_fifo_waits_for_gaps() {
+        let mut inbox = Inbox::new(ME, 3, DependencyRule::default());
+        let mut interval = 0;
+        assert_eq!(
+            inbox.insert(A, msg(A, 1, 2, 0, 0), interval),
+            Received::Queued
+        );
+        assert_eq!(
+            inbox.insert(A, msg(A, 1, 3, 0, 0), interval),
+            Received::Queued
+        );
+        assert!(
+            drain(&mut inbox, &mut interval).is_empty(),
+            "index 1 missing"
+        );
+        inbox.insert(A, msg(A, 1, 1, 0, 0), interval);
+        assert_eq!(drain(&mut inbox, &mut interval), vec![101, 201, 301]);
+        assert_eq!(inbox.delivered_from(A).get(&ch(A, 1)), 3);
+    }
+
+    #[test]
+    fn duplicates_are_dropped_whether_delivered_or_queued() {
+        let mut inbox = Inbox::new(ME, 3, DependencyRule::default());
+        let mut interval = 0;
+        inbox.insert(A, msg(A, 1, 1, 0, 0), interval);
+        drain(&mut inbox, &mut interval);
+        assert_eq!(
+            inbox.insert(A, msg(A, 1, 1, 0, 0), interval),
+            Received::Duplicate
+        );
+        inbox.insert(A, msg(A, 1, 3, 0, 0), interval);
+        assert_eq!(
+            inbox.insert(A, msg(A, 1, 3, 0, 0), interval),
+            Received::Duplicate
+        );
+        assert_eq!(inbox.queued(), 1);
+    }
+
+    #[test]
+    fn a_message_waits_until_the_set_reached_the_interval_it_depends_on() {
+        // Logged message from A that depended on this set having delivered 2 messages.
+        let mut inbox = Inbox::new(ME, 3, DependencyRule::default());
+        let mut interval = 0;
+        inbox.insert(A, msg(A, 1, 1, 2, 0), interval);
+        assert!(drain(&mut inbox, &mut interval).is_empty());
+        assert_eq!(inbox.blocked(), 1);
+        // Two independent messages from B bring the interval to 2: then A's goes.
+        inbox.insert(B, msg(B, 1, 1, 0, 0), interval);
+        inbox.insert(B, msg(B, 1, 2, 0, 0), interval);
+        assert_eq!(drain(&mut inbox, &mut interval), vec![101, 201, 101]);
+        assert_eq!(inbox.blocked(), 0);
+        assert_eq!(interval, 3);
+    }
+
+    #[test]
+    fn requirements_from_restarted_senders_do_not_bind_but_are_reported() {
+        let mut inbox = Inbox::new(ME, 3, DependencyRule::default());
+        let mut interval = 0;
+        inbox.insert(A, msg(A, 1, 1, 5, 1), interval);
+        let t = inbox.take(interval).expect("deliverable");
+        assert!(t.relaxed);
+
+        let mut strict = Inbox::new(ME, 3, DependencyRule::Strict);
+        strict.insert(A, msg(A, 1, 1, 5, 1), interval);
+        assert!(strict.take(interval).is_none());
+        assert_eq!(drain(&mut strict, &mut interval), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn a_less_restrictive_copy_unblocks_a_queued_head() {
+        let mut inbox = Inbox::new(ME, 3, DependencyRule::Strict);
+        let mut interval = 0;
+        inbox.insert(A, msg(A, 1, 1, 4, 0), interval);
+        assert!(inbox.take(interval).is_none());
+        assert_eq!(
+            inbox.insert(A, msg(A, 1, 1, 0, 0), interval),
+            Received::Duplicate
+        );
+        assert_eq!(inbox.blocked(), 0);
+        assert_eq!(drain(&mut inbox, &mut interval), vec![101]);
+    }
+
+    #[test]
+    fn ready_channels_are_served_round_robin() {
+        let mut inbox = Inbox::new(ME, 3, DependencyRule::default());
+        let mut interval = 0;
+        for i in 1..=3 {
+            inbox.insert(A, msg(A, 1, i, 0, 0), interval);
+            inbox.insert(B, msg(B, 2, i, 0, 0), interval);
+        }
+        assert_eq!(
+            drain(&mut inbox, &mut interval),
+            vec![101, 102, 201, 202, 301, 302]
+        );
+    }
+
+    #[test]
+    fn checkpoint_marks_report_only_advances() {
+        let mut inbox = Inbox::new(ME, 3, DependencyRule::default());
+        let mut interval = 0;
+        inbox.insert(A, msg(A, 1, 1, 0, 0), interval);
+        inbox.insert(A, msg(A, 1, 2, 0, 0), interval);
+        drain(&mut inbox, &mut interval);
+        let covered = inbox.delivered_from(A);
+        assert_eq!(inbox.mark_checkpointed(A, &covered).get(&ch(A, 1)), 2);
+        assert!(inbox.mark_checkpointed(A, &covered).is_empty());
+        assert_eq!(inbox.checkpointed_from(A).get(&ch(A, 1)), 2);
+    }
+}

@@ -1,0 +1,710 @@
+//! The per-set protocol state machine, [`SetProtocol`]: Algorithm 1 of the lightweight
+//! causal logging paper with correlated sets as its processes, made robust to message loss
+//! at crashes, to several sets recovering at once and to stale control messages.
+//!
+//! Sans-IO: no sockets, threads, clocks or randomness. The driver feeds events (a local
+//! send, a received message, a control message, a checkpoint, a restore) and carries out
+//! the returned [`Action`]s in order, on the FIFO stream to each set. Every event is
+//! deterministic: the same events in the same order give the same actions.
+
+use super::delivery::{DependencyRule, Inbox, Queued, Received};
+use super::dep_vector::DepVector;
+use super::error::ProtocolError;
+use super::ids::{ChannelId, CheckpointId, Incarnation, SetId};
+use super::messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryReport};
+use super::sender_log::{LogPayload, LogStats, SenderLog};
+use super::snapshot::{Snapshot, SNAPSHOT_FORMAT};
+use std::collections::BTreeSet;
+
+/// Tunables of the protocol.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Which dependency requirements bind at delivery.
+    pub dependency_rule: DependencyRule,
+}
+
+/// What to do with a message the application sent to another set.
+#[derive(Debug)]
+pub enum SendOutcome<P> {
+    /// Transmit it with this metadata.
+    Transmit {
+        /// Recovery metadata to piggyback.
+        meta: MessageMeta,
+        /// The message.
+        payload: P,
+    },
+    /// Do not transmit: it is a regeneration the receiver has already delivered (it stays
+    /// logged in case the receiver rolls back behind it).
+    Suppressed {
+        /// The metadata it would have had.
+        meta: MessageMeta,
+    },
+}
+
+impl<P> SendOutcome<P> {
+    /// The message's metadata.
+    pub fn meta(&self) -> &MessageMeta {
+        match self {
+            SendOutcome::Transmit { meta, .. } | SendOutcome::Suppressed { meta } => meta,
+        }
+    }
+}
+
+/// A message handed to the application.
+#[derive(Debug)]
+pub struct Delivery<P> {
+    /// The sending set.
+    pub from: SetId,
+    /// Its channel.
+    pub channel: ChannelId,
+    /// Its index on the channel.
+    pub send_index: u64,
+    /// The message.
+    pub payload: P,
+    /// The set's own interval after this delivery: this delivery is the `interval`-th of
+    /// the set. `(interval, channel, send_index)` is what a determinant of an
+    /// order-sensitive actor would record (not implemented: see docs/recovery.md).
+    pub interval: u64,
+    /// The message's requirement on this set had not been reached, but it came from a
+    /// restarted sender and did not bind.
+    pub relaxed: bool,
+}
+
+/// Something the driver must do, in order.
+#[derive(Debug)]
+pub enum Action<P> {
+    /// Transmit an application message (a resend from the log) to set `to`.
+    Send {
+        /// The destination set.
+        to: SetId,
+        /// Its metadata, as logged.
+        meta: MessageMeta,
+        /// The message.
+        payload: P,
+    },
+    /// Transmit a control message to set `to`.
+    Control {
+        /// The destination set.
+        to: SetId,
+        /// The message.
+        message: ControlMessage,
+    },
+}
+
+/// Counters of one set's protocol activity (since this incarnation started).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProtocolStats {
+    /// Application messages transmitted at first send.
+    pub sent: u64,
+    /// Regenerated sends not transmitted (the receiver had them).
+    pub suppressed: u64,
+    /// Logged messages transmitted again for a peer's recovery.
+    pub resent: u64,
+    /// Application messages received.
+    pub received: u64,
+    /// Received messages dropped as duplicates.
+    pub duplicates: u64,
+    /// Messages delivered.
+    pub delivered: u64,
+    /// Deliveries whose requirement did not bind (see [`Delivery::relaxed`]).
+    pub relaxed: u64,
+    /// Bytes of recovery metadata piggybacked on transmitted messages (index, incarnation
+    /// and dependency vector).
+    pub piggyback_bytes: u64,
+    /// Largest piggyback of one message.
+    pub max_piggyback: u64,
+    /// Control messages emitted.
+    pub control_sent: u64,
+    /// Control messages ignored because they came from an older incarnation.
+    pub stale_control: u64,
+    /// Checkpoints committed.
+    pub checkpoints: u64,
+}
+
+/// The recovery protocol of one correlated set.
+#[derive(Debug)]
+pub struct SetProtocol<P> {
+    me: SetId,
+    sets: u16,
+    incarnation: Incarnation,
+    depend: DepVector,
+    log: SenderLog<P>,
+    inbox: Inbox<P>,
+    known: Vec<Incarnation>,
+    awaiting: BTreeSet<SetId>,
+    last_checkpoint: CheckpointId,
+    pending: Vec<(CheckpointId, Vec<(SetId, ChannelIndices)>)>,
+    stats: ProtocolStats,
+}
+
+impl<P: LogPayload> SetProtocol<P> {
+    /// The protocol of set `me` in a fresh cluster of `sets` sets.
+    pub fn new(me: SetId, sets: u16) -> Result<Self, ProtocolError> {
+        Self::with_config(me, sets, Config::default())
+    }
+
+    /// [`SetProtocol::new`] with explicit tunables.
+    pub fn with_config(me: SetId, sets: u16, config: Config) -> Result<Self, ProtocolError> {
+        if me.0 >= sets {
+            return Err(ProtocolError::UnknownSet { set: me, n: sets });
+        }
+        Ok(SetProtocol {
+            me,
+            sets,
+            incarnation: Incarnation::ORIGINAL,
+            depend: DepVector::new(),
+            log: SenderLog::new(sets),
+            inbox: Inbox::new(me, sets, config.dependency_rule),
+            known: vec![Incarnation::ORIGINAL; usize::from(sets)],
+            awaiting: BTreeSet::new(),
+            last_checkpoint: CheckpointId(0),
+            pending: Vec::new(),
+            stats: ProtocolStats::default(),
+        })
+    }
+
+    /// A restarted set: state from its last committed checkpoint, running as
+    /// `incarnation` (which must be newer than the snapshot's). Returns the ROLLBACK to
+    /// send to every other set (Algorithm 1, lines 40-46). Until every peer has answered
+    /// the set is [recovering](SetProtocol::is_recovering); it runs normally meanwhile.
+    pub fn restore(
+        snapshot: Snapshot<P>,
+        incarnation: Incarnation,
+        config: Config,
+    ) -> Result<(Self, Vec<Action<P>>), ProtocolError> {
+        snapshot.validate(snapshot.set, snapshot.sets)?;
+        if incarnation <= snapshot.incarnation {
+            return Err(ProtocolError::IncarnationNotNewer {
+                snapshot: snapshot.incarnation,
+                given: incarnation,
+            });
+        }
+        let (me, sets) = (snapshot.set, snapshot.sets);
+        let mut p = Self::with_config(me, sets, config)?;
+        p.incarnation = incarnation;
+        p.depend = snapshot.depend;
+        for (from, indices) in &snapshot.delivered {
+            for (channel, index) in indices.iter() {
+                p.inbox.restore_channel(*from, channel, index);
+            }
+        }
+        p.log = SenderLog::from_channels(sets, snapshot.sent);
+        p.known = snapshot.known_incarnations;
+        p.known[me.index()] = incarnation;
+        p.last_checkpoint = snapshot.id;
+        p.awaiting = p.peers().collect();
+        let actions = p
+            .peers()
+            .map(|to| Action::Control {
+                to,
+                message: ControlMessage::Rollback(p.report_for(to)),
+            })
+            .collect::<Vec<_>>();
+        p.stats.control_sent += actions.len() as u64;
+        Ok((p, actions))
+    }
+
+    /// The application of this set sent `payload` on `channel` to set `to` (Algorithm 1,
+    /// lines 8-12): assigns the channel's next index, attaches the dependency vector,
+    /// logs it, and says whether to transmit it.
+    pub fn on_send(
+        &mut self,
+        to: SetId,
+        channel: ChannelId,
+        payload: P,
+    ) -> Result<SendOutcome<P>, ProtocolError> {
+        self.check_peer(to)?;
+        let recorded =
+            self.log
+                .record_send(to, channel, self.incarnation, &self.depend, payload)?;
+        Ok(match recorded.transmit {
+            Some(payload) => {
+                self.stats.sent += 1;
+                self.count_piggyback(&recorded.meta);
+                SendOutcome::Transmit {
+                    meta: recorded.meta,
+                    payload,
+                }
+            }
+            None => {
+                self.stats.suppressed += 1;
+                SendOutcome::Suppressed {
+                    meta: recorded.meta,
+                }
+            }
+        })
+    }
+
+    /// An application message from set `from` arrived (Algorithm 1, lines 13-14). It is
+    /// queued or, if already delivered or queued, dropped as a duplicate. Call
+    /// [`SetProtocol::poll_delivery`] afterwards.
+    pub fn on_receive(
+        &mut self,
+        from: SetId,
+        meta: MessageMeta,
+        payload: P,
+    ) -> Result<Received, ProtocolError> {
+        self.check_peer(from)?;
+        if meta.send_index == 0 {
+            return Err(ProtocolError::ZeroSendIndex(from));
+        }
+        if let Some(set) = meta.depend.max_set().filter(|s| s.0 >= self.sets) {
+            return Err(ProtocolError::VectorOutOfRange {
+                from,
+                set,
+                n: self.sets,
+            });
+        }
+        self.stats.received += 1;
+        let interval = self.interval();
+        let r = self.inbox.insert(from, Queued { meta, payload }, interval);
+        if r == Received::Duplicate {
+            self.stats.duplicates += 1;
+        }
+        Ok(r)
+    }
+
+    /// The next message to hand to the application, if one is deliverable (Algorithm 1,
+    /// lines 15-31): advances the channel's delivered index and the set's interval and
+    /// merges the message's dependency vector.
+    pub fn poll_delivery(&mut self) -> Option<Delivery<P>> {
+        let taken = self.inbox.take(self.interval())?;
+        let Queued { meta, payload } = taken.queued;
+        self.depend.merge_from(&meta.depend, self.me);
+        let interval = self.depend.increment(self.me);
+        self.inbox.settle(taken.from, meta.channel, interval);
+        self.stats.delivered += 1;
+        self.stats.relaxed += u64::from(taken.relaxed);
+        Some(Delivery {
+            from: taken.from,
+            channel: meta.channel,
+            send_index: meta.send_index,
+            payload,
+            interval,
+            relaxed: taken.relaxed,
+        })
+    }
+
+    /// Takes the protocol part of a set checkpoint (Algorithm 1, line 33). The driver
+    /// stores it with the actors' states and calls
+    /// [`SetProtocol::checkpoint_committed`] once the whole checkpoint is durable; until
+    /// then nothing is announced to the peers, so a crash before the commit falls back to
+    /// the previous checkpoint safely.
+    pub fn checkpoint(&mut self) -> Snapshot<P> {
+        let id = CheckpointId(self.last_checkpoint.0 + 1);
+        self.last_checkpoint = id;
+        let delivered: Vec<(SetId, ChannelIndices)> = self
+            .peers()
+            .map(|p| (p, self.inbox.delivered_from(p)))
+            .filter(|(_, d)| !d.is_empty())
+            .collect();
+        self.pending.push((id, delivered.clone()));
+        Snapshot {
+            format: SNAPSHOT_FORMAT,
+            id,
+            set: self.me,
+            sets: self.sets,
+            incarnation: self.incarnation,
+            depend: self.depend.clone(),
+            delivered,
+            sent: self.log.channels(),
+            known_incarnations: self.known.clone(),
+        }
+    }
+
+    /// Checkpoint `id` is durable: returns the CHECKPOINT_ADVANCE notices for the sets
+    /// whose messages it newly covers (Algorithm 1, lines 34-37). Earlier pending
+    /// checkpoints are superseded.
+    pub fn checkpoint_committed(
+        &mut self,
+        id: CheckpointId,
+    ) -> Result<Vec<Action<P>>, ProtocolError> {
+        let pos = self
+            .pending
+            .iter()
+            .position(|(p, _)| *p == id)
+            .ok_or(ProtocolError::UnknownCheckpoint(id))?;
+        let (_, covered) = self
+            .pending
+            .drain(..=pos)
+            .next_back()
+            .unwrap_or((id, Vec::new()));
+        let mut actions = Vec::new();
+        for (peer, indices) in covered {
+            let advanced = self.inbox.mark_checkpointed(peer, &indices);
+            if !advanced.is_empty() {
+                actions.push(Action::Control {
+                    to: peer,
+                    message: ControlMessage::CheckpointAdvance {
+                        checkpointed: advanced,
+                    },
+                });
+            }
+        }
+        self.stats.checkpoints += 1;
+        self.stats.control_sent += actions.len() as u64;
+        Ok(actions)
+    }
+
+    /// A control message from set `from` arrived.
+    pub fn on_control(
+        &mut self,
+        from: SetId,
+        message: ControlMessage,
+    ) -> Result<Vec<Action<P>>, ProtocolError> {
+        match message {
+            ControlMessage::Rollback(report) => self.on_rollback(from, report),
+            ControlMessage::Response {
+                to_incarnation,
+                report,
+            } => self.on_response(from, to_incarnation, report),
+            ControlMessage::CheckpointAdvance { checkpointed } => {
+                self.on_checkpoint_advance(from, &checkpointed)
+            }
+        }
+    }
+
+    /// ROLLBACK from `from` (Algorithm 1, lines 47-51): it restarted with the reported
+    /// delivered indices. Resends what the log holds after them (with the logged vectors),
+    /// releases what its checkpoint covers, resets the suppression thresholds towards it,
+    /// then answers with a RESPONSE (after the resends, so its arrival means they arrived).
+    /// If this set is itself still waiting for `from`'s answer and `from` is a new
+    /// incarnation, it may never have seen our ROLLBACK: it is sent again.
+    pub fn on_rollback(
+        &mut self,
+        from: SetId,
+        report: RecoveryReport,
+    ) -> Result<Vec<Action<P>>, ProtocolError> {
+        self.check_report(from, &report)?;
+        let known = self.known[from.index()];
+        if report.incarnation < known {
+            self.stats.stale_control += 1;
+            return Ok(Vec::new());
+        }
+        self.known[from.index()] = report.incarnation;
+        let mut actions = self.apply_report(from, &report);
+        actions.push(Action::Control {
+            to: from,
+            message: ControlMessage::Response {
+                to_incarnation: report.incarnation,
+                report: self.report_for(from),
+            },
+        });
+        self.stats.control_sent += 1;
+        if report.incarnation > known && self.awaiting.contains(&from) {
+            actions.push(Action::Control {
+                to: from,
+                message: ControlMessage::Rollback(self.report_for(from)),
+            });
+            self.stats.control_sent += 1;
+        }
+        Ok(actions)
+    }
+
+    /// RESPONSE from `from` (Algorithm 1, lines 52-53, extended): regenerated messages up
+    /// to its delivered indices are suppressed from now on, the log is released up to its
+    /// checkpointed indices, and logged messages after its delivered indices are resent
+    /// (messages this set sent before its checkpoint may have been lost in flight when it
+    /// crashed; Algorithm 1 assumes they were not).
+    pub fn on_response(
+        &mut self,
+        from: SetId,
+        to_incarnation: Incarnation,
+        report: RecoveryReport,
+    ) -> Result<Vec<Action<P>>, ProtocolError> {
+        self.check_report(from, &report)?;
+        if report.incarnation < self.known[from.index()] {
+            self.stats.stale_control += 1;
+            return Ok(Vec::new());
+        }
+        self.known[from.index()] = report.incarnation;
+        let actions = self.apply_report(from, &report);
+        if to_incarnation == self.incarnation {
+            self.awaiting.remove(&from);
+        }
+        Ok(actions)
+    }
+
+    /// CHECKPOINT_ADVANCE from `from` (Algorithm 1, lines 38-39): releases the log
+    /// entries its committed checkpoint covers.
+    pub fn on_checkpoint_advance(
+        &mut self,
+        from: SetId,
+        checkpointed: &ChannelIndices,
+    ) -> Result<Vec<Action<P>>, ProtocolError> {
+        self.check_peer(from)?;
+        self.log.release_all(from, checkpointed);
+        Ok(Vec::new())
+    }
+
+    fn apply_report(&mut self, from: SetId, report: &RecoveryReport) -> Vec<Action<P>> {
+        self.log.set_suppression(from, &report.delivered);
+        self.log.release_all(from, &report.checkpointed);
+        let resends = self.log.entries_after(from, &report.delivered);
+        let mut actions = Vec::with_capacity(resends.len() + 2);
+        for (meta, payload) in resends {
+            self.stats.resent += 1;
+            self.count_piggyback(&meta);
+            actions.push(Action::Send {
+                to: from,
+                meta,
+                payload,
+            });
+        }
+        actions
+    }
+
+    fn report_for(&self, peer: SetId) -> RecoveryReport {
+        RecoveryReport {
+            incarnation: self.incarnation,
+            delivered: self.inbox.delivered_from(peer),
+            checkpointed: self.inbox.checkpointed_from(peer),
+        }
+    }
+
+    fn check_report(&self, from: SetId, report: &RecoveryReport) -> Result<(), ProtocolError> {
+        self.check_peer(from)?;
+        if report
+            .checkpointed
+            .iter()
+            .any(|(c, i)| i > report.delivered.get(&c))
+        {
+            return Err(ProtocolError::InconsistentReport(from));
+        }
+        Ok(())
+    }
+
+    fn check_peer(&self, set: SetId) -> Result<(), ProtocolError> {
+        if set.0 >= self.sets {
+            Err(ProtocolError::UnknownSet { set, n: self.sets })
+        } else if set == self.me {
+            Err(ProtocolError::SelfAddressed(set))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn count_piggyback(&mut self, meta: &MessageMeta) {
+        let len = meta.piggyback_len() as u64;
+        self.stats.piggyback_bytes += len;
+        self.stats.max_piggyback = self.stats.max_piggyback.max(len);
+    }
+
+    fn peers(&self) -> impl Iterator<Item = SetId> + 'static {
+        let me = self.me;
+        (0..self.sets).map(SetId).filter(move |s| *s != me)
+    }
+
+    /// This set.
+    pub fn set(&self) -> SetId {
+        self.me
+    }
+
+    /// Number of sets in the cluster.
+    pub fn sets(&self) -> u16 {
+        self.sets
+    }
+
+    /// This set's incarnation.
+    pub fn incarnation(&self) -> Incarnation {
+        self.incarnation
+    }
+
+    /// This set's own interval: how many inter-set messages it has delivered in its
+    /// (checkpointed plus current) history.
+    pub fn interval(&self) -> u64 {
+        self.depend.get(self.me)
+    }
+
+    /// The current dependency vector.
+    pub fn depend(&self) -> &DepVector {
+        &self.depend
+    }
+
+    /// Whether some peer has not answered this incarnation's ROLLBACK yet.
+    pub fn is_recovering(&self) -> bool {
+        !self.awaiting.is_empty()
+    }
+
+    /// The peers that have not answered this incarnation's ROLLBACK yet.
+    pub fn awaiting(&self) -> impl Iterator<Item = SetId> + '_ {
+        self.awaiting.iter().copied()
+    }
+
+    /// Size of the sender-based log.
+    pub fn log_stats(&self) -> LogStats {
+        self.log.stats()
+    }
+
+    /// Activity counters.
+    pub fn stats(&self) -> ProtocolStats {
+        self.stats
+    }
+
+    /// Whether [`SetProtocol::poll_delivery`] would return a message now.
+    pub fn has_deliverable(&self) -> bool {
+        self.inbox.has_ready()
+    }
+
+    /// Received messages not delivered yet.
+    pub fn queued(&self) -> usize {
+        self.inbox.queued()
+    }
+
+    /// Channels whose next message waits for this set's interval to grow.
+    pub fn blocked(&self) -> usize {
+        self.inbox.blocked()
+    }
+
+    /// Index of the last message sent on `channel` to `to`.
+    pub fn last_sent(&self, to: SetId, channel: &ChannelId) -> u64 {
+        self.log.channel(to, channel).map_or(0, |c| c.last_send)
+    }
+
+    /// Last delivered index per channel from `from`.
+    pub fn delivered_from(&self, from: SetId) -> ChannelIndices {
+        self.inbox.delivered_from(from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actor_id::ActorId;
+
+    fn ch(a: u16, b: u16) -> ChannelId {
+        ChannelId::new(ActorId::new(a, 0).unwrap(), ActorId::new(b, 0).unwrap())
+    }
+
+    fn meta(from: u16, to: u16, index: u64) -> MessageMeta {
+        MessageMeta {
+            channel: ch(from, to),
+            send_index: index,
+            sender_incarnation: Incarnation(0),
+            depend: DepVector::new(),
+        }
+    }
+
+    #[test]
+    fn bad_input_is_refused_and_changes_nothing() {
+        let mut p = SetProtocol::<Vec<u8>>::new(SetId(0), 3).unwrap();
+        let e = p.on_receive(SetId(3), meta(3, 0, 1), vec![]).unwrap_err();
+        assert_eq!(
+            e,
+            ProtocolError::UnknownSet {
+                set: SetId(3),
+                n: 3
+            }
+        );
+        let e = p.on_receive(SetId(0), meta(0, 0, 1), vec![]).unwrap_err();
+        assert_eq!(e, ProtocolError::SelfAddressed(SetId(0)));
+        let e = p.on_receive(SetId(1), meta(1, 0, 0), vec![]).unwrap_err();
+        assert_eq!(e, ProtocolError::ZeroSendIndex(SetId(1)));
+        let mut m = meta(1, 0, 1);
+        m.depend.set(SetId(9), 1);
+        assert!(matches!(
+            p.on_receive(SetId(1), m, vec![]),
+            Err(ProtocolError::VectorOutOfRange { .. })
+        ));
+        assert!(p.on_send(SetId(0), ch(0, 0), vec![]).is_err());
+        assert!(p.on_send(SetId(7), ch(0, 7), vec![]).is_err());
+        let bad_report = RecoveryReport {
+            incarnation: Incarnation(1),
+            delivered: ChannelIndices::default(),
+            checkpointed: [(ch(0, 1), 1)].into_iter().collect(),
+        };
+        assert_eq!(
+            p.on_rollback(SetId(1), bad_report).unwrap_err(),
+            ProtocolError::InconsistentReport(SetId(1))
+        );
+        assert!(p.checkpoint_committed(CheckpointId(42)).is_err());
+        assert_eq!(p.stats(), ProtocolStats::default());
+        assert_eq!(p.queued(), 0);
+        assert!(SetProtocol::<Vec<u8>>::new(SetId(3), 3).is_err());
+    }
+
+    #[test]
+    fn restore_refuses_foreign_or_damaged_snapshots() {
+        let mut p = SetProtocol::<Vec<u8>>::new(SetId(0), 2).unwrap();
+        p.on_send(SetId(1), ch(0, 1), vec![1]).unwrap();
+        p.on_send(SetId(1), ch(0, 1), vec![2]).unwrap();
+        let snap = p.checkpoint();
+        let cfg = Config::default();
+
+        assert!(matches!(
+            SetProtocol::restore(snap.clone(), Incarnation(0), cfg),
+            Err(ProtocolError::IncarnationNotNewer { .. })
+        ));
+        let mut wrong_size = snap.clone();
+        wrong_size.sets = 3;
+        assert!(SetProtocol::restore(wrong_size, Incarnation(1), cfg).is_err());
+        let mut gap = snap.clone();
+        gap.sent[0].2.entries.pop_front();
+        assert!(matches!(
+            SetProtocol::restore(gap, Incarnation(1), cfg),
+            Err(ProtocolError::InvalidSnapshot(_))
+        ));
+        let mut future = snap.clone();
+        future.format = SNAPSHOT_FORMAT + 1;
+        assert!(SetProtocol::restore(future, Incarnation(1), cfg).is_err());
+
+        let (q, actions) = SetProtocol::restore(snap, Incarnation(1), cfg).unwrap();
+        assert_eq!(q.log_stats().entries, 2);
+        assert!(q.is_recovering());
+        assert!(matches!(
+            &actions[..],
+            [Action::Control {
+                to: SetId(1),
+                message: ControlMessage::Rollback(_)
+            }]
+        ));
+    }
+
+    #[test]
+    fn a_snapshot_survives_encoding_and_restores_the_same_state() {
+        let mut a = SetProtocol::<Vec<u8>>::new(SetId(0), 2).unwrap();
+        let mut b = SetProtocol::<Vec<u8>>::new(SetId(1), 2).unwrap();
+        for i in 0..3u8 {
+            if let SendOutcome::Transmit { meta, payload } =
+                b.on_send(SetId(0), ch(1, 0), vec![i]).unwrap()
+            {
+                a.on_receive(SetId(1), meta, payload).unwrap();
+            }
+        }
+        assert_eq!(a.poll_delivery().map(|d| d.interval), Some(1));
+        a.on_send(SetId(1), ch(0, 1), vec![9]).unwrap();
+        let snap = a.checkpoint();
+        let bytes = crate::wire::encode(&snap).unwrap();
+        let back: Snapshot<Vec<u8>> = crate::wire::decode(&bytes).unwrap();
+        assert_eq!(back, snap);
+        let (r, _) = SetProtocol::restore(back, Incarnation(1), Config::default()).unwrap();
+        assert_eq!(r.interval(), 1);
+        assert_eq!(r.delivered_from(SetId(1)).get(&ch(1, 0)), 1);
+        assert_eq!(r.last_sent(SetId(1), &ch(0, 1)), 1);
+        assert_eq!(r.queued(), 0, "undelivered messages are not checkpointed");
+    }
+
+    #[test]
+    fn checkpoint_advance_waits_for_the_commit_and_names_only_advanced_channels() {
+        let mut a = SetProtocol::<Vec<u8>>::new(SetId(0), 3).unwrap();
+        a.on_receive(SetId(1), meta(1, 0, 1), vec![]).unwrap();
+        a.on_receive(SetId(2), meta(2, 0, 1), vec![]).unwrap();
+        a.poll_delivery();
+        let first = a.checkpoint();
+        a.poll_delivery();
+        let second = a.checkpoint();
+        // Committing the later one supersedes the earlier.
+        let actions = a.checkpoint_committed(second.id).unwrap();
+        let targets: Vec<SetId> = actions
+            .iter()
+            .map(|x| match x {
+                Action::Control { to, .. } => *to,
+                Action::Send { to, .. } => *to,
+            })
+            .collect();
+        assert_eq!(targets, vec![SetId(1), SetId(2)]);
+        assert!(a.checkpoint_committed(first.id).is_err());
+        let third = a.checkpoint();
+        assert!(a.checkpoint_committed(third.id).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,100 @@
+//! The protocol state that goes into a set checkpoint, next to the actors' states: the
+//! dependency vector, per-channel send and delivery indices, and the sender-based log
+//! entries that the receivers' checkpoints do not cover yet (Algorithm 1, line 33).
+//!
+//! Queued undelivered messages are *not* part of it: their senders still log them and
+//! resend them after a rollback. Suppression thresholds are not either: they describe
+//! peers' states at the time, and a restored set relearns them from RESPONSEs.
+
+use super::dep_vector::DepVector;
+use super::error::ProtocolError;
+use super::ids::{ChannelId, CheckpointId, Incarnation, SetId};
+use super::messages::ChannelIndices;
+use super::sender_log::OutChannel;
+use serde::{Deserialize, Serialize};
+
+/// Version of the snapshot layout; bumped on incompatible changes.
+pub const SNAPSHOT_FORMAT: u16 = 1;
+
+/// A set's protocol state at a checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot<P> {
+    /// [`SNAPSHOT_FORMAT`] when written.
+    pub format: u16,
+    /// The checkpoint's number in the set's history.
+    pub id: CheckpointId,
+    /// The set it belongs to.
+    pub set: SetId,
+    /// Number of sets in the cluster.
+    pub sets: u16,
+    /// The incarnation that took it.
+    pub incarnation: Incarnation,
+    /// The dependency vector (its own entry is the set's interval).
+    pub depend: DepVector,
+    /// Last delivered index per incoming channel, grouped by sending set.
+    pub delivered: Vec<(SetId, ChannelIndices)>,
+    /// Every outgoing channel: last send index, release point and logged entries.
+    pub sent: Vec<(SetId, ChannelId, OutChannel<P>)>,
+    /// The latest incarnation known of every set (index = set id).
+    pub known_incarnations: Vec<Incarnation>,
+}
+
+impl<P> Snapshot<P> {
+    /// Checks that the snapshot belongs to set `set` of a cluster of `sets` and is
+    /// internally consistent (it may come from storage that was tampered with or is
+    /// from another build).
+    pub fn validate(&self, set: SetId, sets: u16) -> Result<(), ProtocolError> {
+        let bad = |why: String| Err(ProtocolError::InvalidSnapshot(why));
+        if self.format != SNAPSHOT_FORMAT {
+            return bad(format!(
+                "format {} (expected {SNAPSHOT_FORMAT})",
+                self.format
+            ));
+        }
+        if self.set != set || self.sets != sets {
+            return bad(format!(
+                "taken by {} of {} sets, restoring {} of {}",
+                self.set, self.sets, set, sets
+            ));
+        }
+        if self.depend.max_set().is_some_and(|s| s.0 >= sets) {
+            return bad("dependency vector names a set outside the cluster".into());
+        }
+        if self.known_incarnations.len() != usize::from(sets) {
+            return bad("known incarnations do not cover the cluster".into());
+        }
+        let peer_ok = |s: SetId| s.0 < sets && s != set;
+        for (from, _) in &self.delivered {
+            if !peer_ok(*from) {
+                return bad(format!("delivery indices from {from}"));
+            }
+        }
+        for (to, channel, out) in &self.sent {
+            if !peer_ok(*to) {
+                return bad(format!("send state towards {to}"));
+            }
+            let mut expected = out.released + 1;
+            for e in &out.entries {
+                if e.send_index != expected || e.send_index > out.last_send {
+                    return bad(format!(
+                        "log of channel {channel:?} is not contiguous after {}",
+                        out.released
+                    ));
+                }
+                if e.depend.max_set().is_some_and(|s| s.0 >= sets) {
+                    return bad(format!("log entry vector on {channel:?}"));
+                }
+                expected += 1;
+            }
+            if out.released < out.last_send && expected != out.last_send + 1 {
+                return bad(format!("log of channel {channel:?} ends early"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of log entries the snapshot carries.
+    pub fn log_entries(&self) -> usize {
+        self.sent.iter().map(|(_, _, c)| c.entries.len()).sum()
+    }
+}

@@ -1,0 +1,405 @@
+//! Deterministic simulation of the recovery protocol core over thousands of random seeds,
+//! plus hand-written scenarios.
+//!
+//! Replay one seed with its event trace:
+//! `LAZARUS_SIM_SEED=1234 cargo test -p lazarus-tests --test recovery_simulator -- --nocapture`
+//! Run more seeds: `LAZARUS_SIM_SEEDS=100000` (and `LAZARUS_SIM_SEED_BASE` to start
+//! elsewhere than 0). `LAZARUS_SIM_RULE=strict` replays a seed with Algorithm 1's
+//! dependency rule taken literally (see docs/recovery.md, "Concurrent recoveries").
+//! What the simulator models and checks: `sim/world.rs` and docs/recovery.md.
+
+mod sim;
+
+use lazarus::recovery::DependencyRule;
+use sim::world::{run_seed, SimConfig, SimStats};
+use std::time::Instant;
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn random_seeds_recover_to_the_failure_free_result() {
+    if let Some(seed) = env_u64("LAZARUS_SIM_SEED") {
+        let mut cfg = SimConfig::random(seed);
+        if std::env::var("LAZARUS_SIM_RULE").is_ok_and(|r| r == "strict") {
+            cfg.rule = DependencyRule::Strict;
+        }
+        println!("seed {seed}: {cfg:?}");
+        let (result, trace) = run_seed(cfg, true);
+        for line in &trace {
+            println!("{line}");
+        }
+        match result {
+            Ok(stats) => println!("seed {seed} ok: {stats:#?}"),
+            Err(e) => panic!("seed {seed} failed: {e}"),
+        }
+        return;
+    }
+    let seeds = env_u64("LAZARUS_SIM_SEEDS").unwrap_or(2000);
+    let base = env_u64("LAZARUS_SIM_SEED_BASE").unwrap_or(0);
+    let started = Instant::now();
+    let mut total = SimStats::default();
+    let mut failures = Vec::new();
+    for seed in base..base + seeds {
+        match run_seed(SimConfig::random(seed), false).0 {
+            Ok(stats) => total.absorb(&stats),
+            Err(e) => failures.push((seed, e)),
+        }
+    }
+    println!(
+        "{seeds} seeds in {:.1?}: {} crashes ({} simultaneous, {} mid-checkpoint, {} during a \
+         recovery), {} checkpoints, {} packets lost\n{:#?}\npeak log {} entries / {} bytes",
+        started.elapsed(),
+        total.crashes,
+        total.simultaneous_crashes,
+        total.crashes_mid_checkpoint,
+        total.crashes_during_recovery,
+        total.checkpoints,
+        total.packets_lost,
+        total.proto,
+        total.peak_log_entries,
+        total.peak_log_bytes,
+    );
+    if !failures.is_empty() {
+        let shown: Vec<String> = failures
+            .iter()
+            .take(5)
+            .map(|(s, e)| format!("  seed {s}: {e}"))
+            .collect();
+        panic!(
+            "{} of {seeds} seeds failed; replay one with LAZARUS_SIM_SEED=<seed>:\n{}",
+            failures.len(),
+            shown.join("\n")
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Scenarios. One actor per set; `net.send(a, b, "x")` is set a's actor sending "x" to set
+// b's actor; links move only when a scenario flushes them.
+// ---------------------------------------------------------------------------------------
+
+use sim::net::{channel, Net};
+
+#[test]
+fn a_crashed_set_replays_logged_messages_in_dependency_order() {
+    let mut net = Net::new(3);
+    // S1 -> S0 "a"; S0 delivers it and, in that interval, asks S2 "r"; S2 answers "m".
+    net.send(1, 0, "a");
+    net.flush_all();
+    assert_eq!(net.deliver(0), ["a"]);
+    net.send(0, 2, "r");
+    net.flush_all();
+    assert_eq!(net.deliver(2), ["r"]);
+    net.send(2, 0, "m");
+    net.flush_all();
+    assert_eq!(net.deliver(0), ["m"]);
+    assert_eq!(net.set(0).interval(), 2);
+
+    // S0 crashes before any checkpoint and restarts from its initial state.
+    net.crash(0);
+    net.restart(0);
+    // S2 answers first: its logged "m" arrives before S1's logged "a".
+    net.flush(0, 2);
+    net.flush(2, 0);
+    assert_eq!(net.set(0).queued(), 1);
+    assert!(
+        net.deliver(0).is_empty(),
+        "m depends on S0's first interval: it waits for a"
+    );
+    assert_eq!(net.set(0).blocked(), 1);
+    net.flush(0, 1);
+    net.flush(1, 0);
+    assert_eq!(net.deliver(0), ["a", "m"]);
+    assert!(!net.set(0).is_recovering());
+}
+
+#[test]
+fn regenerated_messages_already_delivered_by_survivors_are_suppressed() {
+    let mut net = Net::new(2);
+    for text in ["1", "2", "3"] {
+        net.send(0, 1, text);
+    }
+    net.flush_all();
+    assert_eq!(net.deliver(1), ["1", "2", "3"]);
+
+    net.crash(0);
+    net.restart(0);
+    // Before S1's RESPONSE arrives, S0 cannot know: it transmits, S1 drops the duplicate.
+    assert!(net.send(0, 1, "1"));
+    net.flush_all();
+    assert!(net.deliver(1).is_empty());
+    assert_eq!(net.set(1).stats().duplicates, 1);
+    // After the RESPONSE (delivered index 3), the rest of the roll-forward is suppressed,
+    // and new messages flow again.
+    assert!(!net.set(0).is_recovering());
+    assert!(!net.send(0, 1, "2"));
+    assert!(!net.send(0, 1, "3"));
+    assert!(net.send(0, 1, "4"));
+    net.flush_all();
+    assert_eq!(net.deliver(1), ["4"]);
+    assert_eq!(net.set(0).stats().suppressed, 2);
+    // Suppressed messages stay logged: S1 may still roll back behind them.
+    assert_eq!(net.set(0).log_stats().entries, 4);
+}
+
+#[test]
+fn log_entries_are_released_when_the_receiver_checkpoints() {
+    let mut net = Net::new(2);
+    for text in ["aaaa", "bbbb", "cccc", "dddd", "eeee"] {
+        net.send(0, 1, text);
+    }
+    let log = net.set(0).log_stats();
+    assert_eq!((log.entries, log.payload_bytes), (5, 20));
+    net.flush(0, 1);
+    // S1 delivers three, checkpoints: CHECKPOINT_ADVANCE(3) releases three entries.
+    for _ in 0..3 {
+        assert!(net.set(1).poll_delivery().is_some());
+    }
+    net.checkpoint(1);
+    assert_eq!(net.peek(1, 0), ["checkpoint_advance"]);
+    net.flush(1, 0);
+    let log = net.set(0).log_stats();
+    assert_eq!((log.entries, log.payload_bytes), (2, 8));
+    assert_eq!(log.released_entries, 3);
+    // A checkpoint with nothing new to cover announces nothing.
+    net.checkpoint(1);
+    assert_eq!(net.in_flight(1, 0), 0);
+    net.deliver(1);
+    net.checkpoint(1);
+    net.flush_all();
+    assert_eq!(net.set(0).log_stats().entries, 0);
+}
+
+#[test]
+fn an_uncommitted_checkpoint_is_never_announced_and_a_crash_falls_back_to_the_previous_one() {
+    let mut net = Net::new(2);
+    net.send(0, 1, "a");
+    net.send(0, 1, "b");
+    net.flush_all();
+    assert_eq!(net.deliver(1), ["a", "b"]);
+    net.checkpoint_uncommitted(1);
+    assert_eq!(
+        net.in_flight(1, 0),
+        0,
+        "no CHECKPOINT_ADVANCE before the commit"
+    );
+    assert_eq!(net.set(0).log_stats().entries, 2);
+    net.crash(1);
+    net.restart(1);
+    net.flush_all();
+    // Restored from the genesis checkpoint: both messages come again from S0's log.
+    assert_eq!(net.deliver(1), ["a", "b"]);
+}
+
+#[test]
+fn messages_lost_in_flight_from_a_crashed_set_are_resent_from_its_checkpointed_log() {
+    // Algorithm 1 resends only from survivors' logs. A message the crashed set sent before
+    // its checkpoint, still in flight when it died, is in no survivor's log and is not
+    // regenerated either: it comes from the crashed set's own checkpointed log, resent when
+    // the survivor's RESPONSE shows it never got it.
+    let mut net = Net::new(2);
+    net.send(0, 1, "early");
+    net.checkpoint(0);
+    net.lose(0, 1);
+    net.crash(0);
+    net.restart(0);
+    net.flush(0, 1);
+    assert_eq!(net.peek(1, 0), ["response"]);
+    net.flush(1, 0);
+    net.flush(0, 1);
+    assert_eq!(net.deliver(1), ["early"]);
+}
+
+#[test]
+fn entries_released_before_a_crash_are_released_again_from_the_recovery_exchange() {
+    // S0's checkpoint holds "a" in its log; later S1's checkpoint covers "a" and S0
+    // releases it. S0 crashes: the restored log has "a" again, and S1 will never send
+    // that CHECKPOINT_ADVANCE again. S1's RESPONSE carries its checkpointed indices.
+    let mut net = Net::new(2);
+    net.send(0, 1, "a");
+    net.checkpoint(0);
+    net.flush_all();
+    net.deliver(1);
+    net.checkpoint(1);
+    net.flush_all();
+    assert_eq!(net.set(0).log_stats().entries, 0);
+    net.crash(0);
+    net.restart(0);
+    assert_eq!(net.set(0).log_stats().entries, 1);
+    net.flush_all();
+    assert_eq!(net.set(0).log_stats().entries, 0);
+}
+
+#[test]
+fn a_set_that_fails_again_during_its_recovery_recovers_and_ignores_stale_answers() {
+    let mut net = Net::new(2);
+    net.send(1, 0, "a");
+    net.send(1, 0, "b");
+    net.flush_all();
+    assert_eq!(net.deliver(0), ["a", "b"]);
+
+    net.crash(0);
+    net.restart(0); // incarnation 1
+    net.flush(0, 1); // S1 answers incarnation 1: resends a, b, then RESPONSE
+    let answers_to_1 = net.hold(1, 0);
+    assert_eq!(answers_to_1.len(), 3);
+    net.crash(0);
+    net.restart(0); // incarnation 2, before the answers to 1 arrived
+    net.flush(0, 1);
+    // The old connection's answers arrive last (no ordering across connections).
+    net.inject(1, 0, answers_to_1);
+    net.flush(1, 0);
+    assert_eq!(net.deliver(0), ["a", "b"], "each message delivered once");
+    assert!(!net.set(0).is_recovering());
+    assert_eq!(net.set(0).stats().duplicates, 2);
+}
+
+#[test]
+fn a_rollback_from_an_older_incarnation_arriving_late_is_ignored() {
+    let mut net = Net::new(2);
+    net.send(0, 1, "a");
+    net.flush_all();
+    net.deliver(1);
+    net.crash(1);
+    net.restart(1);
+    let first = net.hold(1, 0); // ROLLBACK of incarnation 1, delayed
+    net.crash(1);
+    net.restart(1); // incarnation 2
+    net.flush(1, 0);
+    net.inject(1, 0, first);
+    net.flush(1, 0);
+    assert_eq!(net.set(0).stats().stale_control, 1);
+    net.flush_all();
+    assert_eq!(net.deliver(1), ["a"]);
+}
+
+#[test]
+fn two_sets_recovering_at_once_rebuild_each_others_lost_messages() {
+    // S0 and S1 both crash; each message between them exists only in the crashed
+    // sender's lost log and is regenerated during the roll-forward.
+    let mut net = Net::new(3);
+    net.send(0, 1, "x");
+    net.flush_all();
+    net.deliver(1);
+    net.send(1, 0, "y");
+    net.flush_all();
+    net.deliver(0);
+    net.crash(0);
+    net.crash(1);
+    net.restart(0);
+    net.restart(1);
+    net.flush_all();
+    // Both re-execute their sends (the application does that during roll-forward).
+    assert!(net.send(0, 1, "x"));
+    net.flush_all();
+    assert_eq!(net.deliver(1), ["x"]);
+    assert!(net.send(1, 0, "y"));
+    net.flush_all();
+    assert_eq!(net.deliver(0), ["y"]);
+    assert!(!net.set(0).is_recovering() && !net.set(1).is_recovering());
+}
+
+/// The scenario behind the dependency-rule choice (docs/recovery.md, "Concurrent
+/// recoveries"): S1's original "x" to S0 needed nothing; S0's delivery of it led, via S2,
+/// to "y" for S1. S0 and S1 both crash. S1's roll-forward delivers "y" (it needs nothing of
+/// S1) *before* regenerating "x", so the regenerated "x" carries "S0 has delivered 1": a
+/// dependency on its own original delivery. Honouring it, S0 never delivers "x".
+fn regenerated_vector_scenario(rule: DependencyRule) -> Vec<String> {
+    let mut net = Net::with_rule(3, rule);
+    net.send(1, 0, "x");
+    net.flush_all();
+    assert_eq!(net.deliver(0), ["x"]);
+    net.send(0, 2, "x'");
+    net.flush_all();
+    assert_eq!(net.deliver(2), ["x'"]);
+    net.send(2, 1, "y");
+    net.flush_all();
+    assert_eq!(net.deliver(1), ["y"]);
+
+    net.crash(0);
+    net.crash(1);
+    net.restart(0);
+    net.restart(1);
+    net.flush_all();
+    assert_eq!(
+        net.deliver(1),
+        ["y"],
+        "S2's log resends y; S1 may deliver it at once"
+    );
+    assert_eq!(net.set(1).depend().get(lazarus::recovery::SetId(0)), 1);
+    net.send(1, 0, "x");
+    net.flush_all();
+    assert_eq!(
+        net.set(0)
+            .last_sent(lazarus::recovery::SetId(2), &channel(0, 2)),
+        0
+    );
+    net.deliver(0)
+}
+
+#[test]
+fn strict_algorithm_1_deadlocks_when_two_recovering_sets_regenerate_for_each_other() {
+    assert!(regenerated_vector_scenario(DependencyRule::Strict).is_empty());
+}
+
+#[test]
+fn requirements_of_regenerated_messages_do_not_bind_so_concurrent_recoveries_progress() {
+    assert_eq!(
+        regenerated_vector_scenario(DependencyRule::OriginalSenders),
+        ["x"]
+    );
+}
+
+#[test]
+fn strict_dependency_rule_deadlocks_some_random_seeds_the_default_rule_does_not() {
+    // The same finding on random runs: search the first seeds for one where the strict
+    // rule leaves a message blocked forever, and check the default rule recovers it.
+    let found = (0..3000u64).find(|&seed| {
+        let mut cfg = SimConfig::random(seed);
+        cfg.rule = DependencyRule::Strict;
+        run_seed(cfg, false).0.is_err_and(|e| {
+            e.contains("blocked on the dependency rule") && !e.contains(" 0 channels")
+        })
+    });
+    let seed = found.expect("some seed deadlocks under the strict rule");
+    assert!(run_seed(SimConfig::random(seed), false).0.is_ok());
+}
+
+#[test]
+fn piggyback_size_is_bounded_by_sets_not_actors() {
+    // Failure-free runs of the same kind of program at several scales. The vector has at
+    // most one entry per set, each a varint pair; the number of actors only makes the
+    // counters (and so the varints) larger.
+    let measure = |sets: u16, actors: u64| {
+        let cfg = SimConfig {
+            seed: 7,
+            sets,
+            max_actors: actors,
+            max_degree: 3,
+            rounds: 6,
+            crashes: 0,
+            max_down: 1,
+            lossy_crash: false,
+            reorder_connections: false,
+            checkpoint_weight: 2,
+            rule: DependencyRule::default(),
+        };
+        let stats = run_seed(cfg, false).0.expect("failure-free run");
+        let msgs = stats.proto.sent + stats.proto.resent;
+        let avg = stats.proto.piggyback_bytes as f64 / msgs as f64;
+        println!(
+            "{sets:>3} sets, up to {actors} actors each: {msgs:>5} messages, piggyback avg \
+             {avg:>5.1} B, max {:>3} B (a dense u64 vector: {} B)",
+            stats.proto.max_piggyback,
+            8 * sets
+        );
+        (avg, stats.proto.max_piggyback)
+    };
+    for (sets, actors) in [(4, 1), (4, 4), (16, 1), (16, 4), (32, 1), (32, 4)] {
+        let (_, max) = measure(sets, actors);
+        // index + incarnation + length + per set (id <= 1 byte, counter <= 3 bytes).
+        assert!(max <= 3 + 4 * u64::from(sets), "{sets} sets: {max} bytes");
+    }
+}

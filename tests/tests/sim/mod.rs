@@ -1,0 +1,7 @@
+//! The deterministic recovery simulator: a seeded PRNG, a send-deterministic program, and a
+//! simulated cluster that runs it on the recovery protocol core with crashes.
+
+pub mod net;
+pub mod program;
+pub mod rng;
+pub mod world;

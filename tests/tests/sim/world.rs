@@ -1,0 +1,882 @@
+//! The deterministic simulated cluster: sets running the [`Program`]'s actors on top of
+//! one [`SetProtocol`] each, FIFO links between sets, checkpoints, crashes and restarts,
+//! all scheduled by one seeded PRNG on one thread.
+//!
+//! Model:
+//! - **Links.** One link per ordered pair of sets (like the runtime's one QUIC stream per
+//!   node pair), made of connections: a new one starts whenever either end has restarted.
+//!   A connection is FIFO; packets of an older connection may still arrive after packets
+//!   of a newer one (`reorder_connections`), as after a reconnect. Every packet is encoded
+//!   to bytes with the runtime's wire encoding and decoded on arrival. Each step picks a
+//!   random enabled event, so links progress at random relative speeds: arbitrary delays
+//!   and interleavings.
+//! - **Inside a set.** Messages between actors of one set bypass the protocol: they sit in
+//!   per-channel FIFO queues of the set and are handled at random moments, interleaved with
+//!   inter-set deliveries in any order.
+//! - **Checkpoints.** A set checkpoints at random moments, independently of the others.
+//!   The sim is single-threaded, so the snapshot is an instant consistent cut of the set:
+//!   actor states, in-flight intra-set messages, intra-set channel counters and the
+//!   protocol snapshot (encoded). It becomes durable at a later random "commit" step; only
+//!   then does the protocol announce it (CHECKPOINT_ADVANCE). A crash between the two
+//!   discards it: the set restarts from the previous committed one.
+//! - **Crashes.** At pre-drawn random steps a set crashes, sometimes together with a second
+//!   one, sometimes while it or another set is still recovering, sometimes while it has an
+//!   uncommitted checkpoint; at most `max_down` sets are down at once. A crashed set loses
+//!   every volatile thing: actors, protocol state (log, queues), intra-set messages. Of the
+//!   packets it had in flight a random prefix survives (the rest was still in its buffers).
+//!   Packets in flight towards it are lost (`lossy_crash`) or, in the other mode, may
+//!   reach its next incarnation. A packet arriving while the set is down is lost.
+//! - **Restarts.** A crashed set restarts at a random later step from its last committed
+//!   checkpoint with the next incarnation number, and runs the recovery exchange.
+//!   Survivors never roll back.
+
+use super::program::{ActorState, Program};
+use super::rng::Rng;
+use lazarus::recovery::{
+    Action, ChannelId, CheckpointId, Config, ControlMessage, DependencyRule, Incarnation,
+    MessageMeta, ProtocolStats, SendOutcome, SetId, SetProtocol, Snapshot,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// One run's parameters, all derived from the seed.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The seed everything derives from.
+    pub seed: u64,
+    /// Number of sets.
+    pub sets: u16,
+    /// Most actors per set.
+    pub max_actors: u64,
+    /// Most output channels per actor.
+    pub max_degree: u64,
+    /// Rounds of the program.
+    pub rounds: u32,
+    /// Crashes to inject.
+    pub crashes: u32,
+    /// Most sets down at once.
+    pub max_down: u16,
+    /// Packets in flight towards a crashing set are lost with it.
+    pub lossy_crash: bool,
+    /// Packets of different connections of a link (a connection ends when either end
+    /// restarts) may overtake each other; within a connection they stay FIFO.
+    pub reorder_connections: bool,
+    /// Relative weight of "take a checkpoint" per set and step (out of ~100s).
+    pub checkpoint_weight: u64,
+    /// Which dependency requirements bind.
+    pub rule: DependencyRule,
+}
+
+impl SimConfig {
+    /// The parameters of `seed`.
+    pub fn random(seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let sets = rng.range(2, 5) as u16;
+        SimConfig {
+            seed,
+            sets,
+            max_actors: rng.range(1, 3),
+            max_degree: rng.range(1, 3),
+            rounds: rng.range(2, 7) as u32,
+            crashes: rng.range(0, 6) as u32,
+            max_down: rng.range(1, u64::from(sets)) as u16,
+            lossy_crash: rng.chance(1, 2),
+            reorder_connections: rng.chance(1, 2),
+            checkpoint_weight: rng.range(1, 6),
+            rule: DependencyRule::default(),
+        }
+    }
+
+    /// The same run without any crash: the failure-free reference.
+    pub fn without_crashes(&self) -> Self {
+        SimConfig {
+            crashes: 0,
+            ..self.clone()
+        }
+    }
+}
+
+/// What travels on a link.
+#[derive(Debug, Serialize, Deserialize)]
+enum Packet {
+    App { meta: MessageMeta, payload: Vec<u8> },
+    Control(ControlMessage),
+}
+
+/// In-flight messages between actors of one set, per (sender, receiver) channel, with
+/// their channel index.
+type IntraQueues = BTreeMap<(usize, usize), VecDeque<(u64, Vec<u8>)>>;
+
+/// A set checkpoint in stable storage.
+#[derive(Clone, Debug)]
+struct Stored {
+    id: CheckpointId,
+    snapshot: Vec<u8>,
+    actors: Vec<ActorState>,
+    intra: IntraQueues,
+    intra_sent: BTreeMap<(usize, usize), u64>,
+}
+
+/// One correlated set.
+struct Node {
+    proto: Option<SetProtocol<Vec<u8>>>,
+    actors: Vec<ActorState>,
+    intra: IntraQueues,
+    intra_sent: BTreeMap<(usize, usize), u64>,
+    pending: Option<Stored>,
+    committed: Stored,
+    incarnation: u32,
+}
+
+/// Counters of one or many runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SimStats {
+    /// Simulation steps.
+    pub steps: u64,
+    /// Crashes injected.
+    pub crashes: u64,
+    /// Crashes while an uncommitted checkpoint was pending.
+    pub crashes_mid_checkpoint: u64,
+    /// Crashes while some set was recovering.
+    pub crashes_during_recovery: u64,
+    /// Crashes of two sets at the same step.
+    pub simultaneous_crashes: u64,
+    /// Checkpoints committed.
+    pub checkpoints: u64,
+    /// Packets lost (in flight at a crash, or arriving at a down set).
+    pub packets_lost: u64,
+    /// Protocol counters summed over all incarnations.
+    pub proto: ProtocolStatsSum,
+    /// Largest sender log of any set at any time (entries).
+    pub peak_log_entries: usize,
+    /// Largest sender log of any set at any time (bytes).
+    pub peak_log_bytes: usize,
+}
+
+/// [`ProtocolStats`] summed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProtocolStatsSum {
+    /// Messages transmitted at first send.
+    pub sent: u64,
+    /// Regenerated messages suppressed.
+    pub suppressed: u64,
+    /// Messages resent from logs.
+    pub resent: u64,
+    /// Duplicates dropped.
+    pub duplicates: u64,
+    /// Messages delivered (including re-deliveries after rollbacks).
+    pub delivered: u64,
+    /// Deliveries whose requirement did not bind.
+    pub relaxed: u64,
+    /// Piggybacked bytes.
+    pub piggyback_bytes: u64,
+    /// Largest piggyback.
+    pub max_piggyback: u64,
+    /// Stale control messages ignored.
+    pub stale_control: u64,
+}
+
+impl ProtocolStatsSum {
+    fn add(&mut self, s: &ProtocolStats) {
+        self.sent += s.sent;
+        self.suppressed += s.suppressed;
+        self.resent += s.resent;
+        self.duplicates += s.duplicates;
+        self.delivered += s.delivered;
+        self.relaxed += s.relaxed;
+        self.piggyback_bytes += s.piggyback_bytes;
+        self.max_piggyback = self.max_piggyback.max(s.max_piggyback);
+        self.stale_control += s.stale_control;
+    }
+}
+
+impl SimStats {
+    /// Adds another run's counters.
+    pub fn absorb(&mut self, o: &SimStats) {
+        self.steps += o.steps;
+        self.crashes += o.crashes;
+        self.crashes_mid_checkpoint += o.crashes_mid_checkpoint;
+        self.crashes_during_recovery += o.crashes_during_recovery;
+        self.simultaneous_crashes += o.simultaneous_crashes;
+        self.checkpoints += o.checkpoints;
+        self.packets_lost += o.packets_lost;
+        let p = &o.proto;
+        self.proto.sent += p.sent;
+        self.proto.suppressed += p.suppressed;
+        self.proto.resent += p.resent;
+        self.proto.duplicates += p.duplicates;
+        self.proto.delivered += p.delivered;
+        self.proto.relaxed += p.relaxed;
+        self.proto.piggyback_bytes += p.piggyback_bytes;
+        self.proto.max_piggyback = self.proto.max_piggyback.max(p.max_piggyback);
+        self.proto.stale_control += p.stale_control;
+        self.peak_log_entries = self.peak_log_entries.max(o.peak_log_entries);
+        self.peak_log_bytes = self.peak_log_bytes.max(o.peak_log_bytes);
+    }
+}
+
+/// One connection of a link.
+struct Conn {
+    epoch: (u32, u32),
+    packets: VecDeque<Vec<u8>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Act {
+    Arrive(u16, u16),
+    Deliver(u16),
+    Intra(u16, usize, usize),
+    Start(u16, usize),
+    Checkpoint(u16),
+    Commit(u16),
+    Restart(u16),
+}
+
+/// A simulated cluster.
+pub struct World {
+    cfg: SimConfig,
+    prog: Program,
+    rng: Rng,
+    nodes: Vec<Node>,
+    local_of: Vec<usize>,
+    /// Per link, its connections, oldest first: (sender incarnation, receiver
+    /// incarnation) and the packets in flight.
+    links: Vec<VecDeque<Conn>>,
+    crash_at: VecDeque<u64>,
+    /// Steps at which an extra crash during a recovery is due.
+    crash_soon: Vec<u64>,
+    stats: SimStats,
+    failure: Option<String>,
+    trace: Option<Vec<String>>,
+}
+
+const STEP_LIMIT: u64 = 2_000_000;
+
+impl World {
+    /// A cluster running `prog` with `cfg`; `trace` records every event.
+    pub fn new(cfg: SimConfig, prog: Program, trace: bool) -> Self {
+        let mut rng = Rng::new(cfg.seed ^ 0xC0FFEE);
+        let n = cfg.sets;
+        let config = Config {
+            dependency_rule: cfg.rule,
+        };
+        let mut local_of = vec![0; prog.actors()];
+        let mut nodes = Vec::new();
+        for s in 0..n {
+            for (i, &a) in prog.members[usize::from(s)].iter().enumerate() {
+                local_of[a] = i;
+            }
+            let mut proto = SetProtocol::with_config(SetId(s), n, config).expect("valid set id");
+            let snap = proto.checkpoint();
+            proto.checkpoint_committed(snap.id).expect("genesis commit");
+            let actors: Vec<ActorState> = prog.members[usize::from(s)]
+                .iter()
+                .map(|&a| prog.initial(a))
+                .collect();
+            let committed = Stored {
+                id: snap.id,
+                snapshot: lazarus::wire::encode(&snap).expect("encodable snapshot"),
+                actors: actors.clone(),
+                intra: BTreeMap::new(),
+                intra_sent: BTreeMap::new(),
+            };
+            nodes.push(Node {
+                proto: Some(proto),
+                actors,
+                intra: BTreeMap::new(),
+                intra_sent: BTreeMap::new(),
+                pending: None,
+                committed,
+                incarnation: 0,
+            });
+        }
+        // Crash moments spread over the run's expected length.
+        let messages: u64 =
+            prog.outputs.iter().map(|o| o.len() as u64).sum::<u64>() * u64::from(prog.rounds + 1);
+        let horizon = messages * 3 + 20;
+        let mut crash_at: Vec<u64> = (0..cfg.crashes).map(|_| rng.below(horizon)).collect();
+        crash_at.sort_unstable();
+        World {
+            links: (0..usize::from(n) * usize::from(n))
+                .map(|_| VecDeque::new())
+                .collect(),
+            cfg,
+            prog,
+            rng,
+            nodes,
+            local_of,
+            crash_at: crash_at.into(),
+            crash_soon: Vec::new(),
+            stats: SimStats::default(),
+            failure: None,
+            trace: trace.then(Vec::new),
+        }
+    }
+
+    fn note(&mut self, what: impl FnOnce() -> String) {
+        if let Some(t) = &mut self.trace {
+            t.push(format!("{:>6} {}", self.stats.steps, what()));
+        }
+    }
+
+    fn fail(&mut self, what: String) {
+        self.note(|| format!("FAILURE: {what}"));
+        self.failure.get_or_insert(what);
+    }
+
+    fn link(&self, from: u16, to: u16) -> usize {
+        usize::from(from) * usize::from(self.cfg.sets) + usize::from(to)
+    }
+
+    fn alive(&self, s: u16) -> bool {
+        self.nodes[usize::from(s)].proto.is_some()
+    }
+
+    /// Runs to quiescence, then checks the result against `expected` (the oracle), then
+    /// checkpoints every set once more and checks that every log is empty.
+    pub fn run(mut self, expected: &[ActorState]) -> (Result<SimStats, String>, Vec<String>) {
+        self.run_to_quiescence(true);
+        if self.failure.is_none() {
+            self.check_quiescent_state(expected);
+        }
+        if self.failure.is_none() {
+            self.final_checkpoints();
+        }
+        self.collect_stats();
+        let trace = self.trace.take().unwrap_or_default();
+        match self.failure {
+            Some(f) => (Err(f), trace),
+            None => (Ok(self.stats), trace),
+        }
+    }
+
+    fn enabled(&self, acts: &mut Vec<(u64, Act)>) {
+        acts.clear();
+        let n = self.cfg.sets;
+        for from in 0..n {
+            for to in 0..n {
+                if self.links[self.link(from, to)]
+                    .iter()
+                    .any(|c| !c.packets.is_empty())
+                {
+                    acts.push((10, Act::Arrive(from, to)));
+                }
+            }
+        }
+        for s in 0..n {
+            let node = &self.nodes[usize::from(s)];
+            let Some(proto) = &node.proto else {
+                acts.push((4, Act::Restart(s)));
+                continue;
+            };
+            if proto.has_deliverable() {
+                acts.push((10, Act::Deliver(s)));
+            }
+            for (&(a, b), q) in &node.intra {
+                if !q.is_empty() {
+                    acts.push((10, Act::Intra(s, a, b)));
+                }
+            }
+            for (i, st) in node.actors.iter().enumerate() {
+                if !st.started {
+                    acts.push((10, Act::Start(s, self.prog.members[usize::from(s)][i])));
+                }
+            }
+            if node.pending.is_some() {
+                acts.push((3, Act::Commit(s)));
+            }
+        }
+    }
+
+    fn run_to_quiescence(&mut self, allow_crashes: bool) {
+        let mut acts = Vec::new();
+        loop {
+            if self.failure.is_some() {
+                return;
+            }
+            if self.stats.steps > STEP_LIMIT {
+                self.fail("no quiescence after the step limit (livelock)".into());
+                return;
+            }
+            self.enabled(&mut acts);
+            if acts.is_empty() {
+                return;
+            }
+            self.stats.steps += 1;
+            if allow_crashes && self.maybe_crash() {
+                continue;
+            }
+            // Checkpoints happen while the application makes progress; offering them when
+            // only commits are pending would let checkpoint -> commit -> checkpoint go on
+            // forever.
+            let working = acts.iter().any(|(_, a)| !matches!(a, Act::Commit(_)));
+            for s in (0..self.cfg.sets).filter(|_| working) {
+                let node = &self.nodes[usize::from(s)];
+                if node.proto.is_some() && node.pending.is_none() {
+                    acts.push((self.cfg.checkpoint_weight, Act::Checkpoint(s)));
+                }
+            }
+            let total: u64 = acts.iter().map(|a| a.0).sum();
+            let mut pick = self.rng.below(total);
+            let mut chosen = acts[0].1;
+            for &(w, a) in &acts {
+                if pick < w {
+                    chosen = a;
+                    break;
+                }
+                pick -= w;
+            }
+            self.perform(chosen);
+        }
+    }
+
+    /// Injects the crashes due at this step; returns whether one happened.
+    fn maybe_crash(&mut self) -> bool {
+        let step = self.stats.steps;
+        let due_scheduled = self.crash_at.front().is_some_and(|&t| t <= step);
+        let due_soon = self.crash_soon.iter().any(|&t| t <= step);
+        if !due_scheduled && !due_soon {
+            return false;
+        }
+        if due_scheduled {
+            self.crash_at.pop_front();
+        } else {
+            self.crash_soon.retain(|&t| t > step);
+        }
+        let down = (0..self.cfg.sets).filter(|&s| !self.alive(s)).count() as u16;
+        if down >= self.cfg.max_down {
+            return false;
+        }
+        // Prefer a set with an uncommitted checkpoint half of the time.
+        let alive: Vec<u16> = (0..self.cfg.sets).filter(|&s| self.alive(s)).collect();
+        let mid: Vec<u16> = alive
+            .iter()
+            .copied()
+            .filter(|&s| self.nodes[usize::from(s)].pending.is_some())
+            .collect();
+        let victim = if !mid.is_empty() && self.rng.chance(1, 2) {
+            mid[self.rng.below(mid.len() as u64) as usize]
+        } else {
+            alive[self.rng.below(alive.len() as u64) as usize]
+        };
+        self.crash(victim);
+        // Sometimes a second set goes down at the same moment.
+        if down + 1 < self.cfg.max_down && self.rng.chance(1, 3) {
+            let others: Vec<u16> = (0..self.cfg.sets).filter(|&s| self.alive(s)).collect();
+            if !others.is_empty() {
+                let second = others[self.rng.below(others.len() as u64) as usize];
+                self.stats.simultaneous_crashes += 1;
+                self.crash(second);
+            }
+        }
+        true
+    }
+
+    fn crash(&mut self, s: u16) {
+        let recovering = (0..self.cfg.sets).any(|x| {
+            self.nodes[usize::from(x)]
+                .proto
+                .as_ref()
+                .is_some_and(|p| p.is_recovering())
+        });
+        let node = &mut self.nodes[usize::from(s)];
+        let mid = node.pending.is_some();
+        if let Some(p) = node.proto.take() {
+            self.stats.proto.add(&p.stats());
+            let l = p.log_stats();
+            self.stats.peak_log_entries = self.stats.peak_log_entries.max(l.peak_entries);
+            self.stats.peak_log_bytes = self.stats.peak_log_bytes.max(l.peak_bytes);
+        }
+        node.actors.clear();
+        node.intra.clear();
+        node.intra_sent.clear();
+        node.pending = None;
+        self.stats.crashes += 1;
+        self.stats.crashes_mid_checkpoint += u64::from(mid);
+        self.stats.crashes_during_recovery += u64::from(recovering);
+        self.note(|| {
+            format!("CRASH S{s} (mid-checkpoint: {mid}, someone recovering: {recovering})")
+        });
+        for other in 0..self.cfg.sets {
+            // What it had in flight: a random prefix made it out.
+            let out = self.link(s, other);
+            if let Some(conn) = self.links[out].back_mut() {
+                let len = conn.packets.len() as u64;
+                let keep = self.rng.range(0, len) as usize;
+                self.stats.packets_lost += len - keep as u64;
+                conn.packets.truncate(keep);
+            }
+            if self.cfg.lossy_crash {
+                let inbound = self.link(other, s);
+                for conn in self.links[inbound].drain(..) {
+                    self.stats.packets_lost += conn.packets.len() as u64;
+                }
+            }
+        }
+    }
+
+    fn perform(&mut self, act: Act) {
+        match act {
+            Act::Arrive(from, to) => self.arrive(from, to),
+            Act::Deliver(s) => self.deliver(s),
+            Act::Intra(s, a, b) => self.intra(s, a, b),
+            Act::Start(s, a) => {
+                let local = self.local_of[a];
+                let node = &mut self.nodes[usize::from(s)];
+                let out = self.prog.start(a, &mut node.actors[local]);
+                self.note(|| format!("S{s} start actor {a}"));
+                self.route(s, a, out);
+            }
+            Act::Checkpoint(s) => self.checkpoint(s),
+            Act::Commit(s) => self.commit(s),
+            Act::Restart(s) => self.restart(s),
+        }
+    }
+
+    fn arrive(&mut self, from: u16, to: u16) {
+        let l = self.link(from, to);
+        self.links[l].retain(|c| !c.packets.is_empty());
+        let conns = self.links[l].len() as u64;
+        if conns == 0 {
+            return;
+        }
+        let pick = if self.cfg.reorder_connections {
+            self.rng.below(conns) as usize
+        } else {
+            0
+        };
+        let Some(bytes) = self.links[l][pick].packets.pop_front() else {
+            return;
+        };
+        if !self.alive(to) {
+            self.stats.packets_lost += 1;
+            self.note(|| format!("S{from}->S{to} lost (S{to} is down)"));
+            return;
+        }
+        let packet: Packet = match lazarus::wire::decode(&bytes) {
+            Ok(p) => p,
+            Err(e) => return self.fail(format!("packet does not decode: {e}")),
+        };
+        let proto = self.nodes[usize::from(to)].proto.as_mut().expect("alive");
+        match packet {
+            Packet::App { meta, payload } => {
+                let (ch, idx, inc) = (meta.channel, meta.send_index, meta.sender_incarnation.0);
+                let depend = self.trace.is_some().then(|| format!("{:?}", meta.depend));
+                let r = proto.on_receive(SetId(from), meta, payload);
+                self.note(|| {
+                    format!(
+                        "S{from}->S{to} msg {ch:?}#{idx} (sender incarnation {inc}, depends on \
+                         {}): {r:?}",
+                        depend.unwrap_or_default()
+                    )
+                });
+                if let Err(e) = r {
+                    self.fail(format!("S{to} refused a message from S{from}: {e}"));
+                }
+            }
+            Packet::Control(message) => {
+                let kind = message.kind();
+                let dbg = self.trace.is_some().then(|| format!("{message:?}"));
+                match proto.on_control(SetId(from), message) {
+                    Ok(actions) => {
+                        self.note(|| {
+                            format!(
+                                "S{from}->S{to} {kind} {} -> {} actions",
+                                dbg.unwrap_or_default(),
+                                actions.len()
+                            )
+                        });
+                        self.execute(to, actions);
+                    }
+                    Err(e) => self.fail(format!("S{to} refused {kind} from S{from}: {e}")),
+                }
+            }
+        }
+    }
+
+    fn deliver(&mut self, s: u16) {
+        let node = &mut self.nodes[usize::from(s)];
+        let Some(d) = node.proto.as_mut().and_then(|p| p.poll_delivery()) else {
+            return;
+        };
+        let (Some(to), Some(from)) = (
+            self.prog.actor(d.channel.to),
+            self.prog.actor(d.channel.from),
+        ) else {
+            return self.fail(format!("S{s} delivered on unknown channel {:?}", d.channel));
+        };
+        if self.prog.set_of[to] != s || self.prog.set_of[from] != d.from.0 {
+            return self.fail(format!("S{s} delivered {:?} from {}", d.channel, d.from));
+        }
+        let out = self.prog.handle(
+            to,
+            &mut node.actors[self.local_of[to]],
+            from,
+            d.send_index,
+            &d.payload,
+        );
+        self.note(|| {
+            format!(
+                "S{s} deliver {:?}#{} (interval {}{})",
+                d.channel,
+                d.send_index,
+                d.interval,
+                if d.relaxed { ", relaxed" } else { "" }
+            )
+        });
+        self.route(s, to, out);
+    }
+
+    fn intra(&mut self, s: u16, a: usize, b: usize) {
+        let node = &mut self.nodes[usize::from(s)];
+        let Some((index, payload)) = node.intra.get_mut(&(a, b)).and_then(|q| q.pop_front()) else {
+            return;
+        };
+        let out = self
+            .prog
+            .handle(b, &mut node.actors[self.local_of[b]], a, index, &payload);
+        self.note(|| format!("S{s} intra {a}->{b}#{index}"));
+        self.route(s, b, out);
+    }
+
+    /// Sends the messages actor `a` of set `s` produced.
+    fn route(&mut self, s: u16, a: usize, out: Vec<(usize, Vec<u8>)>) {
+        for (b, payload) in out {
+            let dst = self.prog.set_of[b];
+            let node = &mut self.nodes[usize::from(s)];
+            if dst == s {
+                let index = node.intra_sent.entry((a, b)).or_default();
+                *index += 1;
+                let index = *index;
+                node.intra
+                    .entry((a, b))
+                    .or_default()
+                    .push_back((index, payload));
+                continue;
+            }
+            let channel = ChannelId::new(self.prog.ids[a], self.prog.ids[b]);
+            let proto = node.proto.as_mut().expect("alive");
+            match proto.on_send(SetId(dst), channel, payload) {
+                Ok(SendOutcome::Transmit { meta, payload }) => {
+                    self.push(s, dst, Packet::App { meta, payload });
+                }
+                Ok(SendOutcome::Suppressed { meta }) => {
+                    self.note(|| format!("S{s} suppress {:?}#{}", meta.channel, meta.send_index));
+                }
+                Err(e) => self.fail(format!("S{s} refused a send: {e}")),
+            }
+        }
+        let node = &self.nodes[usize::from(s)];
+        if let Some(p) = &node.proto {
+            let l = p.log_stats();
+            self.stats.peak_log_entries = self.stats.peak_log_entries.max(l.entries);
+            self.stats.peak_log_bytes = self.stats.peak_log_bytes.max(l.bytes());
+        }
+    }
+
+    fn push(&mut self, from: u16, to: u16, packet: Packet) {
+        match lazarus::wire::encode(&packet) {
+            Ok(bytes) => {
+                let l = self.link(from, to);
+                let epoch = (
+                    self.nodes[usize::from(from)].incarnation,
+                    self.nodes[usize::from(to)].incarnation,
+                );
+                if self.links[l].back().is_none_or(|c| c.epoch != epoch) {
+                    self.links[l].push_back(Conn {
+                        epoch,
+                        packets: VecDeque::new(),
+                    });
+                }
+                if let Some(c) = self.links[l].back_mut() {
+                    c.packets.push_back(bytes);
+                }
+            }
+            Err(e) => self.fail(format!("packet does not encode: {e}")),
+        }
+    }
+
+    fn execute(&mut self, s: u16, actions: Vec<Action<Vec<u8>>>) {
+        for a in actions {
+            match a {
+                Action::Send { to, meta, payload } => {
+                    self.note(|| {
+                        format!("S{s} resend {:?}#{} to {to}", meta.channel, meta.send_index)
+                    });
+                    self.push(s, to.0, Packet::App { meta, payload });
+                }
+                Action::Control { to, message } => self.push(s, to.0, Packet::Control(message)),
+            }
+        }
+    }
+
+    fn checkpoint(&mut self, s: u16) {
+        let node = &mut self.nodes[usize::from(s)];
+        let Some(proto) = node.proto.as_mut() else {
+            return;
+        };
+        let snap = proto.checkpoint();
+        let id = snap.id;
+        let snapshot = match lazarus::wire::encode(&snap) {
+            Ok(b) => b,
+            Err(e) => return self.fail(format!("snapshot does not encode: {e}")),
+        };
+        node.pending = Some(Stored {
+            id,
+            snapshot,
+            actors: node.actors.clone(),
+            intra: node.intra.clone(),
+            intra_sent: node.intra_sent.clone(),
+        });
+        self.note(|| {
+            format!(
+                "S{s} checkpoint {id:?} taken ({} log entries)",
+                snap.log_entries()
+            )
+        });
+    }
+
+    fn commit(&mut self, s: u16) {
+        let node = &mut self.nodes[usize::from(s)];
+        let (Some(stored), Some(proto)) = (node.pending.take(), node.proto.as_mut()) else {
+            return;
+        };
+        let id = stored.id;
+        node.committed = stored;
+        self.stats.checkpoints += 1;
+        match proto.checkpoint_committed(id) {
+            Ok(actions) => {
+                self.note(|| format!("S{s} checkpoint {id:?} committed"));
+                self.execute(s, actions);
+            }
+            Err(e) => self.fail(format!("S{s} commit {id:?}: {e}")),
+        }
+    }
+
+    fn restart(&mut self, s: u16) {
+        let node = &mut self.nodes[usize::from(s)];
+        node.incarnation += 1;
+        let snap: Snapshot<Vec<u8>> = match lazarus::wire::decode(&node.committed.snapshot) {
+            Ok(x) => x,
+            Err(e) => return self.fail(format!("snapshot does not decode: {e}")),
+        };
+        let config = Config {
+            dependency_rule: self.cfg.rule,
+        };
+        let (proto, actions) =
+            match SetProtocol::restore(snap, Incarnation(node.incarnation), config) {
+                Ok(x) => x,
+                Err(e) => return self.fail(format!("S{s} restore: {e}")),
+            };
+        node.proto = Some(proto);
+        node.actors = node.committed.actors.clone();
+        node.intra = node.committed.intra.clone();
+        node.intra_sent = node.committed.intra_sent.clone();
+        let inc = node.incarnation;
+        let ckpt = node.committed.id;
+        self.note(|| format!("RESTART S{s} incarnation {inc} from {ckpt:?}"));
+        self.execute(s, actions);
+        // Sometimes another failure hits while this recovery is under way.
+        if self.rng.chance(1, 3) {
+            let at = self.stats.steps + self.rng.range(1, 40);
+            self.crash_soon.push(at);
+        }
+    }
+
+    fn check_quiescent_state(&mut self, expected: &[ActorState]) {
+        for s in 0..self.cfg.sets {
+            let node = &self.nodes[usize::from(s)];
+            let Some(p) = &node.proto else {
+                return self.fail(format!("S{s} is down at quiescence"));
+            };
+            if p.is_recovering() {
+                let waiting: Vec<SetId> = p.awaiting().collect();
+                return self.fail(format!("S{s} still waits for answers from {waiting:?}"));
+            }
+            if p.queued() > 0 {
+                return self.fail(format!(
+                    "S{s} holds {} undeliverable messages ({} channels blocked on the \
+                     dependency rule, interval {}): deadlock or lost message",
+                    p.queued(),
+                    p.blocked(),
+                    p.interval()
+                ));
+            }
+        }
+        for s in 0..self.cfg.sets {
+            let node = &self.nodes[usize::from(s)];
+            for (i, &a) in self.prog.members[usize::from(s)].iter().enumerate() {
+                let st = &node.actors[i];
+                if let Some(v) = &st.violation {
+                    return self.fail(format!("application saw: {v}"));
+                }
+                if *st != expected[a] {
+                    return self.fail(format!(
+                        "actor {a} of S{s} ended in another state than the failure-free run:\n  \
+                         got      {st:?}\n  expected {:?}",
+                        expected[a]
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Every set checkpoints once more; once the CHECKPOINT_ADVANCEs are through, every
+    /// log must be empty: nothing is kept that no one can need.
+    fn final_checkpoints(&mut self) {
+        for s in 0..self.cfg.sets {
+            if let Some(stored) = self.nodes[usize::from(s)].pending.take() {
+                // An older pending checkpoint is superseded by this one.
+                drop(stored);
+            }
+            self.checkpoint(s);
+            self.commit(s);
+        }
+        self.run_to_quiescence(false);
+        for s in 0..self.cfg.sets {
+            let node = &self.nodes[usize::from(s)];
+            if let Some(p) = &node.proto {
+                let l = p.log_stats();
+                if l.entries != 0 {
+                    return self.fail(format!(
+                        "S{s} still logs {} messages ({} bytes) after every set checkpointed",
+                        l.entries,
+                        l.bytes()
+                    ));
+                }
+            }
+        }
+    }
+
+    fn collect_stats(&mut self) {
+        for node in &self.nodes {
+            if let Some(p) = &node.proto {
+                self.stats.proto.add(&p.stats());
+                let l = p.log_stats();
+                self.stats.peak_log_entries = self.stats.peak_log_entries.max(l.peak_entries);
+                self.stats.peak_log_bytes = self.stats.peak_log_bytes.max(l.peak_bytes);
+            }
+        }
+    }
+}
+
+/// Runs seed `seed` (with `cfg` as drawn from it, possibly adjusted): the program's oracle,
+/// the failure-free reference run, and the run with crashes. Returns the crash run's
+/// counters, or what went wrong, with the event trace when `trace` is set.
+pub fn run_seed(cfg: SimConfig, trace: bool) -> (Result<SimStats, String>, Vec<String>) {
+    let mut rng = Rng::new(cfg.seed ^ 0xA11CE);
+    let prog = Program::random(
+        &mut rng,
+        cfg.sets,
+        cfg.max_actors,
+        cfg.max_degree,
+        cfg.rounds,
+    );
+    let oracle = prog.oracle();
+    let (reference, ref_trace) =
+        World::new(cfg.without_crashes(), prog.clone(), trace).run(&oracle);
+    if let Err(e) = reference {
+        return (Err(format!("failure-free run: {e}")), ref_trace);
+    }
+    World::new(cfg, prog, trace).run(&oracle)
+}
