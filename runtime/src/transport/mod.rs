@@ -411,6 +411,13 @@ impl Transport {
             .unwrap_or(false)
     }
 
+    /// Encodes and queues `body` for `rank` without waiting (for the network's own tasks,
+    /// which must never block); false if it could not be queued.
+    fn try_send_body(&self, rank: u16, body: &FrameBody) -> bool {
+        let mut buf = Vec::new();
+        frame::encode(body, &mut buf).is_ok() && self.try_send_frame(rank, Bytes::from(buf))
+    }
+
     /// Encodes and queues `body` for `rank`.
     pub(crate) fn send_body(&self, rank: u16, body: &FrameBody) -> Result<(), TransportError> {
         let mut buf = Vec::new();
@@ -607,14 +614,8 @@ impl Transport {
                         counter!(UNDELIVERABLE, "reason" => reason(&err)).increment(1);
                         tracing::warn!(from, actor = %to, "undeliverable message: {err}");
                         if let Some(request) = request {
-                            let mut buf = Vec::new();
-                            let body = FrameBody::Reply {
-                                request,
-                                outcome: Err(err),
-                            };
-                            if frame::encode(&body, &mut buf).is_ok() {
-                                self.try_send_frame(from, Bytes::from(buf));
-                            }
+                            let outcome = Err(err);
+                            self.try_send_body(from, &FrameBody::Reply { request, outcome });
                         }
                     }
                 }
@@ -704,8 +705,6 @@ async fn net_main(
     let size = config.size();
     let rank = config.rank;
     let (conn_tx, mut conn_rx) = mpsc::unbounded_channel::<(u16, quinn::Connection)>();
-    let inbound_ready = Arc::new(Mutex::new(HashSet::<u16>::new()));
-    let inbound_notify = Arc::new(Notify::new());
 
     // Accept connections from higher ranks.
     {
@@ -762,41 +761,27 @@ async fn net_main(
     drop(conn_tx);
 
     // Every connection: open our outbound stream (Hello first), read theirs.
-    let outbox_slots: HashMap<u16, mpsc::Receiver<Bytes>> = outboxes
-        .into_iter()
-        .enumerate()
-        .filter_map(|(r, o)| o.map(|rx| (r as u16, rx)))
-        .collect();
-    let outbox_slots = Arc::new(Mutex::new(outbox_slots));
-    let max_frame = config.max_frame;
+    let rv = Arc::new(Rendezvous {
+        t: Arc::clone(&t),
+        node: node.clone(),
+        size,
+        rank,
+        max_frame: config.max_frame,
+        inbound_ready: Mutex::new(HashSet::new()),
+        inbound_notify: Notify::new(),
+        outbox_slots: Mutex::new(
+            outboxes
+                .into_iter()
+                .enumerate()
+                .filter_map(|(r, o)| o.map(|rx| (r as u16, rx)))
+                .collect(),
+        ),
+    });
     {
-        let t = Arc::clone(&t);
-        let node = node.clone();
-        let inbound_ready = Arc::clone(&inbound_ready);
-        let inbound_notify = Arc::clone(&inbound_notify);
-        let outbox_slots = Arc::clone(&outbox_slots);
+        let rv = Arc::clone(&rv);
         tokio::spawn(async move {
             while let Some((dialed, conn)) = conn_rx.recv().await {
-                let t = Arc::clone(&t);
-                let node = node.clone();
-                let inbound_ready = Arc::clone(&inbound_ready);
-                let inbound_notify = Arc::clone(&inbound_notify);
-                let outbox_slots = Arc::clone(&outbox_slots);
-                tokio::spawn(async move {
-                    serve_connection(
-                        t,
-                        conn,
-                        dialed,
-                        size,
-                        rank,
-                        max_frame,
-                        node,
-                        inbound_ready,
-                        inbound_notify,
-                        outbox_slots,
-                    )
-                    .await;
-                });
+                tokio::spawn(serve_connection(Arc::clone(&rv), conn, dialed));
             }
         });
     }
@@ -838,8 +823,9 @@ async fn net_main(
     // Wait until every peer's stream said Hello.
     let all_in = async {
         loop {
-            let notified = inbound_notify.notified();
-            if inbound_ready
+            let notified = rv.inbound_notify.notified();
+            if rv
+                .inbound_ready
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .len()
@@ -854,7 +840,8 @@ async fn net_main(
         .await
         .is_err()
     {
-        let have = inbound_ready
+        let have = rv
+            .inbound_ready
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
@@ -887,18 +874,24 @@ async fn net_main(
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn serve_connection(
+/// What every connection task of one node shares while the cluster forms.
+struct Rendezvous {
     t: Arc<Transport>,
-    conn: quinn::Connection,
-    dialed: u16,
+    node: NodeHandle,
     size: usize,
     rank: u16,
     max_frame: usize,
-    node: NodeHandle,
-    inbound_ready: Arc<Mutex<HashSet<u16>>>,
-    inbound_notify: Arc<Notify>,
-    outbox_slots: Arc<Mutex<HashMap<u16, mpsc::Receiver<Bytes>>>>,
-) {
+    /// Peers whose Hello arrived.
+    inbound_ready: Mutex<HashSet<u16>>,
+    inbound_notify: Notify,
+    /// Each peer's outbound queue, taken by the writer of its connection.
+    outbox_slots: Mutex<HashMap<u16, mpsc::Receiver<Bytes>>>,
+}
+
+async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: u16) {
+    let (t, node, size, rank, max_frame) = (&rv.t, &rv.node, rv.size, rv.rank, rv.max_frame);
+    let (inbound_ready, inbound_notify, outbox_slots) =
+        (&rv.inbound_ready, &rv.inbound_notify, &rv.outbox_slots);
     // The dialer knows its peer and opens its stream at once; the acceptor learns the
     // peer's rank from the Hello on that stream, then opens its own.
     let take_outbox = |peer: u16| {
@@ -984,7 +977,7 @@ async fn serve_connection(
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .observe(peer, Instant::now());
-                    if let Some(full) = t.dispatch(peer, body, &node) {
+                    if let Some(full) = t.dispatch(peer, body, node) {
                         // Backpressure: stop reading this peer until the mailbox drains;
                         // QUIC flow control then stalls the sender's stream and its queue.
                         counter!(INBOUND_PAUSES).increment(1);
