@@ -10,6 +10,7 @@ use crate::error::{AskError, SendError};
 use crate::lifecycle::{ActorCell, Control};
 use crate::mailbox::Status;
 use crate::node::NodeHandle;
+use crate::recovery_layer::RecoveryLayer;
 use crate::reply::ReplyTo;
 use crate::telemetry;
 use crate::transport::frame::{Envelope, RemoteError};
@@ -125,6 +126,14 @@ impl<A: Actor> ActorRef<A> {
     /// unreachable.
     #[inline]
     pub fn tell<M: Message<A>>(&self, msg: M) -> Result<(), SendError<M>> {
+        if crate::recovery_layer::driver_hook_active() {
+            return self.driver_tell(msg);
+        }
+        self.tell_direct(msg)
+    }
+
+    #[inline]
+    fn tell_direct<M: Message<A>>(&self, msg: M) -> Result<(), SendError<M>> {
         match &self.route {
             Route::Local(cell) => cell
                 .send(msg.into_set(ReplyTo::none()))
@@ -143,12 +152,66 @@ impl<A: Actor> ActorRef<A> {
         }
     }
 
+    fn node_handle(&self) -> &NodeHandle {
+        match &self.route {
+            Route::Local(cell) => cell.node(),
+            Route::Remote(t) => &t.node,
+        }
+    }
+
+    /// A tell from the app's main on a node with recovery on: counted, so that a
+    /// restarted node's main does not make again the tells its checkpoint contains.
+    #[cold]
+    fn driver_tell<M: Message<A>>(&self, msg: M) -> Result<(), SendError<M>> {
+        let node = self.node_handle().clone();
+        let Some(layer) = node.recovery_layer().cloned() else {
+            return self.tell_direct(msg);
+        };
+        let (mut core, skip) = layer.driver_turn(&node, true);
+        if skip {
+            return Ok(());
+        }
+        match &self.route {
+            // Pushed while the layer is locked: a checkpoint sees the count and the
+            // message together or neither.
+            Route::Local(_) => self.tell_direct(msg),
+            Route::Remote(t) => {
+                let set = msg.into_set(ReplyTo::none());
+                let env = match t.envelope(&set, None) {
+                    Ok(env) => env,
+                    Err(reason) => {
+                        return Err(SendError::Unreachable {
+                            id: t.id,
+                            reason,
+                            message: take_back::<A, M>(set),
+                        })
+                    }
+                };
+                let rank = env.to.rank();
+                let frame =
+                    RecoveryLayer::log_send(&mut core, RecoveryLayer::driver_id(node.rank()), env);
+                drop(core);
+                if let (Some(frame), Some(tr)) = (frame, node.transport()) {
+                    // Logged: a peer that is down gets it when it rolls back.
+                    let _ = tr.send_body(rank, &frame);
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Sends `msg` and returns a future of the handler's reply.
     ///
     /// The request times out after the node's default ask timeout unless
     /// [`Ask::timeout`] sets another. The future needs a Tokio runtime with timers, which
     /// [`crate::Node::block_on`] provides.
     pub fn ask<M: Message<A>>(&self, msg: M) -> Ask<A, M::Reply> {
+        if crate::recovery_layer::driver_hook_active() {
+            let node = self.node_handle();
+            if let Some(layer) = node.recovery_layer() {
+                drop(layer.driver_turn(node, false));
+            }
+        }
         let id = self.id();
         match &self.route {
             Route::Local(cell) => {
@@ -210,7 +273,20 @@ impl<A: Actor> ActorRef<A> {
 }
 
 impl RemoteTarget {
+    /// Encodes `set` into an envelope for the actor.
+    fn envelope<S: Serialize>(&self, set: &S, request: Option<u64>) -> Result<Envelope, String> {
+        let payload = crate::wire::encode(set).map_err(|e| e.to_string())?;
+        Ok(Envelope {
+            to: self.id,
+            type_tag: self.type_tag,
+            request,
+            payload: payload.into(),
+        })
+    }
+
     /// Encodes `set` and queues it for the actor's node; hands `set` back on failure.
+    /// With recovery on the message goes through the node's recovery layer (logged,
+    /// indexed, with the dependency vector).
     fn send<S: Serialize>(&self, set: S, request: Option<u64>) -> Result<(), (S, String)> {
         let Some(transport) = self.node.transport() else {
             return Err((
@@ -221,16 +297,15 @@ impl RemoteTarget {
                 ),
             ));
         };
-        let payload = match crate::wire::encode(&set) {
-            Ok(p) => p,
-            Err(e) => return Err((set, e.to_string())),
+        let env = match self.envelope(&set, request) {
+            Ok(env) => env,
+            Err(e) => return Err((set, e)),
         };
-        let env = Envelope {
-            to: self.id,
-            type_tag: self.type_tag,
-            request,
-            payload,
-        };
+        if let Some(layer) = self.node.recovery_layer() {
+            let from = crate::lifecycle::current_actor()
+                .unwrap_or_else(|| RecoveryLayer::driver_id(self.node.rank()));
+            return layer.send_remote(from, env).map_err(|e| (set, e));
+        }
         transport
             .send_envelope(env)
             .map_err(|e| (set, e.to_string()))

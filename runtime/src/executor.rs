@@ -31,6 +31,70 @@ pub(crate) trait Runnable: Send + Sync {
     fn run(self: Arc<Self>);
 }
 
+/// Stops every core of a node between two actor turns, for a coordinated checkpoint of
+/// the node's correlated set: while the gate is closed no handler runs anywhere on the
+/// node, so every actor's state and mailbox can be read consistently.
+///
+/// A core checks the gate (one relaxed load) before each actor turn and when idle; the
+/// closer wakes every core and waits until all of them report paused.
+#[derive(Default)]
+pub(crate) struct PauseGate {
+    requested: AtomicBool,
+    paused: std::sync::Mutex<usize>,
+    changed: std::sync::Condvar,
+}
+
+impl PauseGate {
+    #[inline]
+    fn is_requested(&self) -> bool {
+        self.requested.load(Ordering::Relaxed)
+    }
+
+    /// Called by a core that saw the request: waits here until the gate reopens.
+    fn wait_here(&self) {
+        let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
+        *paused += 1;
+        self.changed.notify_all();
+        while self.requested.load(Ordering::Acquire) {
+            paused = self.changed.wait(paused).unwrap_or_else(|e| e.into_inner());
+        }
+        *paused -= 1;
+        self.changed.notify_all();
+    }
+
+    /// Closes the gate and waits until `cores` cores are paused; false (gate reopened)
+    /// if that takes longer than `timeout` (a handler that runs for long, or blocks).
+    pub(crate) fn close(&self, cores: &[Arc<CoreQueue>], timeout: Duration) -> bool {
+        self.requested.store(true, Ordering::SeqCst);
+        for q in cores {
+            q.wake_always();
+        }
+        let deadline = Instant::now() + timeout;
+        let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
+        while *paused < cores.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                drop(paused);
+                self.open();
+                return false;
+            }
+            paused = self
+                .changed
+                .wait_timeout(paused, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+
+    /// Reopens the gate: every paused core resumes.
+    pub(crate) fn open(&self) {
+        let _guard = self.paused.lock().unwrap_or_else(|e| e.into_inner());
+        self.requested.store(false, Ordering::SeqCst);
+        self.changed.notify_all();
+    }
+}
+
 /// After this many runs from the local deque, look at the inject queue first, so wake-ups
 /// from other cores are not starved by a busy local ring.
 const INJECT_EVERY: u32 = 32;
@@ -48,6 +112,7 @@ pub(crate) struct CoreQueue {
     /// The core is blocked inside its engine (wake it through `engine_waker`).
     in_engine: CachePadded<AtomicBool>,
     engine_waker: futures::task::AtomicWaker,
+    gate: Arc<PauseGate>,
 }
 
 /// Actor turns between two non-blocking network turns on an engine core.
@@ -100,7 +165,11 @@ impl std::future::Future for IdleWait<'_> {
         let q = self.0;
         q.engine_waker.register(cx.waker());
         let local_work = LOCAL.with(|l| !l.borrow().1.is_empty());
-        if local_work || !q.inject.is_empty() || q.shutdown.load(Ordering::SeqCst) {
+        if local_work
+            || !q.inject.is_empty()
+            || q.shutdown.load(Ordering::SeqCst)
+            || q.gate.is_requested()
+        {
             std::task::Poll::Ready(())
         } else {
             std::task::Poll::Pending
@@ -109,8 +178,9 @@ impl std::future::Future for IdleWait<'_> {
 }
 
 impl CoreQueue {
-    fn new() -> Self {
+    fn new(gate: Arc<PauseGate>) -> Self {
         CoreQueue {
+            gate,
             inject: SegQueue::new(),
             sleeping: CachePadded::new(AtomicBool::new(false)),
             shutdown: AtomicBool::new(false),
@@ -135,6 +205,14 @@ impl CoreQueue {
             if let Some(t) = self.thread.get() {
                 t.unpark();
             }
+        }
+    }
+
+    /// Wakes the core's thread whether it is parked, in its engine or running.
+    fn wake_always(&self) {
+        self.engine_waker.wake();
+        if let Some(t) = self.thread.get() {
+            t.unpark();
         }
     }
 
@@ -179,6 +257,9 @@ impl CoreQueue {
         let mut turn = 0u32;
         let mut has_engine = false;
         loop {
+            if self.gate.is_requested() {
+                self.gate.wait_here();
+            }
             if !has_engine {
                 if let Some(rt) = self
                     .engine_slot
@@ -214,7 +295,7 @@ impl CoreQueue {
             let mut found = false;
             'spin: while Instant::now() < spin_until {
                 for _ in 0..64 {
-                    if !self.inject.is_empty() {
+                    if !self.inject.is_empty() || self.gate.is_requested() {
                         found = true;
                         break 'spin;
                     }
@@ -225,7 +306,10 @@ impl CoreQueue {
                 continue;
             }
             self.sleeping.store(true, Ordering::SeqCst);
-            if self.inject.is_empty() && !self.shutdown.load(Ordering::SeqCst) {
+            if self.inject.is_empty()
+                && !self.shutdown.load(Ordering::SeqCst)
+                && !self.gate.is_requested()
+            {
                 std::thread::park_timeout(PARK_TIMEOUT);
             }
             self.sleeping.store(false, Ordering::SeqCst);
@@ -255,10 +339,11 @@ impl CoreExecutor {
         index: usize,
         hw: Option<HwCore>,
         idle_spin: Duration,
+        gate: Arc<PauseGate>,
     ) -> Result<Self, NodeError> {
         let (ready_tx, ready_rx) = std_mpsc::channel::<Result<(), NodeError>>();
         let (node_tx, node_rx) = std_mpsc::channel::<NodeHandle>();
-        let queue = Arc::new(CoreQueue::new());
+        let queue = Arc::new(CoreQueue::new(gate));
         let q = Arc::clone(&queue);
         let pin_to = hw.clone();
         let thread = std::thread::Builder::new()

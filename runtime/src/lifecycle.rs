@@ -26,6 +26,33 @@ use tokio::sync::oneshot;
 /// Messages handled per turn before the core moves on to other actors.
 const BATCH: usize = 256;
 
+thread_local! {
+    /// The actor whose handler or hook runs on this thread (None on other threads): the
+    /// sender of the messages it sends, which names their channel.
+    static CURRENT_ACTOR: std::cell::Cell<Option<ActorId>> = const { std::cell::Cell::new(None) };
+}
+
+/// The actor running on this thread, if any.
+pub(crate) fn current_actor() -> Option<ActorId> {
+    CURRENT_ACTOR.with(|c| c.get())
+}
+
+/// An actor as it goes into a checkpoint: its state and the messages in its mailbox.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct ActorImage {
+    /// The actor.
+    pub(crate) id: ActorId,
+    /// Fingerprint of its type (checked on restore).
+    pub(crate) type_tag: u64,
+    /// Whether `on_start` had run.
+    pub(crate) started: bool,
+    /// Its postcard-encoded state.
+    #[serde(with = "serde_bytes")]
+    pub(crate) state: Vec<u8>,
+    /// Its pending messages in mailbox order, postcard-encoded.
+    pub(crate) mailbox: Vec<serde_bytes::ByteBuf>,
+}
+
 /// One actor: its mailbox, its state, and where it runs.
 pub(crate) struct ActorCell<A: Actor> {
     pub(crate) mailbox: Mailbox<A::Msg>,
@@ -81,6 +108,11 @@ impl<A: Actor> ActorCell<A> {
         })
     }
 
+    /// The node the actor lives on.
+    pub(crate) fn node(&self) -> &NodeHandle {
+        &self.node
+    }
+
     /// Queues the cell on its core unless it is already queued or running.
     #[inline]
     pub(crate) fn notify(self: &Arc<Self>) {
@@ -105,6 +137,12 @@ impl<A: Actor> ActorCell<A> {
     }
 
     fn turn(self: &Arc<Self>, state: &mut State<A>) {
+        CURRENT_ACTOR.with(|c| c.set(Some(self.mailbox.id)));
+        self.turn_inner(state);
+        CURRENT_ACTOR.with(|c| c.set(None));
+    }
+
+    fn turn_inner(self: &Arc<Self>, state: &mut State<A>) {
         let exit = match state.phase {
             Phase::Exited => {
                 drain_dead_letters::<A>(&self.mailbox, &mut state.stats, usize::MAX);
@@ -278,6 +316,14 @@ pub(crate) trait Control: Send + Sync {
     /// actor no longer runs.
     fn barrier(self: Arc<Self>) -> Option<oneshot::Receiver<u64>>;
     fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+    /// The actor's checkpoint image; `None` if it has exited. Call only while the node's
+    /// cores are paused (no handler runs and nobody else pushes into mailboxes).
+    fn checkpoint_image(&self) -> Result<Option<ActorImage>, String>;
+    /// Replaces the state and mailbox of an actor that has not run yet with `image`; it
+    /// then resumes where the image was taken (no second `on_start` if it had run).
+    fn restore_image(self: Arc<Self>, image: &ActorImage) -> Result<(), String>;
+    /// Lets the actor run (a start deferred while its node was being restored).
+    fn wake(self: Arc<Self>);
 }
 
 impl<A: Actor> Control for ActorCell<A> {
@@ -318,5 +364,90 @@ impl<A: Actor> Control for ActorCell<A> {
 
     fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
+    }
+
+    fn checkpoint_image(&self) -> Result<Option<ActorImage>, String> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(actor) = state.actor.as_ref() else {
+            return Ok(None);
+        };
+        let started = match state.phase {
+            Phase::NotStarted => false,
+            Phase::Running => true,
+            Phase::Exited => return Ok(None),
+        };
+        let mut signals = Vec::with_capacity(self.mailbox.len());
+        while let Some(s) = self.mailbox.pop() {
+            signals.push(s);
+        }
+        let encoded = crate::reply::serializing_for_checkpoint(|| {
+            let state = crate::wire::encode(actor).map_err(|e| e.to_string())?;
+            let mut mailbox = Vec::new();
+            for s in &signals {
+                if let Signal::Msg(m) = s {
+                    let bytes = crate::wire::encode(m).map_err(|e| e.to_string())?;
+                    mailbox.push(serde_bytes::ByteBuf::from(bytes));
+                }
+            }
+            Ok::<_, String>((state, mailbox))
+        });
+        for s in signals {
+            self.mailbox.requeue(s);
+        }
+        let (state_bytes, mailbox) =
+            encoded.map_err(|e| format!("actor {} ({}): {e}", self.mailbox.id, A::NAME))?;
+        Ok(Some(ActorImage {
+            id: self.mailbox.id,
+            type_tag: type_tag::<A>(),
+            started,
+            state: state_bytes,
+            mailbox,
+        }))
+    }
+
+    fn restore_image(self: Arc<Self>, image: &ActorImage) -> Result<(), String> {
+        let id = self.mailbox.id;
+        if image.type_tag != type_tag::<A>() {
+            return Err(format!(
+                "actor {id}: the checkpoint holds another actor type than {}",
+                A::NAME
+            ));
+        }
+        let actor: A = crate::wire::decode(&image.state)
+            .map_err(|e| format!("actor {id} ({}): state: {e}", A::NAME))?;
+        let mut msgs = Vec::with_capacity(image.mailbox.len());
+        for m in &image.mailbox {
+            msgs.push(
+                crate::wire::decode::<A::Msg>(m)
+                    .map_err(|e| format!("actor {id} ({}): message: {e}", A::NAME))?,
+            );
+        }
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if !matches!(state.phase, Phase::NotStarted) {
+            return Err(format!("actor {id} already runs: too late to restore it"));
+        }
+        state.actor = Some(actor);
+        if image.started {
+            state.ctx = Some(Context::new(
+                ActorRef::from_cell(Arc::clone(&self)),
+                self.node.clone(),
+                self.core_id,
+            ));
+            state.phase = Phase::Running;
+        }
+        // Messages sent to it since it was spawned (none, the node was not running yet)
+        // would go after the image's.
+        let later: Vec<_> = std::iter::from_fn(|| self.mailbox.pop()).collect();
+        for m in msgs {
+            self.mailbox.requeue(Signal::Msg(m));
+        }
+        for s in later {
+            self.mailbox.requeue(s);
+        }
+        Ok(())
+    }
+
+    fn wake(self: Arc<Self>) {
+        self.notify();
     }
 }

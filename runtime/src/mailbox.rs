@@ -102,6 +102,12 @@ impl<M> Mailbox<M> {
     }
 
     /// Control signals ever pushed.
+    /// Puts back a signal taken out to read the mailbox for a checkpoint (not a new send:
+    /// not counted).
+    pub(crate) fn requeue(&self, signal: Signal<M>) {
+        self.queue.push(signal);
+    }
+
     pub(crate) fn signals_pushed(&self) -> u64 {
         self.signals_pushed.load(Ordering::Acquire)
     }

@@ -10,9 +10,10 @@ use crate::actor_id::ActorId;
 use crate::actor_ref::ActorRef;
 use crate::error::{NodeError, SpawnError};
 use crate::executor::CoreExecutor;
-use crate::executor::CoreQueue;
+use crate::executor::{CoreQueue, PauseGate};
 use crate::lifecycle::ActorCell;
 use crate::mailbox::Mailbox;
+use crate::recovery_layer::RecoveryLayer;
 use crate::registry::Registry;
 use crate::supervision::{FailureHook, SupervisionEvent};
 use crate::telemetry;
@@ -124,11 +125,13 @@ impl NodeBuilder {
             });
         }
         let mut executors = Vec::with_capacity(n);
+        let gate = Arc::new(PauseGate::default());
         for (i, core) in hw.into_iter().take(n).enumerate() {
             executors.push(CoreExecutor::start(
                 i,
                 self.pin.then_some(core),
                 self.idle_spin,
+                Arc::clone(&gate),
             )?);
         }
         let main_rt = tokio::runtime::Builder::new_current_thread()
@@ -148,6 +151,8 @@ impl NodeBuilder {
             live: AtomicUsize::new(0),
             exited: tokio::sync::Notify::new(),
             transport: OnceLock::new(),
+            recovery: OnceLock::new(),
+            gate,
         };
         let handle = NodeHandle {
             inner: Arc::new(inner),
@@ -177,6 +182,8 @@ struct NodeInner {
     live: AtomicUsize,
     exited: tokio::sync::Notify,
     transport: OnceLock<Arc<Transport>>,
+    recovery: OnceLock<Arc<RecoveryLayer>>,
+    gate: Arc<PauseGate>,
 }
 
 /// A cloneable handle to a running node: spawn actors, look them up. Handlers reach it
@@ -250,8 +257,15 @@ impl NodeHandle {
         let cell = ActorCell::new(actor, mailbox, Arc::clone(executor), core, self.clone());
         inner.registry.insert(cell.clone());
         inner.live.fetch_add(1, Ordering::AcqRel);
-        // Run on_start now rather than at the first message.
-        cell.notify();
+        // A restarted node starts its actors once their checkpointed states are back.
+        let deferred = match self.recovery_layer() {
+            Some(layer) => layer.defer_start(cell.clone()),
+            None => false,
+        };
+        if !deferred {
+            // Run on_start now rather than at the first message.
+            cell.notify();
+        }
         Ok(ActorRef::from_cell(cell))
     }
 
@@ -297,6 +311,31 @@ impl NodeHandle {
 
     pub(crate) fn set_transport(&self, t: Arc<Transport>) {
         let _ = self.inner.transport.set(t);
+    }
+
+    /// The recovery layer, when recovery is on.
+    pub fn recovery_layer(&self) -> Option<&Arc<RecoveryLayer>> {
+        self.inner.recovery.get()
+    }
+
+    pub(crate) fn set_recovery_layer(&self, layer: Arc<RecoveryLayer>) {
+        let _ = self.inner.recovery.set(layer);
+    }
+
+    /// Stops every core between two actor turns; false if they did not all stop within
+    /// `timeout` (then none is stopped).
+    pub(crate) fn pause_cores(&self, timeout: Duration) -> bool {
+        self.inner.gate.close(&self.inner.cores, timeout)
+    }
+
+    /// Lets the cores run again after [`NodeHandle::pause_cores`].
+    pub(crate) fn resume_cores(&self) {
+        self.inner.gate.open();
+    }
+
+    /// Every registered actor.
+    pub(crate) fn controls(&self) -> Vec<Arc<dyn crate::lifecycle::Control>> {
+        self.inner.registry.snapshot()
     }
 
     /// Delivers a message that arrived from node `from`; returns the addressee's
@@ -437,6 +476,10 @@ impl Node {
     /// Runs `fut` to completion on the calling thread (not one of the core executors), with
     /// timers available, e.g. to await `ask`s from `main`.
     pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        if let Some(layer) = self.handle.recovery_layer() {
+            // A restarted node's main waits for something: its actors must run.
+            drop(layer.driver_turn(&self.handle, false));
+        }
         let previous = NodeHandle::set_current(Some(self.handle.clone()));
         let rt = self.main_rt.as_ref().expect("runtime present until drop");
         let out = rt.block_on(fut);

@@ -115,6 +115,18 @@ impl<R> Default for ReplyTo<R> {
     }
 }
 
+thread_local! {
+    static CHECKPOINTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with reply slots of local askers serialized as empty (for checkpoint images).
+pub(crate) fn serializing_for_checkpoint<T>(f: impl FnOnce() -> T) -> T {
+    CHECKPOINTING.with(|c| c.set(true));
+    let out = f();
+    CHECKPOINTING.with(|c| c.set(false));
+    out
+}
+
 impl<R> Serialize for ReplyTo<R> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match &self.slot {
@@ -122,6 +134,9 @@ impl<R> Serialize for ReplyTo<R> {
             Slot::Outgoing { rank, request } | Slot::Remote { rank, request } => {
                 Some((*rank, *request)).serialize(s)
             }
+            // A checkpoint keeps the actor's state, not the asker's thread: after a
+            // restart the local asker (the app's main) asks again.
+            Slot::Local(_) if CHECKPOINTING.with(|c| c.get()) => None::<(u16, u64)>.serialize(s),
             Slot::Local(_) => Err(serde::ser::Error::custom(
                 "a reply slot of a local asker cannot cross nodes",
             )),

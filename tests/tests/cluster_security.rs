@@ -55,6 +55,7 @@ fn spec(rank: u16, addrs: &[SocketAddr]) -> ClusterSpec {
         core_offset: rank as usize,
         idle_spin: Some(Duration::ZERO),
         net: None,
+        recovery: None,
     }
 }
 
@@ -97,9 +98,13 @@ async fn fake_member(addrs: &[SocketAddr]) -> FakeMember {
             }
         };
         let mut send = conn.open_uni().await.unwrap();
-        send.write_all(&encoded(&FrameBody::Hello { rank: 2, size: 3 }))
-            .await
-            .unwrap();
+        send.write_all(&encoded(&FrameBody::Hello {
+            rank: 2,
+            size: 3,
+            incarnation: 0,
+        }))
+        .await
+        .unwrap();
         // Drain what the node sends us so its stream never stalls.
         let c = conn.clone();
         tokio::spawn(async move {
@@ -186,7 +191,7 @@ fn the_cluster_rejects_outsiders_and_bad_frames_and_keeps_running() {
             to: ActorId::new(0, 99).unwrap(),
             type_tag: 0,
             request: None,
-            payload: vec![],
+            payload: vec![].into(),
         };
         s.write_all(&encoded(&FrameBody::Envelope(stray)))
             .await
@@ -195,7 +200,7 @@ fn the_cluster_rejects_outsiders_and_bad_frames_and_keeps_running() {
             to: counter.id(),
             type_tag: 12345,
             request: None,
-            payload: vec![1, 2, 3],
+            payload: vec![1, 2, 3].into(),
         };
         s.write_all(&encoded(&FrameBody::Envelope(mistyped)))
             .await

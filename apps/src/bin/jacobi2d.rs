@@ -274,10 +274,12 @@ struct Tile {
     started: bool,
     /// Whether the collector has been told this tile is done.
     reported: bool,
-    /// Halos that arrived early, by level parity and side. A neighbour can be at most one
-    /// level ahead (it needs our halo of level `k` to compute level `k + 1`), so halos for
-    /// `level` and `level + 1` are all that can be waiting.
-    pending: [[Option<Vec<f64>>; 4]; 2],
+    /// Halos that arrived early, by level and side. In a failure-free run a neighbour is
+    /// at most one level ahead (it needs our halo of level `k` to compute level `k + 1`);
+    /// while a restarted tile replays, its neighbours' logged halos arrive all at once,
+    /// so any number of future levels can be waiting (only per-sender order is
+    /// guaranteed: see docs/semantics.md).
+    pending: std::collections::BTreeMap<u64, [Option<Vec<f64>>; 4]>,
 }
 
 #[messages]
@@ -310,12 +312,12 @@ impl Tile {
         // Anything else would be a protocol bug; failing loudly beats a silent hang (the
         // failure hook ends the process).
         assert!(
-            (level == self.level || level == self.level + 1) && level < self.iters,
-            "tile {}: halo for level {level} arrived at level {}",
+            level >= self.level && level < self.iters && side < 4,
+            "tile {}: halo for level {level} side {side} arrived at level {}",
             self.index,
             self.level
         );
-        let slot = &mut self.pending[(level % 2) as usize][side];
+        let slot = &mut self.pending.entry(level).or_default()[side];
         assert!(
             slot.is_none(),
             "tile {}: second halo for level {level} side {side}",
@@ -393,15 +395,22 @@ impl Tile {
     /// Steps while every halo of the current level is here; reports when done.
     fn advance(&mut self) {
         while self.level < self.iters {
-            let parity = (self.level % 2) as usize;
+            let level = self.level;
             let ready = (0..4).all(|side| {
-                self.neighbours[side].is_none() || self.pending[parity][side].is_some()
+                self.neighbours[side].is_none()
+                    || self.pending.get(&level).is_some_and(|h| h[side].is_some())
             });
             if !ready {
                 return;
             }
-            for side in 0..4 {
-                if let Some(values) = self.pending[parity][side].take() {
+            for (side, values) in self
+                .pending
+                .remove(&level)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if let Some(values) = values {
                     self.fill_ghost(side, &values);
                 }
             }

@@ -104,6 +104,7 @@ fn lazarus_pair() -> LazarusPair {
         core_offset: rank as usize,
         idle_spin: None,
         net: None,
+        recovery: None,
     };
     let s1 = spec(1);
     let t = std::thread::spawn(move || Cluster::start_with(s1, Node::builder()).unwrap());

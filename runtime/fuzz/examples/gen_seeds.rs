@@ -50,7 +50,7 @@ fn main() {
             seed(
                 0,
                 &stream(&[
-                    FrameBody::Hello { rank: 1, size: 4 },
+                    FrameBody::Hello { rank: 1, size: 4, incarnation: 0 },
                     FrameBody::Heartbeat,
                     FrameBody::Goodbye,
                 ]),
@@ -65,13 +65,13 @@ fn main() {
                         to: id,
                         type_tag: 42,
                         request: Some(7),
-                        payload: vec![1, 2, 3, 4, 5],
+                        payload: vec![1, 2, 3, 4, 5].into(),
                     }),
                     FrameBody::Envelope(Envelope {
                         to: id,
                         type_tag: u64::MAX,
                         request: None,
-                        payload: vec![],
+                        payload: vec![].into(),
                     }),
                 ]),
             ),

@@ -1,14 +1,19 @@
-//! `lazarus`: the launcher. `lazarus run -n N -- <app> [args]` starts N node processes of
-//! an app on this host, wires them into one authenticated cluster, prefixes their output
-//! with their rank, and exits with the app's status.
+//! `lazarus`: the launcher and supervisor. `lazarus run -n N -- <app> [args]` starts N
+//! node processes of an app on this host, wires them into one authenticated cluster,
+//! prefixes their output with their rank, and exits with the app's status. With
+//! `--ft on` it is also the supervisor: a node that dies is started again with the same
+//! rank and the next incarnation, restores its last checkpoint and replays, and the
+//! recovery timeline is printed as it happens. `lazarus demo` shows exactly that.
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
+use lazarus::supervisor::{self, OnExit, PlannedKill};
 use std::io::{BufRead, BufReader, Write};
 use std::net::UdpSocket;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(Parser)]
 #[command(name = "lazarus", version, about = "Launch Lazarus actor applications")]
@@ -21,9 +26,18 @@ struct Cli {
 enum Cmd {
     /// Run N nodes of an app on this host as one cluster.
     Run(RunArgs),
+    /// The resilience demo: jacobi2d on 4 nodes, one SIGKILLed mid-run, recovered, and
+    /// its answer compared with a failure-free run's.
+    Demo(DemoArgs),
 }
 
-#[derive(clap::Args)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Ft {
+    On,
+    Off,
+}
+
+#[derive(clap::Args, Clone)]
 struct RunArgs {
     /// Number of nodes (processes).
     #[arg(short = 'n', long = "nodes")]
@@ -34,24 +48,63 @@ struct RunArgs {
     /// First UDP port (default: free ports chosen by the OS).
     #[arg(long)]
     base_port: Option<u16>,
-    /// Seconds to let surviving nodes report after one dies before they are stopped.
+    /// Seconds to let surviving nodes report after one dies before they are stopped
+    /// (recovery off).
     #[arg(long, default_value_t = 3.0)]
     grace: f64,
+    /// Rollback recovery: checkpoints, sender-based logs, restart of dead nodes.
+    #[arg(long, value_enum, default_value_t = Ft::Off)]
+    ft: Ft,
+    /// Period of each node's checkpoint (e.g. 1s, 500ms).
+    #[arg(long, default_value = "1s", value_parser = supervisor::parse_duration)]
+    checkpoint_every: Duration,
+    /// Where checkpoints are stored (default: a fresh directory under the temp dir).
+    #[arg(long)]
+    checkpoint_dir: Option<PathBuf>,
+    /// SIGKILL nodes at given times: RANK@SECONDS[,RANK@SECONDS...].
+    #[arg(long, value_parser = parse_kill_list)]
+    kill: Option<KillList>,
     /// The app binary and its arguments.
     #[arg(last = true, required = true)]
     app: Vec<String>,
 }
 
+#[derive(clap::Args)]
+struct DemoArgs {
+    /// Grid size of the stencil.
+    #[arg(long, default_value_t = 1024)]
+    n: usize,
+    /// Iterations.
+    #[arg(long, default_value_t = 3000)]
+    iters: u64,
+    /// Node to kill.
+    #[arg(long, default_value_t = 2)]
+    kill_rank: u16,
+    /// When to kill it, as a fraction of the failure-free run's time.
+    #[arg(long, default_value_t = 0.5)]
+    kill_at: f64,
+}
+
+/// The planned kills of a run.
+#[derive(Clone, Debug)]
+struct KillList(Vec<PlannedKill>);
+
+fn parse_kill_list(s: &str) -> Result<KillList, String> {
+    supervisor::parse_kills(s).map(KillList)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Cmd::Run(args) => match run(args) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("lazarus: error: {e}");
-                ExitCode::from(2)
-            }
-        },
+    let outcome = match cli.command {
+        Cmd::Run(args) => run(args).map(|r| r.code),
+        Cmd::Demo(args) => demo(args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("lazarus: error: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 
@@ -69,46 +122,83 @@ fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
 struct Node {
     rank: u16,
     pid: u32,
+    incarnation: u32,
     child: Child,
     status: Option<ExitStatus>,
 }
 
-fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
-    let n = args.nodes as usize;
-    if n == 0 {
-        return Err("-n must be at least 1".into());
-    }
-    let ports = match args.base_port {
-        Some(p) => (0..n as u16).map(|i| p.saturating_add(i)).collect(),
-        None => free_ports(n)?,
-    };
-    let peers = ports
-        .iter()
-        .map(|p| format!("127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let secret = lazarus::cluster::new_secret_hex()?;
-    let host_cores = lazarus::topology::allowed_cores()?.len();
-    let per_node = args.cores_per_node.unwrap_or((host_cores / n).max(1));
-    let oversubscribed = per_node * n > host_cores;
+/// How a run ended.
+struct RunOutcome {
+    code: ExitCode,
+    result: Option<String>,
+    restarts: u32,
+    elapsed: Duration,
+}
 
-    let out = Arc::new(Mutex::new(()));
-    let last_result: Arc<Mutex<Option<String>>> = Arc::default();
-    let mut nodes = Vec::with_capacity(n);
-    for rank in 0..n as u16 {
+/// Shared by the output pumps: the output lock, the last RESULT line, and the clock the
+/// timeline counts from.
+#[derive(Clone)]
+struct Output {
+    lock: Arc<Mutex<()>>,
+    result: Arc<Mutex<Option<String>>>,
+    start_unix_ms: u128,
+}
+
+impl Output {
+    fn say(&self, line: &str) {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+    }
+
+    fn timeline(&self, at: Duration, what: &str) {
+        self.say(&format!("timeline {:>8.3}s  {what}", at.as_secs_f64()));
+    }
+}
+
+fn unix_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+struct Launch<'a> {
+    args: &'a RunArgs,
+    peers: String,
+    secret: String,
+    per_node: usize,
+    host_cores: usize,
+    oversubscribed: bool,
+    checkpoint_dir: PathBuf,
+    out: Output,
+}
+
+impl Launch<'_> {
+    fn start(&self, rank: u16, incarnation: u32) -> Result<Node, Box<dyn std::error::Error>> {
+        let args = self.args;
         let mut cmd = Command::new(&args.app[0]);
         cmd.args(&args.app[1..])
             .env("LAZARUS_RANK", rank.to_string())
-            .env("LAZARUS_PEERS", &peers)
-            .env("LAZARUS_SECRET", &secret)
-            .env("LAZARUS_CORES", per_node.to_string())
+            .env("LAZARUS_PEERS", &self.peers)
+            .env("LAZARUS_SECRET", &self.secret)
+            .env("LAZARUS_CORES", self.per_node.to_string())
             .env(
                 "LAZARUS_CORE_OFFSET",
-                ((rank as usize * per_node) % host_cores).to_string(),
+                ((rank as usize * self.per_node) % self.host_cores).to_string(),
             )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        if oversubscribed {
+        if args.ft == Ft::On {
+            cmd.env("LAZARUS_FT", "on")
+                .env(
+                    "LAZARUS_CHECKPOINT_EVERY_MS",
+                    args.checkpoint_every.as_millis().max(1).to_string(),
+                )
+                .env("LAZARUS_CHECKPOINT_DIR", &self.checkpoint_dir)
+                .env("LAZARUS_INCARNATION", incarnation.to_string());
+        }
+        if self.oversubscribed {
             // More executor threads than cores: spinning would steal the cores others need.
             cmd.env("LAZARUS_IDLE_SPIN_US", "0");
         }
@@ -127,44 +217,141 @@ fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", args.app[0]))?;
         let pid = child.id();
-        {
-            let _g = out.lock().unwrap_or_else(|e| e.into_inner());
-            println!("node {rank} pid {pid}");
-            let _ = std::io::stdout().flush();
+        if incarnation == 0 {
+            self.out.say(&format!("node {rank} pid {pid}"));
+        } else {
+            self.out
+                .say(&format!("node {rank} pid {pid} incarnation {incarnation}"));
         }
         if let Some(stdout) = child.stdout.take() {
-            pump(
-                stdout,
-                rank,
-                Arc::clone(&out),
-                Some(Arc::clone(&last_result)),
-                false,
-            );
+            pump(stdout, rank, self.out.clone(), false);
         }
         if let Some(stderr) = child.stderr.take() {
-            pump(stderr, rank, Arc::clone(&out), None, true);
+            pump(stderr, rank, self.out.clone(), true);
         }
-        nodes.push(Node {
+        Ok(Node {
             rank,
             pid,
+            incarnation,
             child,
             status: None,
-        });
+        })
     }
+}
 
+fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
+    let n = args.nodes as usize;
+    if n == 0 {
+        return Err("-n must be at least 1".into());
+    }
+    if let Some(k) = args
+        .kill
+        .iter()
+        .flat_map(|k| k.0.iter())
+        .find(|k| k.rank as usize >= n)
+    {
+        return Err(format!("--kill names node {} but there are {n} nodes", k.rank).into());
+    }
+    let ports = match args.base_port {
+        Some(p) => (0..n as u16).map(|i| p.saturating_add(i)).collect(),
+        None => free_ports(n)?,
+    };
+    let peers = ports
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let host_cores = lazarus::topology::allowed_cores()?.len();
+    let per_node = args.cores_per_node.unwrap_or((host_cores / n).max(1));
+    let checkpoint_dir = match &args.checkpoint_dir {
+        Some(d) => d.clone(),
+        None => {
+            std::env::temp_dir().join(format!("lazarus-run-{}-{}", std::process::id(), unix_ms()))
+        }
+    };
+    let recovery = args.ft == Ft::On;
+    let launch = Launch {
+        args: &args,
+        peers,
+        secret: lazarus::cluster::new_secret_hex()?,
+        per_node,
+        host_cores,
+        oversubscribed: per_node * n > host_cores,
+        checkpoint_dir: checkpoint_dir.clone(),
+        out: Output {
+            lock: Arc::default(),
+            result: Arc::default(),
+            start_unix_ms: unix_ms(),
+        },
+    };
+    let started = Instant::now();
+    let mut nodes = Vec::with_capacity(n);
+    for rank in 0..n as u16 {
+        nodes.push(launch.start(rank, 0)?);
+    }
+    let mut kills: Vec<PlannedKill> = args.kill.clone().map(|k| k.0).unwrap_or_default();
+    kills.sort_by_key(|k| k.at);
+    let mut kills = kills.into_iter().peekable();
     let grace = Duration::from_secs_f64(args.grace.max(0.0));
     let mut first_failure: Option<(u16, ExitStatus, Instant)> = None;
+    let mut stopping = false;
+    let mut restarts = 0;
     loop {
-        for node in nodes.iter_mut().filter(|n| n.status.is_none()) {
-            if let Some(status) = node.child.try_wait()? {
-                node.status = Some(status);
-                if !status.success() {
-                    eprintln!(
-                        "lazarus: node {} (pid {}) {}",
-                        node.rank,
-                        node.pid,
-                        describe(status)
+        while let Some(k) = kills.next_if(|k| started.elapsed() >= k.at) {
+            if let Some(node) = nodes
+                .iter_mut()
+                .find(|x| x.rank == k.rank && x.status.is_none())
+            {
+                // SAFETY: kill(2) on a pid we own (our child, not yet reaped).
+                unsafe {
+                    libc::kill(node.pid as i32, libc::SIGKILL);
+                }
+                launch.out.timeline(
+                    started.elapsed(),
+                    &format!("node {}: SIGKILL (pid {}) as planned", k.rank, node.pid),
+                );
+            }
+        }
+        for node in nodes.iter_mut() {
+            if node.status.is_some() {
+                continue;
+            }
+            let Some(status) = node.child.try_wait()? else {
+                continue;
+            };
+            node.status = Some(status);
+            if !status.success() {
+                eprintln!(
+                    "lazarus: node {} (pid {}) {}",
+                    node.rank,
+                    node.pid,
+                    describe(status)
+                );
+            }
+            // Nodes the launcher itself stops after a fatal failure stay stopped.
+            let recovery = recovery && !stopping;
+            match supervisor::on_exit(status.success(), recovery, node.incarnation) {
+                OnExit::Done => {}
+                OnExit::Restart { incarnation } => {
+                    let rank = node.rank;
+                    launch.out.timeline(
+                        started.elapsed(),
+                        &format!(
+                            "node {rank}: died ({}), restarting as incarnation {incarnation}",
+                            describe(status)
+                        ),
                     );
+                    *node = launch.start(rank, incarnation)?;
+                    restarts += 1;
+                }
+                OnExit::Fail => {
+                    if recovery {
+                        eprintln!(
+                            "lazarus: node {} failed {} times; giving up on the run",
+                            node.rank,
+                            node.incarnation + 1
+                        );
+                    }
                     if first_failure.is_none() {
                         first_failure = Some((node.rank, status, Instant::now()));
                     }
@@ -175,27 +362,125 @@ fn run(args: RunArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
             break;
         }
         if let Some((rank, _, at)) = first_failure {
-            if at.elapsed() > grace {
-                eprintln!(
-                    "lazarus: stopping the remaining nodes: node {rank} failed and recovery is off"
-                );
+            if at.elapsed() > grace && !stopping {
+                stopping = true;
+                eprintln!("lazarus: stopping the remaining nodes: node {rank} failed");
                 for node in nodes.iter_mut().filter(|n| n.status.is_none()) {
                     let _ = node.child.kill();
                 }
             }
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(5));
     }
+    let elapsed = started.elapsed();
     // Let the output pumps finish.
     std::thread::sleep(Duration::from_millis(50));
-    let _g = out.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(line) = last_result.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        println!("{line}");
+    let result = launch
+        .out
+        .result
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    if let Some(line) = &result {
+        launch.out.say(line);
     }
-    Ok(match first_failure {
-        None => ExitCode::SUCCESS,
-        Some((_, status, _)) => ExitCode::from(exit_code(status)),
+    if args.checkpoint_dir.is_none() && recovery {
+        let _ = std::fs::remove_dir_all(&checkpoint_dir);
+    }
+    Ok(RunOutcome {
+        code: match first_failure {
+            None => ExitCode::SUCCESS,
+            Some((_, status, _)) => ExitCode::from(exit_code(status)),
+        },
+        result,
+        restarts,
+        elapsed,
     })
+}
+
+/// The value of `key` in a RESULT line.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let me = std::env::current_exe()?;
+    let dir = me.parent().ok_or("the launcher has no directory")?;
+    let app = dir.join("jacobi2d");
+    if !app.exists() {
+        return Err(format!(
+            "{} not found: build the apps first (cargo build --release -p lazarus-apps)",
+            app.display()
+        )
+        .into());
+    }
+    let app_args = vec![
+        app.display().to_string(),
+        "--n".into(),
+        args.n.to_string(),
+        "--iters".into(),
+        args.iters.to_string(),
+    ];
+    let base = RunArgs {
+        nodes: 4,
+        cores_per_node: None,
+        base_port: None,
+        grace: 3.0,
+        ft: Ft::Off,
+        checkpoint_every: Duration::from_secs(1),
+        checkpoint_dir: None,
+        kill: None,
+        app: app_args,
+    };
+    println!(
+        "== 1. failure-free run: jacobi2d n={} iters={} on 4 nodes, recovery off",
+        args.n, args.iters
+    );
+    let reference = run(base.clone())?;
+    let ref_line = reference
+        .result
+        .ok_or("the failure-free run printed no RESULT")?;
+    let ref_sum = field(&ref_line, "checksum")
+        .ok_or("no checksum in RESULT")?
+        .to_string();
+    let kill_at = reference.elapsed.as_secs_f64() * args.kill_at.clamp(0.05, 0.95);
+    println!(
+        "\n== 2. same run with recovery on (checkpoint every 1s); node {} is SIGKILLed at {kill_at:.2}s",
+        args.kill_rank
+    );
+    let faulty = run(RunArgs {
+        ft: Ft::On,
+        kill: Some(KillList(vec![PlannedKill {
+            rank: args.kill_rank,
+            at: Duration::from_secs_f64(kill_at),
+        }])),
+        ..base
+    })?;
+    let line = faulty
+        .result
+        .ok_or("the run with a failure printed no RESULT")?;
+    let sum = field(&line, "checksum").ok_or("no checksum in RESULT")?;
+    println!("\n== verdict");
+    println!(
+        "failure-free checksum: {ref_sum}  ({:.2}s)",
+        reference.elapsed.as_secs_f64()
+    );
+    println!(
+        "with a SIGKILL:        {sum}  ({:.2}s, {} restart(s))",
+        faulty.elapsed.as_secs_f64(),
+        faulty.restarts
+    );
+    if sum == ref_sum && faulty.restarts > 0 {
+        println!("IDENTICAL: the killed node was restored and replayed; the answer is exactly the failure-free one");
+        Ok(ExitCode::SUCCESS)
+    } else if faulty.restarts == 0 {
+        println!("NO FAILURE HAPPENED: the run ended before the planned kill");
+        Ok(ExitCode::FAILURE)
+    } else {
+        println!("DIFFERENT: recovery did not reproduce the failure-free answer");
+        Ok(ExitCode::FAILURE)
+    }
 }
 
 fn describe(status: ExitStatus) -> String {
@@ -216,23 +501,21 @@ fn exit_code(status: ExitStatus) -> u8 {
 }
 
 /// Copies a child's output line by line, prefixed with its rank; remembers RESULT lines so
-/// the launcher can repeat the final one as its own last line.
-fn pump(
-    stream: impl std::io::Read + Send + 'static,
-    rank: u16,
-    lock: Arc<Mutex<()>>,
-    results: Option<Arc<Mutex<Option<String>>>>,
-    to_stderr: bool,
-) {
+/// the launcher can repeat the final one as its own last line, and turns the nodes'
+/// `lazarus-event` lines into timeline entries.
+fn pump(stream: impl std::io::Read + Send + 'static, rank: u16, out: Output, to_stderr: bool) {
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines() {
             let Ok(line) = line else { break };
-            if let Some(r) = &results {
-                if line.starts_with("RESULT ") {
-                    *r.lock().unwrap_or_else(|e| e.into_inner()) = Some(line.clone());
-                }
+            if let Some(e) = supervisor::parse_event(&line) {
+                let at = Duration::from_millis(e.unix_ms.saturating_sub(out.start_unix_ms) as u64);
+                out.timeline(at, &supervisor::describe_event(&e));
+                continue;
             }
-            let _g = lock.lock().unwrap_or_else(|e| e.into_inner());
+            if !to_stderr && line.starts_with("RESULT ") {
+                *out.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(line.clone());
+            }
+            let _g = out.lock.lock().unwrap_or_else(|e| e.into_inner());
             if to_stderr {
                 eprintln!("[{rank}] {line}");
             } else {

@@ -19,6 +19,7 @@
 pub mod slurm;
 
 use crate::node::{Node, NodeBuilder, NodeHandle, ShutdownReport};
+use crate::recovery_layer::{RecoveryConfig, RecoveryLayer};
 use crate::transport::{NetMode, NodeFailure, Transport, TransportConfig, TransportError};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
@@ -71,6 +72,8 @@ pub struct ClusterSpec {
     pub idle_spin: Option<Duration>,
     /// Where the network runs (`None`: [`NetMode::default_for`] the node's core count).
     pub net: Option<NetMode>,
+    /// Recovery settings (`LAZARUS_FT=on` and friends); `None` when recovery is off.
+    pub recovery: Option<RecoveryConfig>,
 }
 
 impl ClusterSpec {
@@ -107,6 +110,7 @@ impl ClusterSpec {
                 .map(|v| v.parse::<NetMode>())
                 .transpose()
                 .map_err(ClusterError::Environment)?,
+            recovery: RecoveryConfig::from_vars(&var).map_err(ClusterError::Environment)?,
         };
         if let Some(rank) = var("LAZARUS_RANK") {
             spec.launcher = Launcher::Lazarus;
@@ -323,8 +327,27 @@ impl Cluster {
             config.net_mode = spec
                 .net
                 .unwrap_or_else(|| NetMode::default_for(node.num_cores()));
+            // The layer exists before the first frame can arrive.
+            let layer = spec.recovery.clone().map(|rc| {
+                config.incarnation = rc.incarnation;
+                config.reconnect = true;
+                let layer = RecoveryLayer::new(spec.rank, spec.addrs.len() as u16, rc);
+                node.handle().set_recovery_layer(Arc::clone(&layer));
+                layer
+            });
             let t = Transport::start(config, node.handle().clone())?;
             node.handle().set_transport(Arc::clone(&t));
+            if let Some(layer) = layer {
+                layer
+                    .attach(Arc::clone(&t))
+                    .map_err(|e| ClusterError::Environment(format!("recovery layer: {e}")))?;
+                if layer.config().incarnation > 0 {
+                    layer
+                        .begin_restore(node.handle())
+                        .map_err(|e| ClusterError::Environment(format!("restore: {e}")))?;
+                }
+                layer.start_checkpointer(node.handle().clone());
+            }
             Some(t)
         };
         Ok(Cluster {
@@ -378,6 +401,9 @@ impl Cluster {
     /// for other nodes and says goodbye (while the cores, which may drive the network,
     /// still run), then stops the local node.
     pub fn shutdown(self) -> ShutdownReport {
+        if let Some(layer) = self.node.handle().recovery_layer() {
+            layer.shutdown();
+        }
         self.node.drain();
         if let Some(t) = &self.transport {
             t.close();

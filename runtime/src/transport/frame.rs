@@ -12,13 +12,14 @@
 //! not decode, so one bad frame costs only itself.
 
 use crate::actor_id::ActorId;
-use bytes::{Buf, BytesMut};
+use crate::recovery::{ControlMessage, MessageMeta};
+use bytes::{Buf, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
 /// First two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"LZ";
 /// Wire protocol version; peers with another version are refused.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Bytes of the fixed header.
 pub const HEADER_LEN: usize = 8;
 /// Default largest accepted body (64 MiB).
@@ -33,6 +34,8 @@ pub enum FrameBody {
         rank: u16,
         /// Cluster size as the sender knows it.
         size: u16,
+        /// The sender's incarnation: 0 at launch, one more at each restart of its rank.
+        incarnation: u32,
     },
     /// An application message for actor `to`.
     Envelope(Envelope),
@@ -59,6 +62,38 @@ pub enum FrameBody {
     },
     /// The sender is shutting down normally: its silence is not a failure.
     Goodbye,
+    /// An application message between correlated sets, with the recovery metadata that
+    /// the sender logged it with (recovery on only).
+    Logged {
+        /// Send index, sender incarnation and dependency vector.
+        meta: MessageMeta,
+        /// The message.
+        env: Envelope,
+    },
+    /// A recovery protocol control message (ROLLBACK, RESPONSE, CHECKPOINT_ADVANCE).
+    Recovery(ControlMessage),
+    /// A checkpoint of the sender's set for the addressee to keep in memory (the buddy
+    /// replica); answered by [`FrameBody::ReplicaStored`].
+    Replica {
+        /// The checkpoint's number.
+        id: u64,
+        /// The stored checkpoint image (checksummed by its own format).
+        #[serde(with = "serde_bytes_compat")]
+        image: Vec<u8>,
+    },
+    /// The buddy holds checkpoint `id` of the sender's set.
+    ReplicaStored {
+        /// The checkpoint's number.
+        id: u64,
+    },
+    /// A restarted node asks its buddy for the newest replica of its set.
+    ReplicaFetch,
+    /// The answer to [`FrameBody::ReplicaFetch`]: the newest replica held, if any.
+    ReplicaData {
+        /// The checkpoint's number and image.
+        #[serde(with = "option_bytes")]
+        image: Option<(u64, Vec<u8>)>,
+    },
 }
 
 /// An application message addressed to an actor on the receiving node.
@@ -70,9 +105,48 @@ pub struct Envelope {
     pub type_tag: u64,
     /// Set for `ask`: where the reply goes on the sending node.
     pub request: Option<u64>,
-    /// The postcard-encoded message.
-    #[serde(with = "serde_bytes_compat")]
-    pub payload: Vec<u8>,
+    /// The postcard-encoded message (shared, so the sender-based log keeps it without a
+    /// copy).
+    #[serde(with = "shared_bytes")]
+    pub payload: Bytes,
+}
+
+impl crate::recovery::LogPayload for Envelope {
+    fn byte_len(&self) -> usize {
+        self.payload.len()
+    }
+}
+
+/// Serializes [`Bytes`] as one byte string.
+mod shared_bytes {
+    use bytes::Bytes;
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        super::serde_bytes_compat::deserialize(d).map(Bytes::from)
+    }
+}
+
+/// Serializes an optional `(id, bytes)` with the bytes as one byte string.
+mod option_bytes {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    struct Image(u64, #[serde(with = "super::serde_bytes_compat")] Vec<u8>);
+
+    pub fn serialize<S: Serializer>(v: &Option<(u64, Vec<u8>)>, s: S) -> Result<S::Ok, S::Error> {
+        v.as_ref().map(|(id, b)| Image(*id, b.clone())).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<(u64, Vec<u8>)>, D::Error> {
+        Ok(Option::<Image>::deserialize(d)?.map(|Image(id, b)| (id, b)))
+    }
 }
 
 /// Why a remote ask got no reply.
@@ -273,7 +347,7 @@ mod tests {
             to: ActorId::new(3, 9).unwrap(),
             type_tag: 42,
             request: Some(7),
-            payload,
+            payload: payload.into(),
         })
     }
 
@@ -288,7 +362,11 @@ mod tests {
     #[test]
     fn frames_round_trip_whatever_the_chunking() {
         let bodies = vec![
-            FrameBody::Hello { rank: 1, size: 4 },
+            FrameBody::Hello {
+                rank: 1,
+                size: 4,
+                incarnation: 0,
+            },
             envelope(vec![1, 2, 3]),
             FrameBody::Heartbeat,
             envelope(vec![9; 100_000]),

@@ -75,6 +75,11 @@ pub struct TransportConfig {
     pub connect_timeout: Duration,
     /// Where the network runs.
     pub net_mode: NetMode,
+    /// This node's incarnation (0 at launch, +1 per restart of the rank).
+    pub incarnation: u32,
+    /// Recovery is on: a failed peer is expected back (its connection is re-established
+    /// when its new incarnation appears) and a failure does not break barriers.
+    pub reconnect: bool,
 }
 
 /// Where a node's network progress runs.
@@ -127,6 +132,8 @@ impl TransportConfig {
             failure_timeout: Duration::from_millis(1000),
             connect_timeout: Duration::from_secs(30),
             net_mode: NetMode::Thread,
+            incarnation: 0,
+            reconnect: false,
         }
     }
 
@@ -203,6 +210,8 @@ struct BarrierState {
     arrivals: HashMap<u64, HashSet<u16>>,
     waiters: HashMap<u64, oneshot::Sender<Result<(), TransportError>>>,
     released: HashSet<u64>,
+    /// Rank 0: barriers below this number have been released (they complete in order).
+    released_below: u64,
 }
 
 /// A node failure as reported to the cluster's failure hook.
@@ -241,6 +250,9 @@ pub struct Transport {
     stop: Mutex<Option<NetDriver>>,
     writers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     endpoint: Mutex<Option<quinn::Endpoint>>,
+    reconnect: bool,
+    /// The live connection to each peer and the incarnation it belongs to.
+    conns: Mutex<HashMap<u16, (u32, quinn::Connection)>>,
 }
 
 impl Transport {
@@ -284,6 +296,8 @@ impl Transport {
             stop: Mutex::new(None),
             writers: Mutex::new(Vec::new()),
             endpoint: Mutex::new(None),
+            reconnect: config.reconnect,
+            conns: Mutex::new(HashMap::new()),
         });
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), TransportError>>();
         let t = Arc::clone(&transport);
@@ -485,9 +499,25 @@ impl Transport {
     fn barrier_arrive(&self, epoch: u64, rank: u16) {
         let complete = {
             let mut b = self.barrier.lock().unwrap_or_else(|e| e.into_inner());
+            if epoch < b.released_below {
+                // A restarted node re-running its main passes barriers the cluster has
+                // already passed.
+                if rank != self.rank {
+                    self.try_send_body(rank, &FrameBody::BarrierRelease { epoch });
+                }
+                drop(b);
+                if rank == self.rank {
+                    self.barrier_release(epoch);
+                }
+                return;
+            }
             let set = b.arrivals.entry(epoch).or_default();
             set.insert(rank);
-            set.len() == self.size
+            let complete = set.len() == self.size;
+            if complete {
+                b.released_below = b.released_below.max(epoch + 1);
+            }
+            complete
         };
         if complete {
             let mut release = Vec::new();
@@ -521,9 +551,21 @@ impl Transport {
     }
 
     /// Declares `rank` failed: fail its pending requests and barriers, run the hooks.
+    /// With recovery on, barriers wait for the replacement instead of breaking, and the
+    /// dead connection is closed so its queue can serve the next incarnation.
     fn node_failed(&self, rank: u16, silent_for: Duration) {
         if let Ok(link) = self.link(rank) {
             link.state.store(LINK_DOWN, Ordering::Release);
+        }
+        if self.reconnect {
+            if let Some((_, conn)) = self
+                .conns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&rank)
+            {
+                conn.close(2u32.into(), b"declared failed");
+            }
         }
         counter!(NODE_FAILURES, "rank" => rank.to_string()).increment(1);
         let failure = NodeFailure {
@@ -550,7 +592,7 @@ impl Transport {
                 )));
             }
         }
-        {
+        if !self.reconnect {
             let mut b = self.barrier.lock().unwrap_or_else(|e| e.into_inner());
             for (epoch, w) in b.waiters.drain() {
                 let _ = w.send(Err(TransportError::BarrierBroken { epoch, rank }));
@@ -638,6 +680,50 @@ impl Transport {
                     .departed(from);
                 if let Ok(link) = self.link(from) {
                     link.state.store(LINK_DOWN, Ordering::Release);
+                }
+            }
+            FrameBody::Logged { meta, env } => {
+                if let Some(layer) = node.recovery_layer() {
+                    let (to, depth) = (env.to, layer.on_logged(node, from, meta, env));
+                    if depth > INBOUND_HIGH_WATER {
+                        return Some(to);
+                    }
+                } else {
+                    counter!(UNDELIVERABLE, "reason" => "recovery_off").increment(1);
+                    tracing::warn!(
+                        from,
+                        "logged message from node {from}, but recovery is off here"
+                    );
+                }
+            }
+            FrameBody::Recovery(message) => match node.recovery_layer() {
+                Some(layer) => layer.on_control(node, from, message),
+                None => {
+                    counter!(UNDELIVERABLE, "reason" => "recovery_off").increment(1);
+                    tracing::warn!(
+                        from,
+                        "recovery message from node {from}, but recovery is off here"
+                    );
+                }
+            },
+            FrameBody::Replica { id, image } => {
+                if let Some(layer) = node.recovery_layer() {
+                    layer.keep_replica(from, id, image);
+                    self.try_send_body(from, &FrameBody::ReplicaStored { id });
+                }
+            }
+            FrameBody::ReplicaStored { id } => {
+                if let Some(layer) = node.recovery_layer() {
+                    layer.replica_stored(from, id);
+                }
+            }
+            FrameBody::ReplicaFetch => {
+                let image = node.recovery_layer().and_then(|l| l.replica_of(from));
+                self.try_send_body(from, &FrameBody::ReplicaData { image });
+            }
+            FrameBody::ReplicaData { image } => {
+                if let Some(layer) = node.recovery_layer() {
+                    layer.replica_fetched(from, image);
                 }
             }
             FrameBody::Heartbeat | FrameBody::Hello { .. } => {}
@@ -729,36 +815,23 @@ async fn net_main(
             }
         });
     }
-    // Connect to lower ranks, retrying until they listen.
-    let deadline = Instant::now() + config.connect_timeout;
-    for peer in 0..rank {
-        let endpoint = endpoint.clone();
-        let conn_tx = conn_tx.clone();
-        let addr = config.addrs[peer as usize];
-        tokio::spawn(async move {
-            loop {
-                let attempt = match endpoint.connect(addr, &credentials::server_name(peer)) {
-                    Ok(connecting) => connecting.await.map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                };
-                match attempt {
-                    Ok(conn) => {
-                        let _ = conn_tx.send((peer, conn));
-                        return;
-                    }
-                    Err(e) if Instant::now() < deadline => {
-                        tracing::debug!(peer, "connect failed, retrying: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                    Err(e) => {
-                        tracing::error!(peer, "could not connect to node {peer} at {addr}: {e}");
-                        return;
-                    }
-                }
-            }
-        });
+    // Connect to lower ranks, retrying until they listen. A restarted node also dials the
+    // higher ranks: its Hello tells them at once that its previous incarnation is dead,
+    // instead of after their heartbeat timeout.
+    let dial_upto = if config.reconnect && config.incarnation > 0 {
+        size as u16
+    } else {
+        rank
+    };
+    for peer in (0..dial_upto).filter(|p| *p != rank) {
+        tokio::spawn(dial(
+            endpoint.clone(),
+            conn_tx.clone(),
+            peer,
+            config.addrs[peer as usize],
+            config.connect_timeout,
+        ));
     }
-    drop(conn_tx);
 
     // Every connection: open our outbound stream (Hello first), read theirs.
     let rv = Arc::new(Rendezvous {
@@ -767,8 +840,10 @@ async fn net_main(
         size,
         rank,
         max_frame: config.max_frame,
+        incarnation: config.incarnation,
         inbound_ready: Mutex::new(HashSet::new()),
         inbound_notify: Notify::new(),
+        outbox_returned: Notify::new(),
         outbox_slots: Mutex::new(
             outboxes
                 .into_iter()
@@ -792,6 +867,10 @@ async fn net_main(
     let _ = frame::encode(&FrameBody::Heartbeat, &mut hb);
     let hb = Bytes::from(hb);
     let watching = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let endpoint_for_redial = endpoint.clone();
+    let conn_tx_for_redial = conn_tx.clone();
+    let addrs_for_redial = config.addrs.clone();
+    drop(conn_tx);
     {
         let t = Arc::clone(&t);
         let watching = Arc::clone(&watching);
@@ -814,6 +893,16 @@ async fn net_main(
                         .poll(Instant::now());
                     for s in suspects {
                         t.node_failed(s.rank, s.silent_for);
+                        // With recovery on the rank comes back: the higher rank dials.
+                        if t.reconnect && s.rank < rank {
+                            tokio::spawn(dial(
+                                endpoint_for_redial.clone(),
+                                conn_tx_for_redial.clone(),
+                                s.rank,
+                                addrs_for_redial[s.rank as usize],
+                                Duration::from_secs(3600),
+                            ));
+                        }
                     }
                 }
             }
@@ -873,40 +962,122 @@ async fn net_main(
     let _ = tokio::time::timeout(Duration::from_millis(500), endpoint.wait_idle()).await;
 }
 
-#[allow(clippy::too_many_arguments)]
-/// What every connection task of one node shares while the cluster forms.
+/// Connects to `peer` at `addr`, retrying until it listens or `patience` runs out, and
+/// hands the connection to the connection tasks.
+async fn dial(
+    endpoint: quinn::Endpoint,
+    conn_tx: mpsc::UnboundedSender<(u16, quinn::Connection)>,
+    peer: u16,
+    addr: SocketAddr,
+    patience: Duration,
+) {
+    let deadline = Instant::now() + patience;
+    loop {
+        let attempt = match endpoint.connect(addr, &credentials::server_name(peer)) {
+            Ok(connecting) => connecting.await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match attempt {
+            Ok(conn) => {
+                let _ = conn_tx.send((peer, conn));
+                return;
+            }
+            Err(e) if Instant::now() < deadline && !conn_tx.is_closed() => {
+                tracing::debug!(peer, "connect failed, retrying: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => {
+                tracing::error!(peer, "could not connect to node {peer} at {addr}: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// What every connection task of one node shares.
 struct Rendezvous {
     t: Arc<Transport>,
     node: NodeHandle,
     size: usize,
     rank: u16,
     max_frame: usize,
+    /// This node's incarnation, announced in every Hello.
+    incarnation: u32,
     /// Peers whose Hello arrived.
     inbound_ready: Mutex<HashSet<u16>>,
     inbound_notify: Notify,
-    /// Each peer's outbound queue, taken by the writer of its connection.
+    /// Each peer's outbound queue, taken by the writer of its connection (and given back
+    /// when that connection breaks, for the peer's next incarnation).
     outbox_slots: Mutex<HashMap<u16, mpsc::Receiver<Bytes>>>,
+    outbox_returned: Notify,
+}
+
+impl Rendezvous {
+    /// Takes `peer`'s outbound queue, waiting up to `wait` for a broken connection's
+    /// writer to give it back.
+    async fn take_outbox(&self, peer: u16, wait: Duration) -> Option<mpsc::Receiver<Bytes>> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let returned = self.outbox_returned.notified();
+            if let Some(rx) = self
+                .outbox_slots
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&peer)
+            {
+                return Some(rx);
+            }
+            if tokio::time::timeout_at(deadline, returned).await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// Starts the writer of `peer`'s queue on `conn`; with recovery on, the queue comes
+    /// back to the slot when the connection breaks.
+    fn start_writer(
+        self: &Arc<Self>,
+        conn: quinn::Connection,
+        outbox: mpsc::Receiver<Bytes>,
+        peer: u16,
+    ) {
+        let rv = Arc::clone(self);
+        let w = tokio::spawn(async move {
+            let back = write_loop(conn, outbox, rv.rank, rv.size, rv.incarnation).await;
+            if let Some(rx) = back.filter(|_| rv.t.reconnect) {
+                rv.outbox_slots
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(peer, rx);
+                rv.outbox_returned.notify_waiters();
+            }
+        });
+        self.t
+            .writers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(w);
+    }
 }
 
 async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: u16) {
     let (t, node, size, rank, max_frame) = (&rv.t, &rv.node, rv.size, rv.rank, rv.max_frame);
-    let (inbound_ready, inbound_notify, outbox_slots) =
-        (&rv.inbound_ready, &rv.inbound_notify, &rv.outbox_slots);
+    let (inbound_ready, inbound_notify) = (&rv.inbound_ready, &rv.inbound_notify);
+    // How long a new connection waits for the writer of a broken one to hand its queue
+    // over (recovery on); without recovery a second connection is a duplicate.
+    let handover = if t.reconnect {
+        Duration::from_secs(5)
+    } else {
+        Duration::ZERO
+    };
     // The dialer knows its peer and opens its stream at once; the acceptor learns the
     // peer's rank from the Hello on that stream, then opens its own.
-    let take_outbox = |peer: u16| {
-        outbox_slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&peer)
-    };
     if dialed != u16::MAX {
-        let Some(outbox) = take_outbox(dialed) else {
+        let Some(outbox) = rv.take_outbox(dialed, handover).await else {
             conn.close(1u32.into(), b"duplicate");
             return;
         };
-        let w = tokio::spawn(write_loop(conn.clone(), outbox, rank, size));
-        t.writers.lock().unwrap_or_else(|e| e.into_inner()).push(w);
+        rv.start_writer(conn.clone(), outbox, dialed);
     }
     let mut recv = match conn.accept_uni().await {
         Ok(r) => r,
@@ -916,12 +1087,14 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         }
     };
     let mut decoder = FrameDecoder::new(max_frame);
-    let peer = loop {
+    let (peer, incarnation) = loop {
         match decoder.next_frame() {
-            Ok(Some(FrameBody::Hello { rank: r, size: s }))
-                if (r as usize) < size && s as usize == size && r != rank =>
-            {
-                break r
+            Ok(Some(FrameBody::Hello {
+                rank: r,
+                size: s,
+                incarnation,
+            })) if (r as usize) < size && s as usize == size && r != rank => {
+                break (r, incarnation)
             }
             Ok(Some(other)) => {
                 tracing::warn!("peer did not start with a valid Hello: {other:?}");
@@ -942,26 +1115,75 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
             _ => return,
         }
     };
-    if dialed == u16::MAX {
-        let Some(outbox) = take_outbox(peer) else {
-            tracing::warn!(peer, "duplicate connection from node {peer}; closing it");
-            conn.close(1u32.into(), b"duplicate");
-            return;
-        };
-        let w = tokio::spawn(write_loop(conn.clone(), outbox, rank, size));
-        t.writers.lock().unwrap_or_else(|e| e.into_inner()).push(w);
-    } else if dialed != peer {
+    if dialed != u16::MAX && dialed != peer {
         tracing::warn!(dialed, peer, "peer identity mismatch");
         conn.close(1u32.into(), b"identity mismatch");
         return;
     }
+    // A newer incarnation of a peer we still think alive: the old one died (faster than
+    // its heartbeats could tell).
+    let previous = t
+        .conns
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&peer)
+        .map(|(inc, _)| *inc);
+    match previous {
+        Some(old) if t.reconnect && incarnation > old => {
+            let declared = t
+                .detector
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .failed(peer);
+            if declared {
+                t.node_failed(peer, Duration::ZERO);
+            } else if let Some((_, c)) = t
+                .conns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&peer)
+            {
+                c.close(2u32.into(), b"superseded");
+            }
+        }
+        Some(_) if !t.reconnect || dialed == u16::MAX => {
+            tracing::warn!(peer, "duplicate connection from node {peer}; closing it");
+            conn.close(1u32.into(), b"duplicate");
+            return;
+        }
+        _ => {}
+    }
+    if dialed == u16::MAX {
+        let Some(outbox) = rv.take_outbox(peer, handover).await else {
+            tracing::warn!(peer, "duplicate connection from node {peer}; closing it");
+            conn.close(1u32.into(), b"duplicate");
+            return;
+        };
+        rv.start_writer(conn.clone(), outbox, peer);
+    }
+    t.conns
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(peer, (incarnation, conn.clone()));
     if let Ok(link) = t.link(peer) {
         link.state.store(LINK_UP, Ordering::Release);
     }
-    t.detector
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .observe(peer, Instant::now());
+    {
+        let mut d = t.detector.lock().unwrap_or_else(|e| e.into_inner());
+        if d.liveness(peer) == PeerLiveness::Failed && t.reconnect {
+            d.revived(peer, Instant::now());
+            tracing::info!(
+                peer,
+                incarnation,
+                "node {peer} is back (incarnation {incarnation})"
+            );
+        } else {
+            d.observe(peer, Instant::now());
+        }
+    }
+    if let Some(layer) = node.recovery_layer() {
+        layer.peer_connected(peer, incarnation);
+    }
     inbound_ready
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -1015,17 +1237,20 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
     }
 }
 
+/// Writes `outbox` to the peer. Returns the queue if the connection broke (it can serve
+/// the peer's next incarnation), `None` once the stream was finished on purpose.
 async fn write_loop(
     conn: quinn::Connection,
     mut outbox: mpsc::Receiver<Bytes>,
     rank: u16,
     size: usize,
-) {
+    incarnation: u32,
+) -> Option<mpsc::Receiver<Bytes>> {
     let mut send = match conn.open_uni().await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!("cannot open stream: {e}");
-            return;
+            return Some(outbox);
         }
     };
     let mut hello = Vec::new();
@@ -1033,13 +1258,14 @@ async fn write_loop(
         &FrameBody::Hello {
             rank,
             size: size as u16,
+            incarnation,
         },
         &mut hello,
     )
     .is_err()
         || send.write_all(&hello).await.is_err()
     {
-        return;
+        return Some(outbox);
     }
     let mut batch: Vec<Bytes> = Vec::with_capacity(64);
     let mut finished = false;
@@ -1061,7 +1287,9 @@ async fn write_loop(
         counter!(FRAMES_SENT).increment(batch.len() as u64);
         counter!(BYTES_SENT).increment(bytes as u64);
         if send.write_all_chunks(&mut batch).await.is_err() {
-            return;
+            // What was in `batch` is lost with the connection; recovery resends what the
+            // peer's next incarnation needs from the sender-based log.
+            return Some(outbox);
         }
         batch.clear();
         if finished {
@@ -1072,7 +1300,8 @@ async fn write_loop(
         // Wait until the peer has read everything (or gave up on the stream).
         let _ = send.finish();
         let _ = tokio::time::timeout(Duration::from_secs(2), send.stopped()).await;
-        return;
+        return None;
     }
     let _ = send.finish();
+    None
 }

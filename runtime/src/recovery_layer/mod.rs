@@ -1,0 +1,507 @@
+//! The recovery layer: wraps a node's messaging with the sans-IO protocol core of
+//! [`crate::recovery`] (as Open MPI's vprotocol wraps its messaging layer) when recovery
+//! is on, and is absent when it is off.
+//!
+//! What it does, and where:
+//!
+//! | concern | here |
+//! |---|---|
+//! | a message to another node: channel index, dependency vector, sender-based log | [`RecoveryLayer::send_remote`] |
+//! | a message from another node: duplicate suppression, delivery rule | [`RecoveryLayer::on_logged`] |
+//! | ROLLBACK / RESPONSE / CHECKPOINT_ADVANCE | [`RecoveryLayer::on_control`] |
+//! | the node's coordinated checkpoint | [`set_checkpoint`] |
+//! | the buddy replica of checkpoints | [`replica`] |
+//! | a restarted node: load, restore actors, roll back | [`restore`] |
+//! | the app's `main` (the driver) in a restarted node | [`RecoveryLayer::driver_turn`] |
+//!
+//! Messages between actors of the node never come here: they stay moves of values into
+//! mailboxes, and the coordinated checkpoint captures them.
+
+pub mod replica;
+pub mod restore;
+pub mod set_checkpoint;
+
+use crate::actor_id::ActorId;
+use crate::checkpoint::DirectoryStore;
+use crate::lifecycle::{ActorImage, Control};
+use crate::node::NodeHandle;
+use crate::recovery::{
+    Action, ChannelId, ControlMessage, Incarnation, MessageMeta, SendOutcome, SetId, SetProtocol,
+};
+use crate::transport::frame::{Envelope, FrameBody};
+use crate::transport::Transport;
+use metrics::{counter, gauge, histogram};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Bytes held by the sender-based log (payloads), per node.
+pub const LOG_BYTES: &str = "lazarus_recovery_log_bytes";
+/// Entries held by the sender-based log, per node.
+pub const LOG_ENTRIES: &str = "lazarus_recovery_log_entries";
+/// Recovery metadata bytes piggybacked on each inter-node message (histogram).
+pub const PIGGYBACK_BYTES: &str = "lazarus_recovery_piggyback_bytes";
+/// Checkpoints committed.
+pub const CHECKPOINTS: &str = "lazarus_checkpoints_total";
+/// Checkpoints abandoned (label `reason`).
+pub const CHECKPOINT_FAILURES: &str = "lazarus_checkpoint_failures_total";
+/// Time the node's cores were paused for a checkpoint, seconds (histogram).
+pub const CHECKPOINT_PAUSE: &str = "lazarus_checkpoint_pause_seconds";
+/// Whole checkpoint duration (pause, encode, store, replica), seconds (histogram).
+pub const CHECKPOINT_DURATION: &str = "lazarus_checkpoint_duration_seconds";
+/// Size of the last checkpoint, bytes.
+pub const CHECKPOINT_BYTES: &str = "lazarus_checkpoint_bytes";
+/// Logged messages sent again for a peer's recovery.
+pub const REPLAYED: &str = "lazarus_recovery_replayed_total";
+/// Received messages dropped as duplicates.
+pub const DUPLICATES: &str = "lazarus_recovery_duplicates_total";
+/// Regenerated sends not transmitted (the receiver had them).
+pub const SUPPRESSED: &str = "lazarus_recovery_suppressed_total";
+/// Rollbacks of this node (restarts from a checkpoint).
+pub const ROLLBACKS: &str = "lazarus_recovery_rollbacks_total";
+/// Duration of each recovery phase, seconds (label `phase`: load, restore, replay).
+pub const RECOVERY_PHASE: &str = "lazarus_recovery_phase_seconds";
+/// Recovery frames refused by the protocol (label `reason`).
+pub const BAD_RECOVERY_FRAMES: &str = "lazarus_recovery_rejected_total";
+
+/// Set while any node in this process runs with recovery on: the driver hooks in
+/// [`crate::ActorRef::tell`] cost one relaxed load when it is off.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// Whether a send from this thread is a driver (app `main`) send that the recovery layer
+/// must see.
+#[inline]
+pub(crate) fn driver_hook_active() -> bool {
+    ACTIVE.load(Ordering::Relaxed) && crate::lifecycle::current_actor().is_none()
+}
+
+/// How a node takes part in recovery.
+#[derive(Clone, Debug)]
+pub struct RecoveryConfig {
+    /// Period of the node's coordinated checkpoints (`None`: on demand only).
+    pub checkpoint_every: Option<Duration>,
+    /// Directory of the checkpoint store (shared by the nodes of a host).
+    pub dir: PathBuf,
+    /// This process's incarnation of its rank: 0 at launch, one more per restart.
+    pub incarnation: u32,
+    /// Also keep each checkpoint in the memory of the next node (rank + 1).
+    pub buddy: bool,
+    /// For measurements: log and piggyback every message, also those inside the node.
+    pub log_everything: bool,
+}
+
+impl RecoveryConfig {
+    /// Reads `LAZARUS_FT` (`on`/`off`), `LAZARUS_CHECKPOINT_EVERY_MS`,
+    /// `LAZARUS_CHECKPOINT_DIR`, `LAZARUS_INCARNATION` and `LAZARUS_BUDDY`; `None` when
+    /// recovery is off.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
+        match var("LAZARUS_FT").as_deref().map(str::trim) {
+            None | Some("off") | Some("") => return Ok(None),
+            Some("on") => {}
+            Some(other) => return Err(format!("LAZARUS_FT={other}: expected on or off")),
+        }
+        let num = |k: &str| -> Result<Option<u64>, String> {
+            var(k)
+                .map(|v| {
+                    v.trim()
+                        .parse::<u64>()
+                        .map_err(|_| format!("{k}={v} is not a number"))
+                })
+                .transpose()
+        };
+        let every = num("LAZARUS_CHECKPOINT_EVERY_MS")?.unwrap_or(1000);
+        Ok(Some(RecoveryConfig {
+            checkpoint_every: (every > 0).then(|| Duration::from_millis(every)),
+            dir: var("LAZARUS_CHECKPOINT_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| std::env::temp_dir().join("lazarus-checkpoints")),
+            incarnation: u32::try_from(num("LAZARUS_INCARNATION")?.unwrap_or(0))
+                .map_err(|_| "LAZARUS_INCARNATION is too large".to_string())?,
+            buddy: var("LAZARUS_BUDDY").is_none_or(|v| v.trim() != "off"),
+            log_everything: var("LAZARUS_LOG_EVERYTHING").is_some_and(|v| v.trim() == "on"),
+        }))
+    }
+}
+
+/// Prints one timeline event of this node to stderr, as `lazarus-event` lines the
+/// launcher turns into the run's timeline.
+pub(crate) fn event(rank: u16, what: &str) {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    eprintln!("lazarus-event ms={ms} rank={rank} {what}");
+}
+
+/// The protocol and everything that must change atomically with it.
+pub(crate) struct Core {
+    /// `None` while a restarted node is still loading its checkpoint.
+    pub(crate) protocol: Option<SetProtocol<Envelope>>,
+    /// Frames that arrived before the protocol existed.
+    early: Vec<(u16, FrameBody)>,
+    /// False in a restarted node until its actors are restored: nothing is delivered.
+    pub(crate) ready: bool,
+    /// Tells made by the app's main so far.
+    pub(crate) driver_sent: u64,
+    /// In a restarted node: main's tells up to this count happened before the
+    /// checkpoint and are not made again.
+    pub(crate) driver_replayed_upto: u64,
+    /// Actors spawned while the node is being restored, not started yet.
+    pub(crate) deferred: Vec<Arc<dyn Control>>,
+    /// Actor images of the checkpoint being restored, by actor.
+    pub(crate) images: HashMap<ActorId, ActorImage>,
+    /// When the rollback was sent (for the replay phase's duration).
+    pub(crate) rollback_at: Option<Instant>,
+}
+
+/// The recovery layer of one node.
+pub struct RecoveryLayer {
+    rank: u16,
+    size: u16,
+    config: RecoveryConfig,
+    core: Mutex<Core>,
+    transport: OnceLock<Arc<Transport>>,
+    store: DirectoryStore,
+    replicas: replica::Replicas,
+    /// Frames the layer emits from network tasks, sent in order by its own thread (which
+    /// may wait for room in a peer's queue; network tasks may not).
+    outbox: Mutex<Option<std_mpsc::Sender<(u16, FrameBody)>>>,
+    checkpointing: Mutex<()>,
+    stop: Arc<AtomicBool>,
+    checkpoints_done: AtomicU64,
+}
+
+impl RecoveryLayer {
+    /// The layer of node `rank` of `size`.
+    pub(crate) fn new(rank: u16, size: u16, config: RecoveryConfig) -> Arc<Self> {
+        ACTIVE.store(true, Ordering::Relaxed);
+        let fresh = config.incarnation == 0;
+        let protocol = fresh
+            .then(|| SetProtocol::new(SetId(rank), size).ok())
+            .flatten();
+        Arc::new(RecoveryLayer {
+            rank,
+            size,
+            store: DirectoryStore::new(config.dir.clone()),
+            config,
+            core: Mutex::new(Core {
+                protocol,
+                early: Vec::new(),
+                ready: fresh,
+                driver_sent: 0,
+                driver_replayed_upto: 0,
+                deferred: Vec::new(),
+                images: HashMap::new(),
+                rollback_at: None,
+            }),
+            transport: OnceLock::new(),
+            replicas: replica::Replicas::default(),
+            outbox: Mutex::new(None),
+            checkpointing: Mutex::new(()),
+            stop: Arc::new(AtomicBool::new(false)),
+            checkpoints_done: AtomicU64::new(0),
+        })
+    }
+
+    /// Connects the layer to its transport and starts its sender thread.
+    pub(crate) fn attach(self: &Arc<Self>, transport: Arc<Transport>) -> Result<(), String> {
+        let _ = self.transport.set(Arc::clone(&transport));
+        let (tx, rx) = std_mpsc::channel::<(u16, FrameBody)>();
+        *self.outbox.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        std::thread::Builder::new()
+            .name("lazarus-recovery".into())
+            .spawn(move || {
+                for (to, body) in rx {
+                    // A peer that is down gets what it needs again when it rolls back.
+                    let _ = transport.send_body(to, &body);
+                }
+            })
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// This node's rank.
+    pub fn rank(&self) -> u16 {
+        self.rank
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RecoveryConfig {
+        &self.config
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn transport(&self) -> Option<&Arc<Transport>> {
+        self.transport.get()
+    }
+
+    /// Queues frames for the layer's sender thread, in order.
+    fn emit(&self, frames: impl IntoIterator<Item = (u16, FrameBody)>) {
+        if let Some(tx) = self
+            .outbox
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            for f in frames {
+                let _ = tx.send(f);
+            }
+        }
+    }
+
+    /// Turns protocol actions into frames.
+    fn frames(actions: Vec<Action<Envelope>>) -> Vec<(u16, FrameBody)> {
+        actions
+            .into_iter()
+            .map(|a| match a {
+                Action::Send { to, meta, payload } => {
+                    counter!(REPLAYED).increment(1);
+                    (to.0, FrameBody::Logged { meta, env: payload })
+                }
+                Action::Control { to, message } => (to.0, FrameBody::Recovery(message)),
+            })
+            .collect()
+    }
+
+    /// The pseudo-actor that sends on behalf of the app's `main` on this node.
+    pub(crate) fn driver_id(rank: u16) -> ActorId {
+        ActorId::new(rank, (1 << 48) - 1).unwrap_or(ActorId::from_u64(0))
+    }
+
+    /// An actor (or main) of this node sends `env` to another node: logs it with the
+    /// channel's next index and the dependency vector and returns the frame to transmit,
+    /// or `None` when the receiver already has it (a regenerated message after a
+    /// rollback).
+    pub(crate) fn log_send(core: &mut Core, from: ActorId, env: Envelope) -> Option<FrameBody> {
+        let protocol = core.protocol.as_mut()?;
+        let to = SetId(env.to.rank());
+        let channel = ChannelId::new(from, env.to);
+        match protocol.on_send(to, channel, env) {
+            Ok(SendOutcome::Transmit { meta, payload }) => {
+                histogram!(PIGGYBACK_BYTES).record(meta.piggyback_len() as f64);
+                Some(FrameBody::Logged { meta, env: payload })
+            }
+            Ok(SendOutcome::Suppressed { .. }) => {
+                counter!(SUPPRESSED).increment(1);
+                None
+            }
+            Err(e) => {
+                tracing::error!("recovery layer refused a send: {e}");
+                None
+            }
+        }
+    }
+
+    /// Sends `env` from actor `from` to its node through the log.
+    pub(crate) fn send_remote(&self, from: ActorId, env: Envelope) -> Result<(), String> {
+        let rank = env.to.rank();
+        let frame = Self::log_send(&mut self.lock(), from, env);
+        match (frame, self.transport()) {
+            (Some(frame), Some(t)) => match t.send_body(rank, &frame) {
+                Ok(()) => Ok(()),
+                // Logged: the peer gets it again when its replacement rolls back.
+                Err(crate::transport::TransportError::PeerDown(_)) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            },
+            (None, _) => Ok(()),
+            (Some(_), None) => Err("no transport".into()),
+        }
+    }
+
+    /// A logged message from node `from` arrived. Returns the deepest mailbox it filled
+    /// (for the transport's inbound backpressure).
+    pub(crate) fn on_logged(
+        &self,
+        node: &NodeHandle,
+        from: u16,
+        meta: MessageMeta,
+        env: Envelope,
+    ) -> usize {
+        let mut core = self.lock();
+        let Some(protocol) = core.protocol.as_mut() else {
+            core.early.push((from, FrameBody::Logged { meta, env }));
+            return 0;
+        };
+        match protocol.on_receive(SetId(from), meta, env) {
+            Ok(crate::recovery::Received::Duplicate) => {
+                counter!(DUPLICATES).increment(1);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                counter!(BAD_RECOVERY_FRAMES, "reason" => "message").increment(1);
+                tracing::warn!(from, "refused a logged message from node {from}: {e}");
+            }
+        }
+        Self::deliver_ready(&mut core, node)
+    }
+
+    /// Hands every deliverable message to its actor (not before a restarted node's
+    /// actors are restored). Returns the deepest mailbox filled.
+    pub(crate) fn deliver_ready(core: &mut Core, node: &NodeHandle) -> usize {
+        if !core.ready {
+            return 0;
+        }
+        let Some(protocol) = core.protocol.as_mut() else {
+            return 0;
+        };
+        let mut deepest = 0;
+        while let Some(d) = protocol.poll_delivery() {
+            let to = d.payload.to;
+            match node.deliver_remote(d.payload, d.from.0) {
+                Ok(depth) => deepest = deepest.max(depth),
+                Err(e) => {
+                    counter!(crate::transport::UNDELIVERABLE, "reason" => "recovered_unknown")
+                        .increment(1);
+                    tracing::warn!(actor = %to, "logged message undeliverable: {e}");
+                }
+            }
+        }
+        deepest
+    }
+
+    /// A control message from node `from` arrived.
+    pub(crate) fn on_control(&self, node: &NodeHandle, from: u16, message: ControlMessage) {
+        let mut core = self.lock();
+        let Some(protocol) = core.protocol.as_mut() else {
+            core.early.push((from, FrameBody::Recovery(message)));
+            return;
+        };
+        let kind = message.kind();
+        let was_recovering = protocol.is_recovering();
+        match protocol.on_control(SetId(from), message) {
+            Ok(actions) => {
+                if kind == "rollback" {
+                    event(
+                        self.rank,
+                        &format!(
+                            "peer-rollback from={from} resent={}",
+                            actions.len().saturating_sub(1)
+                        ),
+                    );
+                }
+                let recovered = was_recovering && !protocol.is_recovering();
+                let frames = Self::frames(actions);
+                Self::deliver_ready(&mut core, node);
+                if recovered {
+                    if let Some(at) = core.rollback_at.take() {
+                        histogram!(RECOVERY_PHASE, "phase" => "replay")
+                            .record(at.elapsed().as_secs_f64());
+                        event(
+                            self.rank,
+                            &format!("replayed ms={}", at.elapsed().as_millis()),
+                        );
+                    }
+                }
+                drop(core);
+                self.emit(frames);
+            }
+            Err(e) => {
+                counter!(BAD_RECOVERY_FRAMES, "reason" => kind).increment(1);
+                tracing::warn!(from, "refused a {kind} from node {from}: {e}");
+            }
+        }
+    }
+
+    /// Feeds the frames that arrived before the protocol existed.
+    pub(crate) fn replay_early(&self, node: &NodeHandle) {
+        let early = std::mem::take(&mut self.lock().early);
+        for (from, body) in early {
+            match body {
+                FrameBody::Logged { meta, env } => {
+                    self.on_logged(node, from, meta, env);
+                }
+                FrameBody::Recovery(m) => self.on_control(node, from, m),
+                _ => {}
+            }
+        }
+    }
+
+    /// A (new) connection to `peer`'s incarnation `incarnation` is up.
+    pub(crate) fn peer_connected(&self, peer: u16, incarnation: u32) {
+        if incarnation > 0 {
+            event(
+                self.rank,
+                &format!("reconnected peer={peer} incarnation={incarnation}"),
+            );
+        }
+    }
+
+    /// Publishes the log's size as metrics.
+    pub(crate) fn publish_log_stats(core: &Core, rank: u16) {
+        if let Some(p) = core.protocol.as_ref() {
+            let s = p.log_stats();
+            gauge!(LOG_BYTES, "rank" => rank.to_string()).set(s.bytes() as f64);
+            gauge!(LOG_ENTRIES, "rank" => rank.to_string()).set(s.entries as f64);
+        }
+    }
+
+    /// The app's main is about to send or wait: a restarted node restores its actors
+    /// first. For a tell, returns whether it must be skipped because the restored
+    /// checkpoint already contains its effect, with the layer locked for the send.
+    pub(crate) fn driver_turn(
+        &self,
+        node: &NodeHandle,
+        is_tell: bool,
+    ) -> (MutexGuard<'_, Core>, bool) {
+        let mut core = self.lock();
+        if !core.ready {
+            drop(core);
+            self.restore_point(node);
+            core = self.lock();
+        }
+        if !is_tell {
+            return (core, false);
+        }
+        core.driver_sent += 1;
+        let skip = core.driver_sent <= core.driver_replayed_upto;
+        (core, skip)
+    }
+
+    /// Stops the checkpoint thread.
+    pub(crate) fn shutdown(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    /// The protocol's incarnation of this node.
+    pub fn incarnation(&self) -> Incarnation {
+        self.lock()
+            .protocol
+            .as_ref()
+            .map(|p| p.incarnation())
+            .unwrap_or(Incarnation(self.config.incarnation))
+    }
+
+    /// Statistics of the protocol and log (for tests, benchmarks and the demo).
+    pub fn stats(&self) -> LayerStats {
+        let core = self.lock();
+        let (protocol, log) = core
+            .protocol
+            .as_ref()
+            .map(|p| (p.stats(), p.log_stats()))
+            .unwrap_or_default();
+        LayerStats {
+            protocol,
+            log_entries: log.entries,
+            log_bytes: log.bytes(),
+            checkpoints: self.checkpoints_done.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A snapshot of a node's recovery activity.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LayerStats {
+    /// Protocol counters.
+    pub protocol: crate::recovery::ProtocolStats,
+    /// Entries in the sender-based log now.
+    pub log_entries: usize,
+    /// Payload bytes in the log now.
+    pub log_bytes: usize,
+    /// Checkpoints committed by this process.
+    pub checkpoints: u64,
+}

@@ -1,0 +1,184 @@
+//! A restarted node: find the newest complete checkpoint (own directory, else the buddy's
+//! replica), restart the protocol from it as a new incarnation (ROLLBACK to every peer),
+//! and, once the app's `main` has spawned its actors again, put their checkpointed states
+//! and mailboxes back before anything runs.
+//!
+//! The app's code is the same as in a failure-free run: `main` runs again from the top.
+//! Actors get the same ids because they are spawned in the same order; `main`'s tells
+//! that the checkpoint already contains are skipped; barriers the cluster has passed
+//! return at once.
+
+use super::set_checkpoint::{SetImage, SET_IMAGE_FORMAT};
+use super::{event, RecoveryLayer, RECOVERY_PHASE, ROLLBACKS};
+use crate::checkpoint::CheckpointStore;
+use crate::lifecycle::Control;
+use crate::node::NodeHandle;
+use crate::recovery::{Incarnation, SetId, SetProtocol};
+use metrics::{counter, histogram};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a restarted node waits for its buddy's replica.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a restarted node's state came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreSource {
+    /// The node's checkpoint directory.
+    Directory(u64),
+    /// The buddy's in-memory replica.
+    Buddy(u64),
+    /// No checkpoint anywhere: the node starts over from the beginning.
+    Beginning,
+}
+
+impl RecoveryLayer {
+    fn decode_image(&self, body: &[u8]) -> Option<SetImage> {
+        match crate::wire::decode::<SetImage>(body) {
+            Ok(img) if img.format == SET_IMAGE_FORMAT => {
+                match img.protocol.validate(SetId(self.rank), self.size) {
+                    Ok(()) => Some(img),
+                    Err(e) => {
+                        tracing::warn!("checkpoint refused: {e}");
+                        None
+                    }
+                }
+            }
+            Ok(img) => {
+                tracing::warn!(format = img.format, "checkpoint of another format");
+                None
+            }
+            Err(e) => {
+                tracing::warn!("checkpoint does not decode: {e}");
+                None
+            }
+        }
+    }
+
+    /// The newest usable checkpoint of this node.
+    fn load_newest(&self) -> (Option<SetImage>, RestoreSource) {
+        let local = match self.store.load_latest(self.rank) {
+            Ok(Some(c)) => self.decode_image(&c.body).map(|i| (c.epoch, i)),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!("checkpoint directory: {e}");
+                None
+            }
+        };
+        let remote = if self.config.buddy && self.size > 1 {
+            self.fetch_replica(FETCH_TIMEOUT)
+                .and_then(|(id, body)| self.decode_image(&body).map(|i| (id, i)))
+        } else {
+            None
+        };
+        match (local, remote) {
+            (Some((l, _)), Some((r, ri))) if r > l => (Some(ri), RestoreSource::Buddy(r)),
+            (Some((l, li)), _) => (Some(li), RestoreSource::Directory(l)),
+            (None, Some((r, ri))) => (Some(ri), RestoreSource::Buddy(r)),
+            (None, None) => (None, RestoreSource::Beginning),
+        }
+    }
+
+    /// Restarts the protocol of this node from its newest checkpoint as the configured
+    /// incarnation and sends the ROLLBACKs. Actors are restored later, at
+    /// [`RecoveryLayer::restore_point`].
+    pub(crate) fn begin_restore(&self, node: &NodeHandle) -> Result<RestoreSource, String> {
+        let started = Instant::now();
+        let incarnation = Incarnation(self.config.incarnation);
+        let (image, source) = self.load_newest();
+        let (snapshot, actors, driver_sent) = match image {
+            Some(img) => (img.protocol, img.actors, img.driver_sent),
+            None => {
+                let mut fresh =
+                    SetProtocol::new(SetId(self.rank), self.size).map_err(|e| e.to_string())?;
+                (fresh.checkpoint(), Vec::new(), 0)
+            }
+        };
+        histogram!(RECOVERY_PHASE, "phase" => "load").record(started.elapsed().as_secs_f64());
+        let (protocol, actions) = SetProtocol::restore(snapshot, incarnation, Default::default())
+            .map_err(|e| e.to_string())?;
+        counter!(ROLLBACKS).increment(1);
+        event(
+            self.rank,
+            &format!(
+                "loaded source={} actors={} load_ms={}",
+                match source {
+                    RestoreSource::Directory(id) => format!("directory:{id}"),
+                    RestoreSource::Buddy(id) => format!("buddy:{id}"),
+                    RestoreSource::Beginning => "beginning".into(),
+                },
+                actors.len(),
+                started.elapsed().as_millis()
+            ),
+        );
+        {
+            let mut core = self.lock();
+            core.protocol = Some(protocol);
+            core.driver_replayed_upto = driver_sent;
+            core.images = actors.into_iter().map(|a| (a.id, a)).collect();
+            core.rollback_at = Some(Instant::now());
+        }
+        self.emit(Self::frames(actions));
+        event(
+            self.rank,
+            &format!("rollback-sent incarnation={}", incarnation.0),
+        );
+        self.replay_early(node);
+        Ok(source)
+    }
+
+    /// An actor was spawned while this node is being restored: it starts at the restore
+    /// point, with its checkpointed state if it has one. False if the node is running.
+    pub(crate) fn defer_start(&self, cell: Arc<dyn Control>) -> bool {
+        let mut core = self.lock();
+        if core.ready {
+            return false;
+        }
+        core.deferred.push(cell);
+        true
+    }
+
+    /// The app's main has spawned its actors again and now communicates: restore their
+    /// states and mailboxes and let them run.
+    pub(crate) fn restore_point(&self, node: &NodeHandle) {
+        let started = Instant::now();
+        let mut core = self.lock();
+        if core.ready {
+            return;
+        }
+        let deferred = std::mem::take(&mut core.deferred);
+        let mut images = std::mem::take(&mut core.images);
+        // States hold actor references: they resolve against this node.
+        let previous = NodeHandle::set_current(Some(node.clone()));
+        let mut restored = 0;
+        for cell in &deferred {
+            if let Some(image) = images.remove(&cell.id()) {
+                match Arc::clone(cell).restore_image(&image) {
+                    Ok(()) => restored += 1,
+                    Err(e) => {
+                        tracing::error!("cannot restore actor {}: {e}", cell.id());
+                        event(self.rank, &format!("restore-error actor={} {e}", cell.id()));
+                    }
+                }
+            }
+        }
+        NodeHandle::set_current(previous);
+        for id in images.keys() {
+            tracing::error!(actor = %id, "actor in the checkpoint was not spawned again by main; its state is lost");
+        }
+        core.ready = true;
+        for cell in deferred {
+            cell.wake();
+        }
+        Self::deliver_ready(&mut core, node);
+        histogram!(RECOVERY_PHASE, "phase" => "restore").record(started.elapsed().as_secs_f64());
+        event(
+            self.rank,
+            &format!(
+                "resumed actors={restored} skipped_driver_tells={} restore_ms={}",
+                core.driver_replayed_upto,
+                started.elapsed().as_millis()
+            ),
+        );
+    }
+}

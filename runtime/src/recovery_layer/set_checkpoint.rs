@@ -1,0 +1,209 @@
+//! The coordinated checkpoint of a node's correlated set: every core pauses between two
+//! actor turns, every actor's state and mailbox (the set's in-flight internal messages)
+//! and the protocol state are read in that instant, the cores resume, and the image is
+//! stored (directory, then buddy) before the protocol announces it to the peers.
+//!
+//! No other node takes part: sets checkpoint independently, with no global barrier.
+
+use super::{event, Core, RecoveryLayer, CHECKPOINTS, CHECKPOINT_BYTES, CHECKPOINT_DURATION};
+use super::{CHECKPOINT_FAILURES, CHECKPOINT_PAUSE};
+use crate::checkpoint::CheckpointStore;
+use crate::lifecycle::ActorImage;
+use crate::node::NodeHandle;
+use crate::recovery::Snapshot;
+use crate::transport::frame::Envelope;
+use metrics::{counter, gauge, histogram};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Version of [`SetImage`]'s layout.
+pub const SET_IMAGE_FORMAT: u16 = 1;
+
+/// Everything a node's checkpoint holds.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct SetImage {
+    pub(crate) format: u16,
+    /// The protocol state: vectors, indices, the sender-based log.
+    pub(crate) protocol: Snapshot<Envelope>,
+    /// Every live actor: state and mailbox.
+    pub(crate) actors: Vec<ActorImage>,
+    /// Tells the app's main had made.
+    pub(crate) driver_sent: u64,
+}
+
+/// How long a checkpoint waits for every core to reach a pause point.
+const PAUSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a checkpoint waits for the buddy's acknowledgement.
+const REPLICA_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What one checkpoint cost.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckpointReport {
+    /// The checkpoint's number.
+    pub id: u64,
+    /// Actors captured.
+    pub actors: usize,
+    /// Time the cores were paused (coordination plus reading states).
+    pub pause: Duration,
+    /// Bytes stored.
+    pub bytes: usize,
+    /// Whole duration.
+    pub total: Duration,
+}
+
+/// Why a checkpoint was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointFailure {
+    /// Not every core reached a pause point in time (a handler ran or blocked too long).
+    #[error("cores did not pause within {0:?}")]
+    PauseTimeout(Duration),
+    /// A restarted node has not finished restoring.
+    #[error("the node is still being restored")]
+    NotReady,
+    /// An actor's state or a message could not be encoded.
+    #[error("encoding: {0}")]
+    Encode(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] crate::checkpoint::CheckpointError),
+    /// The protocol refused the commit.
+    #[error("protocol: {0}")]
+    Protocol(String),
+}
+
+impl RecoveryLayer {
+    /// Reads the node's set in one paused instant. Returns the image and the pause time.
+    fn capture(
+        &self,
+        node: &NodeHandle,
+    ) -> Result<(Snapshot<Envelope>, Vec<ActorImage>, u64, Duration), CheckpointFailure> {
+        let started = Instant::now();
+        if !node.pause_cores(PAUSE_TIMEOUT) {
+            return Err(CheckpointFailure::PauseTimeout(PAUSE_TIMEOUT));
+        }
+        let captured = (|| {
+            let mut core = self.lock();
+            if !core.ready {
+                return Err(CheckpointFailure::NotReady);
+            }
+            let mut actors = Vec::new();
+            for control in node.controls() {
+                if let Some(image) = control
+                    .checkpoint_image()
+                    .map_err(CheckpointFailure::Encode)?
+                {
+                    actors.push(image);
+                }
+            }
+            let Core {
+                protocol,
+                driver_sent,
+                ..
+            } = &mut *core;
+            let protocol = protocol.as_mut().ok_or(CheckpointFailure::NotReady)?;
+            Ok((protocol.checkpoint(), actors, *driver_sent))
+        })();
+        node.resume_cores();
+        let pause = started.elapsed();
+        captured.map(|(s, a, d)| (s, a, d, pause))
+    }
+
+    /// Takes, stores and commits one checkpoint of this node's set.
+    pub fn checkpoint_now(&self, node: &NodeHandle) -> Result<CheckpointReport, CheckpointFailure> {
+        let _one_at_a_time = self.checkpointing.lock().unwrap_or_else(|e| e.into_inner());
+        let started = Instant::now();
+        let (protocol, actors, driver_sent, pause) = self.capture(node).inspect_err(|e| {
+            counter!(CHECKPOINT_FAILURES, "reason" => "capture").increment(1);
+            tracing::warn!("checkpoint not taken: {e}");
+        })?;
+        histogram!(CHECKPOINT_PAUSE).record(pause.as_secs_f64());
+        let id = protocol.id;
+        let n_actors = actors.len();
+        let image = SetImage {
+            format: SET_IMAGE_FORMAT,
+            protocol,
+            actors,
+            driver_sent,
+        };
+        let body =
+            crate::wire::encode(&image).map_err(|e| CheckpointFailure::Encode(e.to_string()))?;
+        drop(image);
+        self.store.save(self.rank, id.0, &body).inspect_err(|_| {
+            counter!(CHECKPOINT_FAILURES, "reason" => "store").increment(1);
+        })?;
+        if self.config.buddy && self.size > 1 {
+            // The commit waits for the replica: a checkpoint that the peers release their
+            // logs for must survive the loss of this host's disk.
+            if !self.replicate(id.0, &body, REPLICA_TIMEOUT) {
+                counter!(CHECKPOINT_FAILURES, "reason" => "replica").increment(1);
+                tracing::warn!(
+                    id = id.0,
+                    "buddy did not acknowledge the replica; not committed"
+                );
+                return Err(CheckpointFailure::Protocol(
+                    "buddy replica not acknowledged".into(),
+                ));
+            }
+        }
+        let actions = {
+            let mut core = self.lock();
+            let protocol = core.protocol.as_mut().ok_or(CheckpointFailure::NotReady)?;
+            let actions = protocol
+                .checkpoint_committed(id)
+                .map_err(|e| CheckpointFailure::Protocol(e.to_string()))?;
+            Self::publish_log_stats(&core, self.rank);
+            actions
+        };
+        self.emit(Self::frames(actions));
+        let _ = self.store.prune_before(self.rank, id.0);
+        let total = started.elapsed();
+        counter!(CHECKPOINTS).increment(1);
+        histogram!(CHECKPOINT_DURATION).record(total.as_secs_f64());
+        gauge!(CHECKPOINT_BYTES).set(body.len() as f64);
+        self.checkpoints_done.fetch_add(1, Ordering::Relaxed);
+        event(
+            self.rank,
+            &format!(
+                "checkpoint id={} actors={n_actors} bytes={} pause_us={} total_ms={}",
+                id.0,
+                body.len(),
+                pause.as_micros(),
+                total.as_millis()
+            ),
+        );
+        Ok(CheckpointReport {
+            id: id.0,
+            actors: n_actors,
+            pause,
+            bytes: body.len(),
+            total,
+        })
+    }
+
+    /// Starts the thread that checkpoints every `checkpoint_every`.
+    pub(crate) fn start_checkpointer(self: &Arc<Self>, node: NodeHandle) {
+        let Some(every) = self.config.checkpoint_every else {
+            return;
+        };
+        let layer = Arc::clone(self);
+        let stop = Arc::clone(&self.stop);
+        let _ = std::thread::Builder::new()
+            .name("lazarus-checkpoint".into())
+            .spawn(move || {
+                let mut next = Instant::now() + every;
+                while !stop.load(Ordering::Acquire) {
+                    let now = Instant::now();
+                    if now < next {
+                        std::thread::sleep((next - now).min(Duration::from_millis(50)));
+                        continue;
+                    }
+                    next = now + every;
+                    if layer.lock().ready {
+                        let _ = layer.checkpoint_now(&node);
+                    }
+                }
+            });
+    }
+}

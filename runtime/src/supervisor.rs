@@ -1,0 +1,188 @@
+//! The supervisor's pure parts: kill plans (`--kill RANK@SECONDS`), the restart policy,
+//! and the recovery timeline built from the `lazarus-event` lines nodes print. The
+//! launcher (`lazarus run --ft on`) owns the processes: it restarts a dead node with the
+//! same rank and the next incarnation, and prints the timeline as it happens.
+
+use std::time::Duration;
+
+/// A planned SIGKILL of a node, for resilience demos and tests.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlannedKill {
+    /// The node's rank.
+    pub rank: u16,
+    /// When, counted from the launch.
+    pub at: Duration,
+}
+
+/// Parses `RANK@SECONDS[,RANK@SECONDS...]`.
+pub fn parse_kills(spec: &str) -> Result<Vec<PlannedKill>, String> {
+    spec.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|item| {
+            let (rank, secs) = item
+                .trim()
+                .split_once('@')
+                .ok_or_else(|| format!("`{item}`: expected RANK@SECONDS, e.g. 2@3.5"))?;
+            let rank: u16 = rank
+                .parse()
+                .map_err(|_| format!("`{item}`: `{rank}` is not a rank"))?;
+            let secs: f64 = secs
+                .parse()
+                .map_err(|_| format!("`{item}`: `{secs}` is not a number of seconds"))?;
+            if !secs.is_finite() || secs < 0.0 {
+                return Err(format!("`{item}`: the time must be a non-negative number"));
+            }
+            Ok(PlannedKill {
+                rank,
+                at: Duration::from_secs_f64(secs),
+            })
+        })
+        .collect()
+}
+
+/// Parses a duration such as `500ms`, `2s`, `1.5s` or a plain number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, scale) = if let Some(ms) = s.strip_suffix("ms") {
+        (ms, 1e-3)
+    } else if let Some(sec) = s.strip_suffix('s') {
+        (sec, 1.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (examples: 500ms, 2s)"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("`{s}`: a duration must be non-negative"));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+/// Restarts allowed per rank before the supervisor gives up on the run.
+pub const MAX_RESTARTS_PER_RANK: u32 = 5;
+
+/// What to do when a node process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnExit {
+    /// It finished its work.
+    Done,
+    /// Start its next incarnation.
+    Restart {
+        /// The incarnation to start.
+        incarnation: u32,
+    },
+    /// Give up: recovery is off, or the rank keeps dying.
+    Fail,
+}
+
+/// The restart policy: with recovery on, a node that did not exit successfully restarts,
+/// at most [`MAX_RESTARTS_PER_RANK`] times.
+pub fn on_exit(success: bool, recovery: bool, incarnation: u32) -> OnExit {
+    if success {
+        OnExit::Done
+    } else if recovery && incarnation < MAX_RESTARTS_PER_RANK {
+        OnExit::Restart {
+            incarnation: incarnation + 1,
+        }
+    } else {
+        OnExit::Fail
+    }
+}
+
+/// One parsed `lazarus-event ms=<unix ms> rank=<r> <what...>` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeEvent {
+    /// Wall-clock time, milliseconds since the Unix epoch.
+    pub unix_ms: u128,
+    /// The node.
+    pub rank: u16,
+    /// The event's kind (first word) and its details.
+    pub kind: String,
+    /// The rest of the line.
+    pub details: String,
+}
+
+/// Parses a node's event line; `None` for any other line.
+pub fn parse_event(line: &str) -> Option<NodeEvent> {
+    let rest = line.trim().strip_prefix("lazarus-event ")?;
+    let mut words = rest.splitn(4, ' ');
+    let unix_ms = words.next()?.strip_prefix("ms=")?.parse().ok()?;
+    let rank = words.next()?.strip_prefix("rank=")?.parse().ok()?;
+    let kind = words.next()?.to_string();
+    let details = words.next().unwrap_or("").to_string();
+    Some(NodeEvent {
+        unix_ms,
+        rank,
+        kind,
+        details,
+    })
+}
+
+/// A human line for the timeline.
+pub fn describe_event(e: &NodeEvent) -> String {
+    let what = match e.kind.as_str() {
+        "checkpoint" => "checkpoint committed",
+        "loaded" => "restarted node loaded its checkpoint",
+        "rollback-sent" => "rollback sent to every peer",
+        "resumed" => "actors restored, node resumed",
+        "replayed" => "every peer answered: replay complete",
+        "peer-rollback" => "answered a peer's rollback (logged messages resent)",
+        "reconnected" => "connection to a restarted peer is up",
+        other => other,
+    };
+    format!("node {}: {what} {}", e.rank, e.details)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kill_plans_parse_and_bad_ones_say_why() {
+        assert_eq!(
+            parse_kills("2@3.5,1@6").unwrap(),
+            vec![
+                PlannedKill {
+                    rank: 2,
+                    at: Duration::from_millis(3500)
+                },
+                PlannedKill {
+                    rank: 1,
+                    at: Duration::from_secs(6)
+                }
+            ]
+        );
+        assert!(parse_kills("2").unwrap_err().contains("RANK@SECONDS"));
+        assert!(parse_kills("x@1").unwrap_err().contains("not a rank"));
+        assert!(parse_kills("1@-2").is_err());
+    }
+
+    #[test]
+    fn durations_accept_units() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("fast").is_err());
+    }
+
+    #[test]
+    fn a_dead_node_restarts_a_bounded_number_of_times_only_with_recovery() {
+        assert_eq!(on_exit(true, true, 0), OnExit::Done);
+        assert_eq!(on_exit(false, true, 0), OnExit::Restart { incarnation: 1 });
+        assert_eq!(on_exit(false, false, 0), OnExit::Fail);
+        assert_eq!(on_exit(false, true, MAX_RESTARTS_PER_RANK), OnExit::Fail);
+    }
+
+    #[test]
+    fn event_lines_parse() {
+        let e =
+            parse_event("lazarus-event ms=1700000000123 rank=2 checkpoint id=3 bytes=10").unwrap();
+        assert_eq!(
+            (e.rank, e.kind.as_str(), e.details.as_str()),
+            (2, "checkpoint", "id=3 bytes=10")
+        );
+        assert!(parse_event("RESULT app=x").is_none());
+    }
+}
