@@ -43,6 +43,7 @@ pub mod cluster;
 pub mod context;
 pub mod error;
 mod executor;
+pub mod failpoint;
 pub mod failure_detector;
 mod lifecycle;
 mod mailbox;

@@ -188,7 +188,11 @@ impl<A: Actor> ActorCell<A> {
                 Signal::Msg(msg) => {
                     let message_type = msg.type_name();
                     let started = stats.start_handler();
-                    let outcome = catch_unwind(AssertUnwindSafe(|| actor.handle(msg, ctx)));
+                    let id = self.mailbox.id;
+                    let outcome = catch_unwind(AssertUnwindSafe(|| {
+                        crate::failpoint::before_handler(id);
+                        actor.handle(msg, ctx)
+                    }));
                     stats.end_handler(started);
                     if let Err(p) = outcome {
                         exit = Some(Exit::Failed(

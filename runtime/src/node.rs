@@ -361,6 +361,11 @@ impl NodeHandle {
     }
 
     pub(crate) fn report_failure(&self, event: &SupervisionEvent) {
+        if let Some(layer) = self.recovery_layer() {
+            // The set rolls back as one unit: end this process now, the supervisor
+            // restarts it from the last checkpoint and the peers replay.
+            layer.actor_failed(event);
+        }
         if let Some(hook) = &self.inner.on_failure {
             hook(event);
         }

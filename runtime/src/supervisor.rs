@@ -63,6 +63,24 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Restarts allowed per rank before the supervisor gives up on the run.
 pub const MAX_RESTARTS_PER_RANK: u32 = 5;
 
+/// Times the same actor may fail the same way (same actor, message type and panic)
+/// before the supervisor calls it a deterministic bug and stops the run.
+pub const MAX_SAME_FAILURE: usize = 3;
+
+/// An actor failure as a node reports it before its process ends
+/// (`actor-failed actor=... type=... message=... panic="..."`).
+pub fn failure_signature(e: &NodeEvent) -> Option<String> {
+    (e.kind == "actor-failed").then(|| e.details.clone())
+}
+
+/// Whether the newest of `failures` (one rank's, oldest first) happened
+/// [`MAX_SAME_FAILURE`] times: the handler panics every time it is replayed.
+pub fn is_deterministic(failures: &[String]) -> bool {
+    failures
+        .last()
+        .is_some_and(|last| failures.iter().filter(|f| *f == last).count() >= MAX_SAME_FAILURE)
+}
+
 /// What to do when a node process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OnExit {
@@ -173,6 +191,15 @@ mod tests {
         assert_eq!(on_exit(false, true, 0), OnExit::Restart { incarnation: 1 });
         assert_eq!(on_exit(false, false, 0), OnExit::Fail);
         assert_eq!(on_exit(false, true, MAX_RESTARTS_PER_RANK), OnExit::Fail);
+    }
+
+    #[test]
+    fn the_same_failure_three_times_is_a_deterministic_bug() {
+        let a = "actor=1:2 type=Tile message=Halo panic=\"boom\"".to_string();
+        let b = "actor=1:3 type=Tile message=Halo panic=\"other\"".to_string();
+        assert!(!is_deterministic(&[a.clone(), a.clone()]));
+        assert!(!is_deterministic(&[a.clone(), a.clone(), b.clone()]));
+        assert!(is_deterministic(&[a.clone(), b, a.clone(), a]));
     }
 
     #[test]

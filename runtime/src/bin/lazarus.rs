@@ -140,6 +140,8 @@ struct RunOutcome {
 #[derive(Clone)]
 struct Output {
     lock: Arc<Mutex<()>>,
+    /// Actor failures reported by each rank, oldest first.
+    failures: Arc<Mutex<std::collections::HashMap<u16, Vec<String>>>>,
     result: Arc<Mutex<Option<String>>>,
     start_unix_ms: u128,
 }
@@ -281,6 +283,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         out: Output {
             lock: Arc::default(),
             result: Arc::default(),
+            failures: Arc::default(),
             start_unix_ms: unix_ms(),
         },
     };
@@ -329,7 +332,26 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 );
             }
             // Nodes the launcher itself stops after a fatal failure stay stopped.
-            let recovery = recovery && !stopping;
+            let mut recovery = recovery && !stopping;
+            if status.code() == Some(lazarus::recovery_layer::ACTOR_FAILED_EXIT) {
+                // Let the output pump read the node's last words.
+                std::thread::sleep(Duration::from_millis(30));
+                let failures = launch
+                    .out
+                    .failures
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                let mine = failures.get(&node.rank).map(Vec::as_slice).unwrap_or(&[]);
+                if recovery && supervisor::is_deterministic(mine) {
+                    recovery = false;
+                    eprintln!(
+                        "lazarus: giving up: node {} rolled back {} times and the same actor failed the same way each time (a deterministic bug, not a transient fault): {}",
+                        node.rank,
+                        supervisor::MAX_SAME_FAILURE,
+                        mine.last().map(String::as_str).unwrap_or("")
+                    );
+                }
+            }
             match supervisor::on_exit(status.success(), recovery, node.incarnation) {
                 OnExit::Done => {}
                 OnExit::Restart { incarnation } => {
@@ -508,6 +530,14 @@ fn pump(stream: impl std::io::Read + Send + 'static, rank: u16, out: Output, to_
         for line in BufReader::new(stream).lines() {
             let Ok(line) = line else { break };
             if let Some(e) = supervisor::parse_event(&line) {
+                if let Some(sig) = supervisor::failure_signature(&e) {
+                    out.failures
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .entry(e.rank)
+                        .or_default()
+                        .push(sig);
+                }
                 let at = Duration::from_millis(e.unix_ms.saturating_sub(out.start_unix_ms) as u64);
                 out.timeline(at, &supervisor::describe_event(&e));
                 continue;

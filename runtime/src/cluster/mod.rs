@@ -328,6 +328,17 @@ impl Cluster {
                 .net
                 .unwrap_or_else(|| NetMode::default_for(node.num_cores()));
             // The layer exists before the first frame can arrive.
+            if let Some(fp) = std::env::var("LAZARUS_FAILPOINT")
+                .ok()
+                .filter(|v| !v.is_empty())
+            {
+                let point = crate::failpoint::parse(&fp).map_err(ClusterError::Environment)?;
+                crate::failpoint::arm(
+                    point,
+                    spec.rank,
+                    spec.recovery.as_ref().map_or(0, |r| r.incarnation),
+                );
+            }
             let layer = spec.recovery.clone().map(|rc| {
                 config.incarnation = rc.incarnation;
                 config.reconnect = true;

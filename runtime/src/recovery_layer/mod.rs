@@ -66,6 +66,9 @@ pub const RECOVERY_PHASE: &str = "lazarus_recovery_phase_seconds";
 /// Recovery frames refused by the protocol (label `reason`).
 pub const BAD_RECOVERY_FRAMES: &str = "lazarus_recovery_rejected_total";
 
+/// Exit status of a node process that ended because one of its actors failed.
+pub const ACTOR_FAILED_EXIT: i32 = 70;
+
 /// Set while any node in this process runs with recovery on: the driver hooks in
 /// [`crate::ActorRef::tell`] cost one relaxed load when it is off.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -462,9 +465,46 @@ impl RecoveryLayer {
         (core, skip)
     }
 
-    /// Stops the checkpoint thread.
+    /// Stops the checkpoint thread and reports the node's recovery totals.
     pub(crate) fn shutdown(&self) {
         self.stop.store(true, Ordering::Release);
+        let s = self.stats();
+        event(
+            self.rank,
+            &format!(
+                "final incarnation={} checkpoints={} replayed={} duplicates={} suppressed={} delivered={} log_entries={} log_peak_entries={} log_peak_bytes={} piggyback_bytes={} max_piggyback={}",
+                self.config.incarnation,
+                s.checkpoints,
+                s.protocol.resent,
+                s.protocol.duplicates,
+                s.protocol.suppressed,
+                s.protocol.delivered,
+                s.log_entries,
+                s.log_peak_entries,
+                s.log_peak_bytes,
+                s.protocol.piggyback_bytes,
+                s.protocol.max_piggyback,
+            ),
+        );
+    }
+
+    /// An actor of this node failed: with recovery on the whole set rolls back, so the
+    /// process ends at once (as a crash would) and the supervisor restarts it.
+    pub(crate) fn actor_failed(&self, failure: &crate::supervision::SupervisionEvent) {
+        let message_type = match &failure.kind {
+            crate::supervision::FailureKind::HandlerPanicked { message_type } => message_type,
+            _ => "-",
+        };
+        event(
+            self.rank,
+            &format!(
+                "actor-failed actor={} type={} message={message_type} panic={:?}",
+                failure.actor, failure.actor_type, failure.panic_message
+            ),
+        );
+        // SAFETY: _exit ends the process without running destructors or atexit handlers,
+        // which could block on locks other threads hold; stderr is unbuffered.
+        unsafe { libc::_exit(ACTOR_FAILED_EXIT) }
     }
 
     /// The protocol's incarnation of this node.
@@ -488,6 +528,8 @@ impl RecoveryLayer {
             protocol,
             log_entries: log.entries,
             log_bytes: log.bytes(),
+            log_peak_entries: log.peak_entries,
+            log_peak_bytes: log.peak_bytes,
             checkpoints: self.checkpoints_done.load(Ordering::Relaxed),
         }
     }
@@ -502,6 +544,10 @@ pub struct LayerStats {
     pub log_entries: usize,
     /// Payload bytes in the log now.
     pub log_bytes: usize,
+    /// Most entries the log ever held.
+    pub log_peak_entries: usize,
+    /// Most bytes the log ever held.
+    pub log_peak_bytes: usize,
     /// Checkpoints committed by this process.
     pub checkpoints: u64,
 }

@@ -8,6 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// How long to wait for the buddy's acknowledgement before sending a replica again.
+const RESEND_EVERY: Duration = Duration::from_millis(500);
+
 /// A replica as sent: checkpoint id and sealed image.
 type Image = (u64, Vec<u8>);
 
@@ -44,7 +47,9 @@ impl RecoveryLayer {
         (self.rank + 1) % self.size
     }
 
-    /// Sends checkpoint `id` to the buddy and waits for its acknowledgement.
+    /// Sends checkpoint `id` to the buddy and waits for its acknowledgement, sending it
+    /// again every [`RESEND_EVERY`] (a frame queued on a connection that broke is lost
+    /// with it; a replica is idempotent).
     pub(crate) fn replicate(&self, id: u64, body: &[u8], timeout: Duration) -> bool {
         let Some(t) = self.transport() else {
             return false;
@@ -53,29 +58,36 @@ impl RecoveryLayer {
             id,
             image: seal(body),
         };
-        if t.send_body(self.buddy(), &frame).is_err() {
-            return false;
-        }
         let deadline = Instant::now() + timeout;
-        let mut acked = self
-            .replicas
-            .acked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        while !acked.contains(&id) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+        loop {
+            // A buddy that is down cannot answer; keep trying until the deadline.
+            let _ = t.send_body(self.buddy(), &frame);
+            let resend_at = (Instant::now() + RESEND_EVERY).min(deadline);
+            let mut acked = self
+                .replicas
+                .acked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            while !acked.contains(&id) {
+                let left = resend_at.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                acked = self
+                    .replicas
+                    .acked_cv
+                    .wait_timeout(acked, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            if acked.contains(&id) {
+                acked.retain(|a| *a > id);
+                return true;
+            }
+            if Instant::now() >= deadline || self.stop.load(std::sync::atomic::Ordering::Acquire) {
                 return false;
             }
-            acked = self
-                .replicas
-                .acked_cv
-                .wait_timeout(acked, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
         }
-        acked.retain(|a| *a > id);
-        true
     }
 
     /// Keeps the replica `image` of node `from`'s checkpoint `id` (newest only).

@@ -120,6 +120,7 @@ impl RecoveryLayer {
         })?;
         histogram!(CHECKPOINT_PAUSE).record(pause.as_secs_f64());
         let id = protocol.id;
+        crate::failpoint::during_checkpoint(id.0);
         let n_actors = actors.len();
         let image = SetImage {
             format: SET_IMAGE_FORMAT,

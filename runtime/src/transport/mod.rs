@@ -1184,6 +1184,13 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
     if let Some(layer) = node.recovery_layer() {
         layer.peer_connected(peer, incarnation);
     }
+    if peer == 0 && incarnation > 0 && t.reconnect {
+        // A restarted rank 0 lost the barrier state: tell it every barrier this node
+        // has reached, so it can release them (again) in order.
+        for epoch in 0..t.next_barrier.load(Ordering::Acquire) {
+            t.try_send_body(0, &FrameBody::BarrierArrive { epoch, rank });
+        }
+    }
     inbound_ready
         .lock()
         .unwrap_or_else(|e| e.into_inner())
