@@ -10,7 +10,7 @@ use crate::error::{AskError, SendError};
 use crate::lifecycle::{ActorCell, Control};
 use crate::mailbox::Status;
 use crate::node::NodeHandle;
-use crate::recovery_layer::RecoveryLayer;
+use crate::recovery_layer::{RecoveryLayer, TellHook};
 use crate::reply::ReplyTo;
 use crate::telemetry;
 use crate::transport::frame::{Envelope, RemoteError};
@@ -126,10 +126,11 @@ impl<A: Actor> ActorRef<A> {
     /// unreachable.
     #[inline]
     pub fn tell<M: Message<A>>(&self, msg: M) -> Result<(), SendError<M>> {
-        if crate::recovery_layer::driver_hook_active() {
-            return self.driver_tell(msg);
+        match crate::recovery_layer::tell_hook() {
+            TellHook::None => self.tell_direct(msg),
+            TellHook::Driver => self.driver_tell(msg),
+            TellHook::LogAll(from) => self.logged_local_tell(from, msg),
         }
-        self.tell_direct(msg)
     }
 
     #[inline]
@@ -157,6 +158,24 @@ impl<A: Actor> ActorRef<A> {
             Route::Local(cell) => cell.node(),
             Route::Remote(t) => &t.node,
         }
+    }
+
+    /// Measurement mode (log everything): a tell inside the node is also serialized and
+    /// logged, as it would be without correlated sets.
+    #[cold]
+    fn logged_local_tell<M: Message<A>>(&self, from: ActorId, msg: M) -> Result<(), SendError<M>> {
+        if let (Route::Local(cell), Some(layer)) =
+            (&self.route, self.node_handle().recovery_layer())
+        {
+            let set = msg.into_set(ReplyTo::none());
+            if let Ok(bytes) = crate::wire::encode(&set) {
+                layer.log_local(from, cell.mailbox.id, bytes.into());
+            }
+            return cell
+                .send(set)
+                .map_err(|(set, status)| send_error::<A, M>(cell.mailbox.id, set, status));
+        }
+        self.tell_direct(msg)
     }
 
     /// A tell from the app's main on a node with recovery on: counted, so that a
@@ -206,7 +225,7 @@ impl<A: Actor> ActorRef<A> {
     /// [`Ask::timeout`] sets another. The future needs a Tokio runtime with timers, which
     /// [`crate::Node::block_on`] provides.
     pub fn ask<M: Message<A>>(&self, msg: M) -> Ask<A, M::Reply> {
-        if crate::recovery_layer::driver_hook_active() {
+        if crate::recovery_layer::tell_hook() == TellHook::Driver {
             let node = self.node_handle();
             if let Some(layer) = node.recovery_layer() {
                 drop(layer.driver_turn(node, false));

@@ -131,6 +131,8 @@ mod tests {
             })
         );
         assert!(parse("panic:1").unwrap_err().contains("expected"));
-        assert!(parse("checkpoint:x").unwrap_err().contains("not a number"));
+        assert!(parse("checkpoint:1:x")
+            .unwrap_err()
+            .contains("not a number"));
     }
 }

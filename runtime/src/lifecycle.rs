@@ -47,10 +47,9 @@ pub(crate) struct ActorImage {
     /// Whether `on_start` had run.
     pub(crate) started: bool,
     /// Its postcard-encoded state.
-    #[serde(with = "serde_bytes")]
-    pub(crate) state: Vec<u8>,
+    pub(crate) state: crate::payload::Payload,
     /// Its pending messages in mailbox order, postcard-encoded.
-    pub(crate) mailbox: Vec<serde_bytes::ByteBuf>,
+    pub(crate) mailbox: Vec<crate::payload::Payload>,
 }
 
 /// One actor: its mailbox, its state, and where it runs.
@@ -390,7 +389,7 @@ impl<A: Actor> Control for ActorCell<A> {
             for s in &signals {
                 if let Signal::Msg(m) = s {
                     let bytes = crate::wire::encode(m).map_err(|e| e.to_string())?;
-                    mailbox.push(serde_bytes::ByteBuf::from(bytes));
+                    mailbox.push(crate::payload::Payload(bytes));
                 }
             }
             Ok::<_, String>((state, mailbox))
@@ -404,7 +403,7 @@ impl<A: Actor> Control for ActorCell<A> {
             id: self.mailbox.id,
             type_tag: type_tag::<A>(),
             started,
-            state: state_bytes,
+            state: crate::payload::Payload(state_bytes),
             mailbox,
         }))
     }

@@ -328,6 +328,18 @@ impl NodeHandle {
         self.inner.gate.close(&self.inner.cores, timeout)
     }
 
+    /// The coordination step of a set checkpoint alone: pauses every core of the node
+    /// between two actor turns and resumes them; returns how long that took, or `None`
+    /// if the cores did not all pause within `timeout`. For benchmarks.
+    pub fn measure_checkpoint_coordination(&self, timeout: Duration) -> Option<Duration> {
+        let started = Instant::now();
+        if !self.pause_cores(timeout) {
+            return None;
+        }
+        self.resume_cores();
+        Some(started.elapsed())
+    }
+
     /// Lets the cores run again after [`NodeHandle::pause_cores`].
     pub(crate) fn resume_cores(&self) {
         self.inner.gate.open();

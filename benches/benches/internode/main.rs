@@ -1,5 +1,8 @@
 //! Inter-node ping-pong: Lazarus actors on two nodes (QUIC over loopback, mutual TLS)
-//! against a raw quinn stream ping-pong with the same TLS setup, in the same run.
+//! against a raw quinn stream ping-pong with the same TLS setup, in the same run; and the
+//! cost of rollback recovery: the same ping-pong between nodes and inside one node with
+//! recovery on (logged messages, dependency vectors, a checkpoint every second) against
+//! recovery off.
 //!
 //! Both sides run in this process on separate threads, as two nodes / two endpoints, over
 //! 127.0.0.1. Each measurement is `K` round trips of an `n`-byte payload each way;
@@ -91,9 +94,12 @@ struct LazarusPair {
     node1: Cluster,
     ping: ActorRef<Ping>,
     pong: ActorRef<Pong>,
+    /// A pong on node 0, for ping-pong inside one node.
+    local_pong: ActorRef<Pong>,
 }
 
-fn lazarus_pair() -> LazarusPair {
+fn lazarus_pair(recovery: bool) -> LazarusPair {
+    let dir = std::env::temp_dir().join(format!("lazarus-bench-ckpt-{}", std::process::id()));
     let addrs = free_addrs(2);
     let spec = |rank: u16| ClusterSpec {
         launcher: Launcher::Lazarus,
@@ -104,13 +110,20 @@ fn lazarus_pair() -> LazarusPair {
         core_offset: rank as usize,
         idle_spin: None,
         net: None,
-        recovery: None,
+        recovery: recovery.then(|| lazarus::recovery_layer::RecoveryConfig {
+            checkpoint_every: Some(Duration::from_secs(1)),
+            dir: dir.clone(),
+            incarnation: 0,
+            buddy: true,
+            log_everything: false,
+        }),
     };
     let s1 = spec(1);
     let t = std::thread::spawn(move || Cluster::start_with(s1, Node::builder()).unwrap());
     let node0 = Cluster::start_with(spec(0), Node::builder()).unwrap();
     let node1 = t.join().unwrap();
     let ping = node0.spawn(Ping::default()).unwrap();
+    let local_pong = node0.spawn(Pong).unwrap();
     node1.spawn(Pong).unwrap();
     let pong = node0
         .handle()
@@ -121,17 +134,22 @@ fn lazarus_pair() -> LazarusPair {
         node1,
         ping,
         pong,
+        local_pong,
     }
 }
 
 impl LazarusPair {
     fn round_trips(&self, size: usize, iters: u64) -> Duration {
+        self.round_trips_with(&self.pong, size, iters)
+    }
+
+    fn round_trips_with(&self, pong: &ActorRef<Pong>, size: usize, iters: u64) -> Duration {
         let ns = self
             .node0
             .block_on(
                 self.ping
                     .ask(Run {
-                        pong: self.pong.clone(),
+                        pong: pong.clone(),
                         size,
                         iters,
                     })
@@ -256,13 +274,17 @@ impl RawPair {
 // ---------- measurement ----------
 
 fn bench(c: &mut Criterion) {
-    let lazarus = lazarus_pair();
+    // Recovery off first: once a node with recovery on exists in this process, every
+    // tell checks (one relaxed load) whether it is a driver send.
+    let lazarus = lazarus_pair(false);
     let mut raw = raw_pair();
+    let configure = |g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>| {
+        g.sample_size(20)
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(4));
+    };
     let mut group = c.benchmark_group("internode_pingpong");
-    group
-        .sample_size(20)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(4));
+    configure(&mut group);
     for size in SIZES {
         group.throughput(Throughput::Bytes(size as u64));
         group.bench_with_input(BenchmarkId::new("raw_quinn", size), &size, |b, &size| {
@@ -273,12 +295,41 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
+    let mut group = c.benchmark_group("intranode_pingpong");
+    configure(&mut group);
+    for size in SIZES {
+        group.bench_with_input(BenchmarkId::new("recovery_off", size), &size, |b, &size| {
+            b.iter_custom(|iters| lazarus.round_trips_with(&lazarus.local_pong, size, iters))
+        });
+    }
+    group.finish();
     lazarus.node1.shutdown();
     lazarus.node0.shutdown();
+
+    let ft = lazarus_pair(true);
+    let mut group = c.benchmark_group("internode_pingpong");
+    configure(&mut group);
+    for size in SIZES {
+        group.throughput(Throughput::Bytes(size as u64));
+        group.bench_with_input(BenchmarkId::new("recovery_on", size), &size, |b, &size| {
+            b.iter_custom(|iters| ft.round_trips(size, iters))
+        });
+    }
+    group.finish();
+    let mut group = c.benchmark_group("intranode_pingpong");
+    configure(&mut group);
+    for size in SIZES {
+        group.bench_with_input(BenchmarkId::new("recovery_on", size), &size, |b, &size| {
+            b.iter_custom(|iters| ft.round_trips_with(&ft.local_pong, size, iters))
+        });
+    }
+    group.finish();
+    ft.node1.shutdown();
+    ft.node0.shutdown();
 }
 
 fn median_ns(id: &str) -> Option<f64> {
-    let path = format!("target/criterion/internode_pingpong/{id}/new/estimates.json");
+    let path = format!("target/criterion/{id}/new/estimates.json");
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .join(path);
@@ -293,8 +344,8 @@ fn summary() {
     );
     for size in SIZES {
         let (Some(raw), Some(laz)) = (
-            median_ns(&format!("raw_quinn/{size}")),
-            median_ns(&format!("lazarus/{size}")),
+            median_ns(&format!("internode_pingpong/raw_quinn/{size}")),
+            median_ns(&format!("internode_pingpong/lazarus/{size}")),
         ) else {
             continue;
         };
@@ -315,7 +366,40 @@ fn summary() {
             if ok { "PASS" } else { "MISS" }
         ));
     }
-    println!("\nInter-node ping-pong over loopback (medians):\n{md}");
+    md.push_str(
+        "\n| ping-pong | size | recovery off RTT (µs) | recovery on RTT (µs) | on/off time | target |\n|---|---|---|---|---|---|\n",
+    );
+    for (group, what) in [
+        ("internode_pingpong", "between nodes"),
+        ("intranode_pingpong", "inside a node"),
+    ] {
+        for size in SIZES {
+            let off_id = if group == "internode_pingpong" {
+                "lazarus"
+            } else {
+                "recovery_off"
+            };
+            let (Some(off), Some(on)) = (
+                median_ns(&format!("{group}/{off_id}/{size}")),
+                median_ns(&format!("{group}/recovery_on/{size}")),
+            ) else {
+                continue;
+            };
+            let (target, ok) = match (group, size) {
+                ("internode_pingpong", s) if s > 8 => ("bandwidth ≥ 0.9× off", off / on >= 0.9),
+                ("intranode_pingpong", _) => ("≤ 1.03× off", on / off <= 1.03),
+                _ => ("(reported)", true),
+            };
+            md.push_str(&format!(
+                "| {what} | {size} B | {:.2} | {:.2} | {:.3} | {target}: {} |\n",
+                off / 1e3,
+                on / 1e3,
+                on / off,
+                if ok { "PASS" } else { "MISS" }
+            ));
+        }
+    }
+    println!("\nPing-pong over loopback (medians):\n{md}");
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../target/criterion/lazarus-internode-summary.md");
     let _ = std::fs::write(out, md);

@@ -73,11 +73,32 @@ pub const ACTOR_FAILED_EXIT: i32 = 70;
 /// [`crate::ActorRef::tell`] cost one relaxed load when it is off.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
-/// Whether a send from this thread is a driver (app `main`) send that the recovery layer
-/// must see.
+/// Set when nodes of this process log every message, also inside the node (a
+/// measurement mode: what correlated sets save).
+static LOG_ALL: AtomicBool = AtomicBool::new(false);
+
+/// What the recovery layer must do with a tell from this thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TellHook {
+    /// Nothing: recovery is off, or an actor sends inside its node.
+    None,
+    /// The app's `main` sends: count it (see [`RecoveryLayer::driver_turn`]).
+    Driver,
+    /// An actor sends inside its node and every message is logged (measurement mode).
+    LogAll(ActorId),
+}
+
+/// The hook for a tell from this thread: one relaxed load when recovery is off.
 #[inline]
-pub(crate) fn driver_hook_active() -> bool {
-    ACTIVE.load(Ordering::Relaxed) && crate::lifecycle::current_actor().is_none()
+pub(crate) fn tell_hook() -> TellHook {
+    if !ACTIVE.load(Ordering::Relaxed) {
+        return TellHook::None;
+    }
+    match crate::lifecycle::current_actor() {
+        None => TellHook::Driver,
+        Some(from) if LOG_ALL.load(Ordering::Relaxed) => TellHook::LogAll(from),
+        Some(_) => TellHook::None,
+    }
 }
 
 /// How a node takes part in recovery.
@@ -157,6 +178,38 @@ pub(crate) struct Core {
     pub(crate) images: HashMap<ActorId, ActorImage>,
     /// When the rollback was sent (for the replay phase's duration).
     pub(crate) rollback_at: Option<Instant>,
+    /// Measurement mode only: messages inside the node, logged as if they crossed sets.
+    pub(crate) forced_log: ForcedLog,
+}
+
+/// The log of messages inside the node in the log-everything measurement mode: payload,
+/// index and vector kept like the sender-based log's, released at each checkpoint.
+#[derive(Default)]
+pub(crate) struct ForcedLog {
+    entries: Vec<(ChannelId, u64, bytes::Bytes)>,
+    bytes: usize,
+    /// Most bytes held at once.
+    pub(crate) peak_bytes: usize,
+    /// Messages logged in total.
+    pub(crate) logged: u64,
+    next_index: HashMap<ChannelId, u64>,
+}
+
+impl ForcedLog {
+    fn push(&mut self, channel: ChannelId, payload: bytes::Bytes, vector_len: usize) {
+        let index = self.next_index.entry(channel).or_insert(0);
+        *index += 1;
+        self.bytes += payload.len() + vector_len;
+        self.peak_bytes = self.peak_bytes.max(self.bytes);
+        self.logged += 1;
+        self.entries.push((channel, *index, payload));
+    }
+
+    /// A checkpoint covers everything logged so far.
+    pub(crate) fn release(&mut self) {
+        self.entries.clear();
+        self.bytes = 0;
+    }
 }
 
 /// The recovery layer of one node.
@@ -180,6 +233,9 @@ impl RecoveryLayer {
     /// The layer of node `rank` of `size`.
     pub(crate) fn new(rank: u16, size: u16, config: RecoveryConfig) -> Arc<Self> {
         ACTIVE.store(true, Ordering::Relaxed);
+        if config.log_everything {
+            LOG_ALL.store(true, Ordering::Relaxed);
+        }
         let fresh = config.incarnation == 0;
         let protocol = fresh
             .then(|| SetProtocol::new(SetId(rank), size).ok())
@@ -198,6 +254,7 @@ impl RecoveryLayer {
                 deferred: Vec::new(),
                 images: HashMap::new(),
                 rollback_at: None,
+                forced_log: ForcedLog::default(),
             }),
             transport: OnceLock::new(),
             replicas: replica::Replicas::default(),
@@ -298,6 +355,19 @@ impl RecoveryLayer {
                 None
             }
         }
+    }
+
+    /// Measurement mode: logs a message between two actors of this node as if it
+    /// crossed sets (serialized payload, channel index, dependency vector).
+    pub(crate) fn log_local(&self, from: ActorId, to: ActorId, payload: bytes::Bytes) {
+        let mut core = self.lock();
+        let vector_len = core
+            .protocol
+            .as_ref()
+            .map_or(0, |p| p.depend().encoded_len());
+        histogram!(PIGGYBACK_BYTES).record((vector_len + 2) as f64);
+        core.forced_log
+            .push(ChannelId::new(from, to), payload, vector_len);
     }
 
     /// Sends `env` from actor `from` to its node through the log.
@@ -472,7 +542,7 @@ impl RecoveryLayer {
         event(
             self.rank,
             &format!(
-                "final incarnation={} checkpoints={} replayed={} duplicates={} suppressed={} delivered={} log_entries={} log_peak_entries={} log_peak_bytes={} piggyback_bytes={} max_piggyback={}",
+                "final incarnation={} checkpoints={} replayed={} duplicates={} suppressed={} delivered={} log_entries={} log_peak_entries={} log_peak_bytes={} piggyback_bytes={} max_piggyback={} forced_logged={} forced_peak_bytes={}",
                 self.config.incarnation,
                 s.checkpoints,
                 s.protocol.resent,
@@ -484,6 +554,8 @@ impl RecoveryLayer {
                 s.log_peak_bytes,
                 s.protocol.piggyback_bytes,
                 s.protocol.max_piggyback,
+                s.forced_logged,
+                s.forced_peak_bytes,
             ),
         );
     }
@@ -524,6 +596,8 @@ impl RecoveryLayer {
             .as_ref()
             .map(|p| (p.stats(), p.log_stats()))
             .unwrap_or_default();
+        let (forced_logged, forced_peak_bytes) =
+            (core.forced_log.logged, core.forced_log.peak_bytes);
         LayerStats {
             protocol,
             log_entries: log.entries,
@@ -531,6 +605,8 @@ impl RecoveryLayer {
             log_peak_entries: log.peak_entries,
             log_peak_bytes: log.peak_bytes,
             checkpoints: self.checkpoints_done.load(Ordering::Relaxed),
+            forced_logged,
+            forced_peak_bytes,
         }
     }
 }
@@ -550,4 +626,8 @@ pub struct LayerStats {
     pub log_peak_bytes: usize,
     /// Checkpoints committed by this process.
     pub checkpoints: u64,
+    /// Log-everything mode: messages inside the node that were logged.
+    pub forced_logged: u64,
+    /// Log-everything mode: most bytes the node-internal log held.
+    pub forced_peak_bytes: usize,
 }

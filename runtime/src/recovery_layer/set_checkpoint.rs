@@ -5,7 +5,7 @@
 //!
 //! No other node takes part: sets checkpoint independently, with no global barrier.
 
-use super::{event, Core, RecoveryLayer, CHECKPOINTS, CHECKPOINT_BYTES, CHECKPOINT_DURATION};
+use super::{event, RecoveryLayer, CHECKPOINTS, CHECKPOINT_BYTES, CHECKPOINT_DURATION};
 use super::{CHECKPOINT_FAILURES, CHECKPOINT_PAUSE};
 use crate::checkpoint::CheckpointStore;
 use crate::lifecycle::ActorImage;
@@ -97,13 +97,11 @@ impl RecoveryLayer {
                     actors.push(image);
                 }
             }
-            let Core {
-                protocol,
-                driver_sent,
-                ..
-            } = &mut *core;
+            let protocol = &mut core.protocol;
             let protocol = protocol.as_mut().ok_or(CheckpointFailure::NotReady)?;
-            Ok((protocol.checkpoint(), actors, *driver_sent))
+            let snapshot = protocol.checkpoint();
+            core.forced_log.release();
+            Ok((snapshot, actors, core.driver_sent))
         })();
         node.resume_cores();
         let pause = started.elapsed();
