@@ -282,7 +282,7 @@ fn overhead(reps: usize, md: &mut String) {
 
 fn restore_time(reps: usize, md: &mut String) {
     // n=5000: each node's tiles hold 5000²/4 points × 2 grids × 8 B = 100 MB.
-    let app_args = ["--n", "5000", "--iters", "400", "--check", "bounds"];
+    let app_args = ["--n", "5000", "--iters", "150", "--check", "bounds"];
     let mut total = Vec::new();
     let mut load = Vec::new();
     let mut detect = Vec::new();
@@ -290,7 +290,7 @@ fn restore_time(reps: usize, md: &mut String) {
     for rep in 0..reps {
         let mut killed = false;
         let r = run(
-            &["-n", "4", "--ft", "on", "--checkpoint-every", "3s"],
+            &["-n", "4", "--ft", "on", "--checkpoint-every", "4s"],
             "jacobi2d",
             &app_args,
             &[],

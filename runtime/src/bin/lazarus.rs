@@ -55,7 +55,7 @@ struct RunArgs {
     /// Rollback recovery: checkpoints, sender-based logs, restart of dead nodes.
     #[arg(long, value_enum, default_value_t = Ft::Off)]
     ft: Ft,
-    /// Period of each node's checkpoint (e.g. 1s, 500ms).
+    /// Period of each node's checkpoint (e.g. 1s, 500ms; 0 for none).
     #[arg(long, default_value = "1s", value_parser = supervisor::parse_duration)]
     checkpoint_every: Duration,
     /// Where checkpoints are stored (default: a fresh directory under the temp dir).
@@ -193,9 +193,10 @@ impl Launch<'_> {
             .stderr(Stdio::piped());
         if args.ft == Ft::On {
             cmd.env("LAZARUS_FT", "on")
+                // 0 turns periodic checkpoints off (on demand only).
                 .env(
                     "LAZARUS_CHECKPOINT_EVERY_MS",
-                    args.checkpoint_every.as_millis().max(1).to_string(),
+                    args.checkpoint_every.as_millis().to_string(),
                 )
                 .env("LAZARUS_CHECKPOINT_DIR", &self.checkpoint_dir)
                 .env("LAZARUS_INCARNATION", incarnation.to_string());

@@ -324,9 +324,11 @@ impl Cluster {
         } else {
             let mut config =
                 TransportConfig::new(spec.rank, spec.addrs.clone(), spec.secret.clone());
-            config.net_mode = spec
-                .net
-                .unwrap_or_else(|| NetMode::default_for(node.num_cores()));
+            config.net_mode = spec.net.unwrap_or_else(|| match spec.recovery {
+                // Heartbeats must go on while a checkpoint pauses the cores.
+                Some(_) => NetMode::Thread,
+                None => NetMode::default_for(node.num_cores()),
+            });
             // The layer exists before the first frame can arrive.
             if let Some(fp) = std::env::var("LAZARUS_FAILPOINT")
                 .ok()

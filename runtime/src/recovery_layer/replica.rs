@@ -1,28 +1,59 @@
 //! The buddy replica: each node keeps its newest checkpoint also in the memory of the next
 //! node (rank + 1 mod N), so a node whose host lost its disk restarts from the buddy's
 //! copy. A replica carries a CRC-32C of its body and is never used if it does not verify.
+//! Images travel in pieces of [`CHUNK`] bytes (a checkpoint is larger than a frame may be).
 
 use super::{event, RecoveryLayer};
-use crate::transport::frame::FrameBody;
+use crate::transport::frame::{FrameBody, ReplicaChunk};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long to wait for the buddy's acknowledgement before sending a replica again.
-const RESEND_EVERY: Duration = Duration::from_millis(500);
+const RESEND_EVERY: Duration = Duration::from_secs(2);
 
-/// A replica as sent: checkpoint id and sealed image.
+/// Bytes of a replica per frame.
+pub const CHUNK: usize = 8 << 20;
+
+/// A replica: checkpoint id and sealed image.
 type Image = (u64, Vec<u8>);
+
+/// An image being received piece by piece.
+#[derive(Default)]
+struct Assembly {
+    id: u64,
+    bytes: Vec<u8>,
+}
+
+impl Assembly {
+    /// Adds `chunk`; returns the whole image once its last piece arrived in order.
+    fn add(&mut self, chunk: ReplicaChunk) -> Option<Image> {
+        if chunk.offset == 0 {
+            self.id = chunk.id;
+            self.bytes = Vec::with_capacity(usize::try_from(chunk.total).unwrap_or(0).min(1 << 32));
+        }
+        if chunk.id != self.id || chunk.offset != self.bytes.len() as u64 {
+            // A piece of another (or a restarted) transfer: wait for its next start.
+            return None;
+        }
+        self.bytes.extend_from_slice(&chunk.bytes);
+        (self.bytes.len() as u64 == chunk.total).then(|| (self.id, std::mem::take(&mut self.bytes)))
+    }
+}
 
 /// Replicas this node keeps for others, and the answers it waits for.
 #[derive(Default)]
 pub(crate) struct Replicas {
-    /// Newest replica per rank: (checkpoint id, crc + body).
+    /// Newest complete replica per rank.
     held: Mutex<HashMap<u16, Image>>,
+    /// Replicas being received, per sending rank.
+    incoming: Mutex<HashMap<u16, Assembly>>,
     /// Checkpoint ids the buddy acknowledged.
     acked: Mutex<HashSet<u64>>,
     acked_cv: Condvar,
-    /// The answer to our fetch: `Some(None)` means the buddy has nothing.
+    /// The answer to our fetch being received, and the final answer (`Some(None)`: the
+    /// buddy has nothing).
+    fetching: Mutex<Assembly>,
     fetched: Mutex<Option<Option<Image>>>,
     fetched_cv: Condvar,
 }
@@ -41,6 +72,32 @@ fn unseal(image: &[u8]) -> Option<&[u8]> {
     (crc32c::crc32c(body).to_le_bytes() == crc).then_some(body)
 }
 
+/// The frames that carry `image` (checkpoint `id`), built by `wrap`.
+fn chunks(id: u64, image: &[u8], wrap: fn(ReplicaChunk) -> FrameBody) -> Vec<FrameBody> {
+    let total = image.len() as u64;
+    let mut out: Vec<FrameBody> = image
+        .chunks(CHUNK)
+        .enumerate()
+        .map(|(i, piece)| {
+            wrap(ReplicaChunk {
+                id,
+                offset: (i * CHUNK) as u64,
+                total,
+                bytes: piece.to_vec(),
+            })
+        })
+        .collect();
+    if out.is_empty() {
+        out.push(wrap(ReplicaChunk {
+            id,
+            offset: 0,
+            total: 0,
+            bytes: Vec::new(),
+        }));
+    }
+    out
+}
+
 impl RecoveryLayer {
     /// The rank that keeps this node's replicas.
     pub(crate) fn buddy(&self) -> u16 {
@@ -48,20 +105,21 @@ impl RecoveryLayer {
     }
 
     /// Sends checkpoint `id` to the buddy and waits for its acknowledgement, sending it
-    /// again every [`RESEND_EVERY`] (a frame queued on a connection that broke is lost
+    /// again every [`RESEND_EVERY`] (pieces queued on a connection that broke are lost
     /// with it; a replica is idempotent).
     pub(crate) fn replicate(&self, id: u64, body: &[u8], timeout: Duration) -> bool {
         let Some(t) = self.transport() else {
             return false;
         };
-        let frame = FrameBody::Replica {
-            id,
-            image: seal(body),
-        };
+        let frames = chunks(id, &seal(body), FrameBody::Replica);
         let deadline = Instant::now() + timeout;
         loop {
-            // A buddy that is down cannot answer; keep trying until the deadline.
-            let _ = t.send_body(self.buddy(), &frame);
+            for f in &frames {
+                // A buddy that is down cannot answer; keep trying until the deadline.
+                if t.send_body(self.buddy(), f).is_err() {
+                    break;
+                }
+            }
             let resend_at = (Instant::now() + RESEND_EVERY).min(deadline);
             let mut acked = self
                 .replicas
@@ -90,12 +148,22 @@ impl RecoveryLayer {
         }
     }
 
-    /// Keeps the replica `image` of node `from`'s checkpoint `id` (newest only).
-    pub(crate) fn keep_replica(&self, from: u16, id: u64, image: Vec<u8>) {
+    /// A piece of node `from`'s replica arrived; returns the checkpoint id to acknowledge
+    /// once the whole image is here (kept if it is the newest).
+    pub(crate) fn replica_chunk(&self, from: u16, chunk: ReplicaChunk) -> Option<u64> {
+        let (id, image) = self
+            .replicas
+            .incoming
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(from)
+            .or_default()
+            .add(chunk)?;
         let mut held = self.replicas.held.lock().unwrap_or_else(|e| e.into_inner());
-        if held.get(&from).is_none_or(|(have, _)| *have < id) {
+        if held.get(&from).is_none_or(|(have, _)| *have <= id) {
             held.insert(from, (id, image));
         }
+        Some(id)
     }
 
     /// The buddy acknowledged replica `id`.
@@ -111,27 +179,46 @@ impl RecoveryLayer {
         self.replicas.acked_cv.notify_all();
     }
 
-    /// The newest replica held for `rank`.
-    pub(crate) fn replica_of(&self, rank: u16) -> Option<(u64, Vec<u8>)> {
-        self.replicas
+    /// A restarted node asks for its replica: send it (from the layer's sender thread:
+    /// it may be large), or say there is none.
+    pub(crate) fn serve_replica(&self, to: u16) {
+        let held = self
+            .replicas
             .held
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&rank)
-            .cloned()
+            .get(&to)
+            .cloned();
+        let frames = match held {
+            Some((id, image)) => chunks(id, &image, FrameBody::ReplicaData),
+            None => vec![FrameBody::ReplicaNone],
+        };
+        self.emit(frames.into_iter().map(|f| (to, f)));
     }
 
-    /// The buddy answered our fetch.
-    pub(crate) fn replica_fetched(&self, from: u16, image: Option<(u64, Vec<u8>)>) {
+    /// A piece of the answer to our fetch arrived (`None`: the buddy has nothing).
+    pub(crate) fn fetched_chunk(&self, from: u16, chunk: Option<ReplicaChunk>) {
         if from != self.buddy() {
             return;
         }
-        *self
-            .replicas
-            .fetched
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(image);
-        self.replicas.fetched_cv.notify_all();
+        let answer = match chunk {
+            None => Some(None),
+            Some(c) => self
+                .replicas
+                .fetching
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .add(c)
+                .map(Some),
+        };
+        if let Some(answer) = answer {
+            *self
+                .replicas
+                .fetched
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(answer);
+            self.replicas.fetched_cv.notify_all();
+        }
     }
 
     /// Asks the buddy for this node's newest replica: `(id, body)` if it has one that
@@ -183,5 +270,40 @@ mod tests {
         damaged[7] ^= 1;
         assert_eq!(unseal(&damaged), None);
         assert_eq!(unseal(&sealed[..3]), None);
+    }
+
+    #[test]
+    fn an_image_larger_than_a_frame_travels_in_pieces_and_is_reassembled() {
+        let image: Vec<u8> = (0..(2 * CHUNK + 123)).map(|i| (i % 251) as u8).collect();
+        let frames = chunks(7, &image, FrameBody::Replica);
+        assert_eq!(frames.len(), 3);
+        let mut a = Assembly::default();
+        let mut done = None;
+        for f in frames {
+            let FrameBody::Replica(c) = f else {
+                unreachable!()
+            };
+            done = a.add(c);
+        }
+        assert_eq!(done, Some((7, image)));
+    }
+
+    #[test]
+    fn a_transfer_restarted_midway_is_reassembled_from_its_new_start() {
+        let image = vec![5u8; CHUNK + 10];
+        let frames = chunks(3, &image, FrameBody::Replica);
+        let mut a = Assembly::default();
+        let FrameBody::Replica(first) = frames[0].clone() else {
+            unreachable!()
+        };
+        assert_eq!(a.add(first), None);
+        let mut done = None;
+        for f in frames {
+            let FrameBody::Replica(c) = f else {
+                unreachable!()
+            };
+            done = a.add(c);
+        }
+        assert_eq!(done, Some((3, image)));
     }
 }

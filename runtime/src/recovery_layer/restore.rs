@@ -55,7 +55,9 @@ impl RecoveryLayer {
         }
     }
 
-    /// The newest usable checkpoint of this node.
+    /// The newest usable checkpoint of this node. The directory is asked first: a
+    /// checkpoint reaches the buddy only after it is in the directory, so the buddy is
+    /// needed only when the directory lost it (or it does not verify).
     fn load_newest(&self) -> (Option<SetImage>, RestoreSource) {
         let local = match self.store.load_latest(self.rank) {
             Ok(Some(c)) => self.decode_image(&c.body).map(|i| (c.epoch, i)),
@@ -65,7 +67,7 @@ impl RecoveryLayer {
                 None
             }
         };
-        let remote = if self.config.buddy && self.size > 1 {
+        let remote = if local.is_none() && self.config.buddy && self.size > 1 {
             self.fetch_replica(FETCH_TIMEOUT)
                 .and_then(|(id, body)| self.decode_image(&body).map(|i| (id, i)))
         } else {

@@ -72,15 +72,9 @@ pub enum FrameBody {
     },
     /// A recovery protocol control message (ROLLBACK, RESPONSE, CHECKPOINT_ADVANCE).
     Recovery(ControlMessage),
-    /// A checkpoint of the sender's set for the addressee to keep in memory (the buddy
-    /// replica); answered by [`FrameBody::ReplicaStored`].
-    Replica {
-        /// The checkpoint's number.
-        id: u64,
-        /// The stored checkpoint image (checksummed by its own format).
-        #[serde(with = "serde_bytes_compat")]
-        image: Vec<u8>,
-    },
+    /// A piece of a checkpoint of the sender's set for the addressee to keep in memory
+    /// (the buddy replica); the last piece is answered by [`FrameBody::ReplicaStored`].
+    Replica(ReplicaChunk),
     /// The buddy holds checkpoint `id` of the sender's set.
     ReplicaStored {
         /// The checkpoint's number.
@@ -88,12 +82,24 @@ pub enum FrameBody {
     },
     /// A restarted node asks its buddy for the newest replica of its set.
     ReplicaFetch,
-    /// The answer to [`FrameBody::ReplicaFetch`]: the newest replica held, if any.
-    ReplicaData {
-        /// The checkpoint's number and image.
-        #[serde(with = "option_bytes")]
-        image: Option<(u64, Vec<u8>)>,
-    },
+    /// A piece of the answer to [`FrameBody::ReplicaFetch`]: the newest replica held.
+    ReplicaData(ReplicaChunk),
+    /// The answer to [`FrameBody::ReplicaFetch`] when no replica is held.
+    ReplicaNone,
+}
+
+/// A piece of a sealed checkpoint image (images are larger than a frame may be).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaChunk {
+    /// The checkpoint's number.
+    pub id: u64,
+    /// Where the piece starts in the image.
+    pub offset: u64,
+    /// The image's whole length.
+    pub total: u64,
+    /// The bytes.
+    #[serde(with = "serde_bytes_compat")]
+    pub bytes: Vec<u8>,
 }
 
 /// An application message addressed to an actor on the receiving node.
@@ -128,24 +134,6 @@ mod shared_bytes {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
         super::serde_bytes_compat::deserialize(d).map(Bytes::from)
-    }
-}
-
-/// Serializes an optional `(id, bytes)` with the bytes as one byte string.
-mod option_bytes {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    #[derive(Serialize, Deserialize)]
-    struct Image(u64, #[serde(with = "super::serde_bytes_compat")] Vec<u8>);
-
-    pub fn serialize<S: Serializer>(v: &Option<(u64, Vec<u8>)>, s: S) -> Result<S::Ok, S::Error> {
-        v.as_ref().map(|(id, b)| Image(*id, b.clone())).serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<(u64, Vec<u8>)>, D::Error> {
-        Ok(Option::<Image>::deserialize(d)?.map(|Image(id, b)| (id, b)))
     }
 }
 
@@ -247,6 +235,91 @@ pub fn encode(body: &FrameBody, out: &mut Vec<u8>) -> Result<(), postcard::Error
     let len = (out.len() - start - HEADER_LEN) as u32;
     out[start + 4..start + 8].copy_from_slice(&len.to_le_bytes());
     Ok(())
+}
+
+/// Payloads from this size on are not copied into the frame buffer by [`encode_split`].
+pub const SPLIT_MIN: usize = 2048;
+
+/// One encoded frame as two buffers to write back to back: `head` (header and body up to
+/// the payload) and `tail` (the application payload, shared with the message and the
+/// sender-based log, not copied; empty for small or payload-less frames).
+#[derive(Clone, Debug, Default)]
+pub struct SplitFrame {
+    /// Header and the body's encoding before the payload bytes.
+    pub head: Bytes,
+    /// The payload bytes.
+    pub tail: Bytes,
+}
+
+impl SplitFrame {
+    /// A frame already encoded in one buffer.
+    pub fn whole(bytes: Bytes) -> Self {
+        SplitFrame {
+            head: bytes,
+            tail: Bytes::new(),
+        }
+    }
+
+    /// Total length on the wire.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    /// Whether this is the empty end-of-stream marker.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Encodes one frame without copying a large application payload: the payload is the
+/// last field of [`Envelope`], which is the last field of the frames that carry one, so
+/// the body's encoding is "everything else, then the payload's length and bytes".
+pub fn encode_split(body: &FrameBody) -> Result<SplitFrame, postcard::Error> {
+    let (hollow, payload) = match body {
+        FrameBody::Envelope(env) if env.payload.len() >= SPLIT_MIN => (
+            FrameBody::Envelope(Envelope {
+                payload: Bytes::new(),
+                ..env.clone()
+            }),
+            env.payload.clone(),
+        ),
+        FrameBody::Logged { meta, env } if env.payload.len() >= SPLIT_MIN => (
+            FrameBody::Logged {
+                meta: meta.clone(),
+                env: Envelope {
+                    payload: Bytes::new(),
+                    ..env.clone()
+                },
+            },
+            env.payload.clone(),
+        ),
+        _ => {
+            let mut out = Vec::new();
+            encode(body, &mut out)?;
+            return Ok(SplitFrame::whole(out.into()));
+        }
+    };
+    let mut head = Vec::new();
+    encode(&hollow, &mut head)?;
+    // The empty payload encoded as its length, a single 0 byte: replace it.
+    head.pop();
+    let mut n = payload.len();
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            head.push(byte);
+            break;
+        }
+        head.push(byte | 0x80);
+    }
+    let body_len = u32::try_from(head.len() - HEADER_LEN + payload.len())
+        .map_err(|_| postcard::Error::SerializeBufferFull)?;
+    head[4..8].copy_from_slice(&body_len.to_le_bytes());
+    Ok(SplitFrame {
+        head: head.into(),
+        tail: payload,
+    })
 }
 
 /// Incremental frame decoder: push bytes as they arrive, pull frames.
@@ -383,6 +456,35 @@ mod tests {
                 }
             }
             assert_eq!(got, bodies, "chunk size {chunk}");
+        }
+    }
+
+    #[test]
+    fn a_split_frame_is_byte_for_byte_the_whole_frame() {
+        let big = envelope(vec![7; 70_000]);
+        let logged = FrameBody::Logged {
+            meta: crate::recovery::MessageMeta {
+                channel: crate::recovery::ChannelId::new(
+                    ActorId::new(1, 2).unwrap(),
+                    ActorId::new(3, 9).unwrap(),
+                ),
+                send_index: 300,
+                sender_incarnation: crate::recovery::Incarnation(1),
+                depend: Default::default(),
+            },
+            env: match envelope(vec![9; 5000]) {
+                FrameBody::Envelope(e) => e,
+                _ => unreachable!(),
+            },
+        };
+        for body in [big, logged, envelope(vec![1, 2, 3]), FrameBody::Heartbeat] {
+            let split = encode_split(&body).unwrap();
+            let mut joined = split.head.to_vec();
+            joined.extend_from_slice(&split.tail);
+            assert_eq!(joined, encoded(std::slice::from_ref(&body)));
+            let mut d = FrameDecoder::new(DEFAULT_MAX_BODY);
+            d.push(&joined);
+            assert_eq!(d.next_frame().unwrap(), Some(body));
         }
     }
 

@@ -21,7 +21,7 @@ use crate::node::NodeHandle;
 use bytes::Bytes;
 use credentials::Credentials;
 use dashmap::DashMap;
-use frame::{Envelope, FrameBody, FrameDecoder, RemoteError};
+use frame::{Envelope, FrameBody, FrameDecoder, RemoteError, SplitFrame};
 use metrics::counter;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -196,7 +196,7 @@ const LINK_UP: u8 = 1;
 const LINK_DOWN: u8 = 2;
 
 struct PeerLink {
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<SplitFrame>,
     state: AtomicU8,
 }
 
@@ -251,6 +251,8 @@ pub struct Transport {
     writers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     endpoint: Mutex<Option<quinn::Endpoint>>,
     reconnect: bool,
+    /// The network runs on a multi-threaded runtime (recovery on, `NetMode::Thread`).
+    multi_threaded: bool,
     /// The live connection to each peer and the incarnation it belongs to.
     conns: Mutex<HashMap<u16, (u32, quinn::Connection)>>,
 }
@@ -297,12 +299,23 @@ impl Transport {
             writers: Mutex::new(Vec::new()),
             endpoint: Mutex::new(None),
             reconnect: config.reconnect,
+            multi_threaded: config.reconnect && config.net_mode == NetMode::Thread,
             conns: Mutex::new(HashMap::new()),
         });
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), TransportError>>();
         let t = Arc::clone(&transport);
-        let build_rt = || {
-            tokio::runtime::Builder::new_current_thread()
+        let multi_threaded = transport.multi_threaded;
+        let build_rt = move || {
+            let mut builder = if multi_threaded {
+                // One worker; `block_in_place` around the recovery layer's lock hands the
+                // other tasks to a fresh worker while a checkpoint holds it.
+                let mut b = tokio::runtime::Builder::new_multi_thread();
+                b.worker_threads(1).thread_name("lazarus-net");
+                b
+            } else {
+                tokio::runtime::Builder::new_current_thread()
+            };
+            builder
                 .enable_all()
                 .build()
                 .map_err(|e| TransportError::Runtime(e.to_string()))
@@ -390,7 +403,7 @@ impl Transport {
     }
 
     /// Queues an encoded frame for `rank`, waiting for room if its queue is full.
-    pub(crate) fn send_frame(&self, rank: u16, frame: Bytes) -> Result<(), TransportError> {
+    pub(crate) fn send_frame(&self, rank: u16, frame: SplitFrame) -> Result<(), TransportError> {
         let link = self.link(rank)?;
         if link.state.load(Ordering::Acquire) == LINK_DOWN {
             return Err(TransportError::PeerDown(rank));
@@ -419,7 +432,7 @@ impl Transport {
     }
 
     /// Queues a frame without waiting; drops it (returning false) if the queue is full.
-    fn try_send_frame(&self, rank: u16, frame: Bytes) -> bool {
+    fn try_send_frame(&self, rank: u16, frame: SplitFrame) -> bool {
         self.link(rank)
             .map(|l| l.tx.try_send(frame).is_ok())
             .unwrap_or(false)
@@ -429,14 +442,15 @@ impl Transport {
     /// which must never block); false if it could not be queued.
     fn try_send_body(&self, rank: u16, body: &FrameBody) -> bool {
         let mut buf = Vec::new();
-        frame::encode(body, &mut buf).is_ok() && self.try_send_frame(rank, Bytes::from(buf))
+        frame::encode(body, &mut buf).is_ok()
+            && self.try_send_frame(rank, SplitFrame::whole(Bytes::from(buf)))
     }
 
     /// Encodes and queues `body` for `rank`.
     pub(crate) fn send_body(&self, rank: u16, body: &FrameBody) -> Result<(), TransportError> {
-        let mut buf = Vec::new();
-        frame::encode(body, &mut buf).map_err(|e| TransportError::Encode(e.to_string()))?;
-        self.send_frame(rank, Bytes::from(buf))
+        // Large payloads go out as their own buffer: no copy into the frame.
+        let frame = frame::encode_split(body).map_err(|e| TransportError::Encode(e.to_string()))?;
+        self.send_frame(rank, frame)
     }
 
     /// Sends an application envelope to the node that hosts `env.to`.
@@ -522,7 +536,7 @@ impl Transport {
         if complete {
             let mut release = Vec::new();
             if frame::encode(&FrameBody::BarrierRelease { epoch }, &mut release).is_ok() {
-                let release = Bytes::from(release);
+                let release = SplitFrame::whole(Bytes::from(release));
                 for r in 0..self.size as u16 {
                     if r != self.rank && !self.try_send_frame(r, release.clone()) {
                         tracing::warn!(
@@ -612,13 +626,13 @@ impl Transport {
     pub fn close(&self) {
         let mut goodbye = Vec::new();
         if frame::encode(&FrameBody::Goodbye, &mut goodbye).is_ok() {
-            let goodbye = Bytes::from(goodbye);
+            let goodbye = SplitFrame::whole(Bytes::from(goodbye));
             for r in 0..self.size as u16 {
                 if r != self.rank {
                     // Goodbye, then the end-of-stream marker: the writer finishes the
                     // stream once everything queued before it has been written.
                     let _ = self.send_frame(r, goodbye.clone());
-                    let _ = self.send_frame(r, Bytes::new());
+                    let _ = self.send_frame(r, SplitFrame::default());
                 }
             }
         }
@@ -706,10 +720,11 @@ impl Transport {
                     );
                 }
             },
-            FrameBody::Replica { id, image } => {
+            FrameBody::Replica(chunk) => {
                 if let Some(layer) = node.recovery_layer() {
-                    layer.keep_replica(from, id, image);
-                    self.try_send_body(from, &FrameBody::ReplicaStored { id });
+                    if let Some(id) = layer.replica_chunk(from, chunk) {
+                        self.try_send_body(from, &FrameBody::ReplicaStored { id });
+                    }
                 }
             }
             FrameBody::ReplicaStored { id } => {
@@ -718,12 +733,18 @@ impl Transport {
                 }
             }
             FrameBody::ReplicaFetch => {
-                let image = node.recovery_layer().and_then(|l| l.replica_of(from));
-                self.try_send_body(from, &FrameBody::ReplicaData { image });
-            }
-            FrameBody::ReplicaData { image } => {
                 if let Some(layer) = node.recovery_layer() {
-                    layer.replica_fetched(from, image);
+                    layer.serve_replica(from);
+                }
+            }
+            FrameBody::ReplicaData(chunk) => {
+                if let Some(layer) = node.recovery_layer() {
+                    layer.fetched_chunk(from, Some(chunk));
+                }
+            }
+            FrameBody::ReplicaNone => {
+                if let Some(layer) = node.recovery_layer() {
+                    layer.fetched_chunk(from, None);
                 }
             }
             FrameBody::Heartbeat | FrameBody::Hello { .. } => {}
@@ -758,7 +779,7 @@ async fn net_main(
     t: Arc<Transport>,
     config: TransportConfig,
     creds: Credentials,
-    outboxes: Vec<Option<mpsc::Receiver<Bytes>>>,
+    outboxes: Vec<Option<mpsc::Receiver<SplitFrame>>>,
     node: NodeHandle,
     ready: std::sync::mpsc::Sender<Result<(), TransportError>>,
 ) {
@@ -865,7 +886,7 @@ async fn net_main(
     // while the rest of the cluster forms; suspicion starts once everyone is connected.
     let mut hb = Vec::new();
     let _ = frame::encode(&FrameBody::Heartbeat, &mut hb);
-    let hb = Bytes::from(hb);
+    let hb = SplitFrame::whole(Bytes::from(hb));
     let watching = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let endpoint_for_redial = endpoint.clone();
     let conn_tx_for_redial = conn_tx.clone();
@@ -1008,14 +1029,14 @@ struct Rendezvous {
     inbound_notify: Notify,
     /// Each peer's outbound queue, taken by the writer of its connection (and given back
     /// when that connection breaks, for the peer's next incarnation).
-    outbox_slots: Mutex<HashMap<u16, mpsc::Receiver<Bytes>>>,
+    outbox_slots: Mutex<HashMap<u16, mpsc::Receiver<SplitFrame>>>,
     outbox_returned: Notify,
 }
 
 impl Rendezvous {
     /// Takes `peer`'s outbound queue, waiting up to `wait` for a broken connection's
     /// writer to give it back.
-    async fn take_outbox(&self, peer: u16, wait: Duration) -> Option<mpsc::Receiver<Bytes>> {
+    async fn take_outbox(&self, peer: u16, wait: Duration) -> Option<mpsc::Receiver<SplitFrame>> {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let returned = self.outbox_returned.notified();
@@ -1038,7 +1059,7 @@ impl Rendezvous {
     fn start_writer(
         self: &Arc<Self>,
         conn: quinn::Connection,
-        outbox: mpsc::Receiver<Bytes>,
+        outbox: mpsc::Receiver<SplitFrame>,
         peer: u16,
     ) {
         let rv = Arc::clone(self);
@@ -1206,7 +1227,15 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .observe(peer, Instant::now());
-                    if let Some(full) = t.dispatch(peer, body, node) {
+                    let full = if t.reconnect && t.multi_threaded {
+                        // The recovery layer's lock can be held for a whole checkpoint
+                        // capture: let the runtime move heartbeats and other peers'
+                        // streams to another thread meanwhile.
+                        tokio::task::block_in_place(|| t.dispatch(peer, body, node))
+                    } else {
+                        t.dispatch(peer, body, node)
+                    };
+                    if let Some(full) = full {
                         // Backpressure: stop reading this peer until the mailbox drains;
                         // QUIC flow control then stalls the sender's stream and its queue.
                         counter!(INBOUND_PAUSES).increment(1);
@@ -1248,11 +1277,11 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
 /// the peer's next incarnation), `None` once the stream was finished on purpose.
 async fn write_loop(
     conn: quinn::Connection,
-    mut outbox: mpsc::Receiver<Bytes>,
+    mut outbox: mpsc::Receiver<SplitFrame>,
     rank: u16,
     size: usize,
     incarnation: u32,
-) -> Option<mpsc::Receiver<Bytes>> {
+) -> Option<mpsc::Receiver<SplitFrame>> {
     let mut send = match conn.open_uni().await {
         Ok(s) => s,
         Err(e) => {
@@ -1274,25 +1303,32 @@ async fn write_loop(
     {
         return Some(outbox);
     }
-    let mut batch: Vec<Bytes> = Vec::with_capacity(64);
+    let mut frames: Vec<SplitFrame> = Vec::with_capacity(64);
+    let mut batch: Vec<Bytes> = Vec::with_capacity(128);
     let mut finished = false;
     while let Some(first) = outbox.recv().await {
-        batch.push(first);
+        frames.push(first);
         // Gather whatever else is queued: one write call for many small frames.
-        while batch.len() < 64 {
+        while frames.len() < 64 {
             match outbox.try_recv() {
-                Ok(b) => batch.push(b),
+                Ok(f) => frames.push(f),
                 Err(_) => break,
             }
         }
         // An empty frame marks the end of the stream (sent by `Transport::close`).
-        if let Some(end) = batch.iter().position(|b| b.is_empty()) {
-            batch.truncate(end);
+        if let Some(end) = frames.iter().position(SplitFrame::is_empty) {
+            frames.truncate(end);
             finished = true;
         }
-        let bytes: usize = batch.iter().map(|b| b.len()).sum();
-        counter!(FRAMES_SENT).increment(batch.len() as u64);
+        let bytes: usize = frames.iter().map(SplitFrame::len).sum();
+        counter!(FRAMES_SENT).increment(frames.len() as u64);
         counter!(BYTES_SENT).increment(bytes as u64);
+        for f in frames.drain(..) {
+            batch.push(f.head);
+            if !f.tail.is_empty() {
+                batch.push(f.tail);
+            }
+        }
         if send.write_all_chunks(&mut batch).await.is_err() {
             // What was in `batch` is lost with the connection; recovery resends what the
             // peer's next incarnation needs from the sender-based log.
