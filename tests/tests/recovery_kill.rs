@@ -462,3 +462,34 @@ fn the_sender_based_log_stays_bounded_over_a_long_run() {
         );
     }
 }
+
+#[test]
+fn with_recovery_on_messages_carrying_actor_refs_cross_nodes_and_the_answer_is_unchanged() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // pingpong's balls carry the reference to reply to: decoding one resolves it on the
+    // receiving node, whichever network thread delivers it.
+    let run = |ft: &[&str]| {
+        let out = Command::new(bin("lazarus"))
+            .args(["run", "-n", "2"])
+            .args(ft)
+            .arg("--")
+            .arg(bin("pingpong"))
+            .args(["--max-size", "65536", "--iters", "500"])
+            .output()
+            .expect("launcher runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let line = stdout
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("RESULT "))
+            .expect("a RESULT line")
+            .to_string();
+        parse_result(&line).unwrap()["checksum"].clone()
+    };
+    assert_eq!(run(&["--ft", "on"]), run(&[]));
+}

@@ -296,6 +296,26 @@ impl RecoveryLayer {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// [`RecoveryLayer::lock`] for network tasks: when a checkpoint holds the lock, the
+    /// wait happens in `block_in_place`, so heartbeats and other streams keep moving on
+    /// another runtime thread. Uncontended, it is a plain lock.
+    fn lock_from_network(&self) -> MutexGuard<'_, Core> {
+        match self.core.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|h| {
+                    h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+                });
+                if multi_thread {
+                    tokio::task::block_in_place(|| self.lock())
+                } else {
+                    self.lock()
+                }
+            }
+        }
+    }
+
     fn transport(&self) -> Option<&Arc<Transport>> {
         self.transport.get()
     }
@@ -395,7 +415,7 @@ impl RecoveryLayer {
         meta: MessageMeta,
         env: Envelope,
     ) -> usize {
-        let mut core = self.lock();
+        let mut core = self.lock_from_network();
         let Some(protocol) = core.protocol.as_mut() else {
             core.early.push((from, FrameBody::Logged { meta, env }));
             return 0;
@@ -439,7 +459,7 @@ impl RecoveryLayer {
 
     /// A control message from node `from` arrived.
     pub(crate) fn on_control(&self, node: &NodeHandle, from: u16, message: ControlMessage) {
-        let mut core = self.lock();
+        let mut core = self.lock_from_network();
         let Some(protocol) = core.protocol.as_mut() else {
             core.early.push((from, FrameBody::Recovery(message)));
             return;

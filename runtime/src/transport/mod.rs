@@ -305,12 +305,19 @@ impl Transport {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), TransportError>>();
         let t = Arc::clone(&transport);
         let multi_threaded = transport.multi_threaded;
+        let worker_node = node.clone();
         let build_rt = move || {
             let mut builder = if multi_threaded {
                 // One worker; `block_in_place` around the recovery layer's lock hands the
-                // other tasks to a fresh worker while a checkpoint holds it.
+                // other tasks to a fresh worker while a checkpoint holds it. Every worker
+                // knows its node: decoding a message resolves the actor refs in it.
                 let mut b = tokio::runtime::Builder::new_multi_thread();
-                b.worker_threads(1).thread_name("lazarus-net");
+                let node = worker_node.clone();
+                b.worker_threads(1)
+                    .thread_name("lazarus-net")
+                    .on_thread_start(move || {
+                        NodeHandle::set_current(Some(node.clone()));
+                    });
                 b
             } else {
                 tokio::runtime::Builder::new_current_thread()
@@ -1227,15 +1234,7 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .observe(peer, Instant::now());
-                    let full = if t.reconnect && t.multi_threaded {
-                        // The recovery layer's lock can be held for a whole checkpoint
-                        // capture: let the runtime move heartbeats and other peers'
-                        // streams to another thread meanwhile.
-                        tokio::task::block_in_place(|| t.dispatch(peer, body, node))
-                    } else {
-                        t.dispatch(peer, body, node)
-                    };
-                    if let Some(full) = full {
+                    if let Some(full) = t.dispatch(peer, body, node) {
                         // Backpressure: stop reading this peer until the mailbox drains;
                         // QUIC flow control then stalls the sender's stream and its queue.
                         counter!(INBOUND_PAUSES).increment(1);
