@@ -3,6 +3,8 @@
 
 use std::fmt::Display;
 
+pub mod npb;
+
 /// Builds the `RESULT app=<name> <key>=<value> ... verified=<bool>` line that every miniapp
 /// prints as its last line, so scripts can compare runs.
 #[derive(Debug, Clone)]
