@@ -117,6 +117,8 @@ pub(crate) struct CoreQueue {
 
 /// Actor turns between two non-blocking network turns on an engine core.
 const ENGINE_EVERY: u32 = 16;
+/// Longest time an engine core runs actors without giving the network a turn.
+const ENGINE_MAX_GAP: Duration = Duration::from_millis(2);
 
 thread_local! {
     /// The core queue this thread runs (null on other threads) and its local deque.
@@ -256,6 +258,7 @@ impl CoreQueue {
     fn run_loop(&self, idle_spin: Duration) {
         let mut turn = 0u32;
         let mut has_engine = false;
+        let mut engine_turn_at = Instant::now();
         loop {
             if self.gate.is_requested() {
                 self.gate.wait_here();
@@ -274,9 +277,14 @@ impl CoreQueue {
             if let Some(task) = self.next_task(turn) {
                 turn = turn.wrapping_add(1);
                 task.run();
-                if has_engine && turn % ENGINE_EVERY == 0 {
-                    // Keep the network moving while actors are busy: one non-blocking turn.
+                // Keep the network moving while actors are busy: one non-blocking turn
+                // every few actor turns, and at least every ENGINE_MAX_GAP (one turn can
+                // be a batch of many messages), so heartbeats never starve.
+                if has_engine
+                    && (turn % ENGINE_EVERY == 0 || engine_turn_at.elapsed() >= ENGINE_MAX_GAP)
+                {
                     let _ = block_on_engine(tokio::task::yield_now());
+                    engine_turn_at = Instant::now();
                 }
                 continue;
             }

@@ -314,7 +314,10 @@ fn restore_time(reps: usize, md: &mut String) {
             },
         );
         let Some(died) = r.timeline_at("node 2: died") else {
-            panic!("node 2 was not killed (no checkpoint before the end?):\n{}", r.text());
+            panic!(
+                "node 2 was not killed (no checkpoint before the end?):\n{}",
+                r.text()
+            );
         };
         let resumed = r
             .timeline_at("node 2: actors restored")
