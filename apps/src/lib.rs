@@ -40,6 +40,24 @@ impl ResultLine {
     }
 }
 
+/// Checks that a freshly spawned actor got the id the app computed for it (`what` names
+/// it in the error): ids are `(rank, spawn order)`, and other nodes, and a restarted
+/// node restoring its checkpoint, address actors by them.
+pub fn expect_id<A: lazarus::Actor>(
+    actor: lazarus::ActorRef<A>,
+    expected: lazarus::ActorId,
+    what: impl Display,
+) -> Result<lazarus::ActorRef<A>, String> {
+    if actor.id() == expected {
+        Ok(actor)
+    } else {
+        Err(format!(
+            "{what} got id {} instead of {expected}",
+            actor.id()
+        ))
+    }
+}
+
 /// Parses a `RESULT` line back into `(key, value)` pairs (including `app` and `verified`).
 pub fn parse_result_line(line: &str) -> Option<Vec<(String, String)>> {
     let rest = line.trim().strip_prefix("RESULT ")?;

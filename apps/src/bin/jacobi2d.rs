@@ -17,7 +17,7 @@ use clap::{Parser, ValueEnum};
 use lazarus::{
     messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Context, CoreId, Node, ReplyTo,
 };
-use lazarus_apps::{init_logging, mix, ResultLine};
+use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::time::Instant;
@@ -690,10 +690,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 all_gathered: ReplyTo::none(),
             },
         )?;
-        if c.id() != Layout::collector() {
-            return Err(format!("the collector got id {} instead of 0:0", c.id()).into());
-        }
-        Some(c)
+        Some(expect_id(c, Layout::collector(), "the collector")?)
     } else {
         None
     };
@@ -704,12 +701,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     for (k, t) in mine.clone().enumerate() {
         let core = CoreId(k * cores / mine.len());
         let tile = cluster.spawn_on(core, Tile::new(&layout, t, args.iters)?)?;
-        if tile.id() != layout.id(t)? {
-            return Err(
-                format!("tile {t} got id {} instead of {}", tile.id(), layout.id(t)?).into(),
-            );
-        }
-        tiles.push(tile);
+        tiles.push(expect_id(tile, layout.id(t)?, format!("tile {t}"))?);
     }
     // Nobody sends a halo to a tile that does not exist yet.
     cluster.barrier()?;

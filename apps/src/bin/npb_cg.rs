@@ -28,7 +28,7 @@ use clap::Parser;
 use lazarus::{messages, Actor, ActorRef, Cluster, ClusterSpec, Context, CoreId, Node, ReplyTo};
 use lazarus_apps::npb::cg::{self, Matrix, CGITMAX};
 use lazarus_apps::npb::{exact, split, Class, Placement};
-use lazarus_apps::{init_logging, ResultLine};
+use lazarus_apps::{expect_id, init_logging, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -519,10 +519,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 done: ReplyTo::none(),
             },
         )?;
-        if c.id() != Placement::collector() {
-            return Err(format!("the collector got id {} instead of 0:0", c.id()).into());
-        }
-        Some(c)
+        Some(expect_id(c, Placement::collector(), "the collector")?)
     } else {
         None
     };
@@ -540,14 +537,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             CoreId(Placement::core(k, mine.len(), cores)),
             Worker::new(w, placement, &params, &matrix),
         )?;
-        if worker.id() != placement.worker(w) {
-            return Err(format!(
-                "worker {w} got id {} instead of {}",
-                worker.id(),
-                placement.worker(w)
-            )
-            .into());
-        }
+        let worker = expect_id(worker, placement.worker(w), format!("worker {w}"))?;
         local.push(worker);
     }
     drop(matrix);

@@ -16,7 +16,7 @@ use clap::Parser;
 use lazarus::{messages, Actor, ActorRef, Cluster, ClusterSpec, Context, CoreId, Node, ReplyTo};
 use lazarus_apps::npb::ep::{self, Tally};
 use lazarus_apps::npb::{exact, Class, Placement};
-use lazarus_apps::{init_logging, ResultLine};
+use lazarus_apps::{expect_id, init_logging, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::time::Instant;
@@ -164,10 +164,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 done: ReplyTo::none(),
             },
         )?;
-        if c.id() != Placement::collector() {
-            return Err(format!("the collector got id {} instead of 0:0", c.id()).into());
-        }
-        Some(c)
+        Some(expect_id(c, Placement::collector(), "the collector")?)
     } else {
         None
     };
@@ -180,14 +177,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             CoreId(Placement::core(k, mine.len(), cores)),
             Chunk { batches, an },
         )?;
-        if chunk.id() != placement.worker(c) {
-            return Err(format!(
-                "chunk {c} got id {} instead of {}",
-                chunk.id(),
-                placement.worker(c)
-            )
-            .into());
-        }
+        let chunk = expect_id(chunk, placement.worker(c), format!("chunk {c}"))?;
         local.push(chunk);
     }
     // Nobody reports to a collector that does not exist yet.

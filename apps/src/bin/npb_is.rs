@@ -28,7 +28,7 @@ use clap::Parser;
 use lazarus::{messages, Actor, ActorRef, Cluster, ClusterSpec, Context, CoreId, Node, ReplyTo};
 use lazarus_apps::npb::is::{self, MAX_ITERATIONS, TEST_ARRAY_SIZE};
 use lazarus_apps::npb::{split, Class, Placement};
-use lazarus_apps::{init_logging, mix, ResultLine};
+use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -572,10 +572,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 done: ReplyTo::none(),
             },
         )?;
-        if c.id() != Placement::collector() {
-            return Err(format!("the collector got id {} instead of 0:0", c.id()).into());
-        }
-        Some(c)
+        Some(expect_id(c, Placement::collector(), "the collector")?)
     } else {
         None
     };
@@ -601,14 +598,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 collector: None,
             },
         )?;
-        if worker.id() != placement.worker(w) {
-            return Err(format!(
-                "worker {w} got id {} instead of {}",
-                worker.id(),
-                placement.worker(w)
-            )
-            .into());
-        }
+        let worker = expect_id(worker, placement.worker(w), format!("worker {w}"))?;
         local.push(worker);
     }
     // Nobody shares with a worker that does not exist yet.

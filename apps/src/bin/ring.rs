@@ -5,7 +5,7 @@
 
 use clap::Parser;
 use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Node, ReplyTo};
-use lazarus_apps::{init_logging, mix, ResultLine};
+use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
@@ -117,9 +117,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             first: None,
             done: ReplyTo::none(),
         })?;
-        if r.id() != id_of(i)? {
-            return Err(format!("actor {i} got id {} instead of {}", r.id(), id_of(i)?).into());
-        }
+        expect_id(r, id_of(i)?, format!("actor {i}"))?;
     }
     let resolve = |i: usize| -> Result<ActorRef<RingNode>, Box<dyn std::error::Error>> {
         Ok(cluster.handle().actor_ref::<RingNode>(id_of(i)?)?)
