@@ -33,9 +33,14 @@ pub fn allowed_cores() -> Result<Vec<HwCore>, NodeError> {
     let topo = topology()?
         .lock()
         .map_err(|_| NodeError::Topology("topology lock poisoned".into()))?;
-    let allowed: Option<Vec<u32>> = topo
-        .get_cpubind(CpuBindFlags::CPUBIND_PROCESS)
-        .map(|set| set.into_iter().collect());
+    // Read once, at the first node's start, before any of our threads are pinned: the
+    // process binding is the union of its threads' bindings, so once every thread runs
+    // pinned (a node built from inside another node's core) it would shrink to those cores.
+    static PROCESS_ALLOWED: OnceLock<Option<Vec<u32>>> = OnceLock::new();
+    let allowed = PROCESS_ALLOWED.get_or_init(|| {
+        topo.get_cpubind(CpuBindFlags::CPUBIND_PROCESS)
+            .map(|set| set.into_iter().collect())
+    });
     // Machines without a Core level (rare, some VMs) expose only PUs: treat each as a core.
     let objects = match topo.objects_with_type(&ObjectType::Core) {
         Ok(cores) if !cores.is_empty() => cores,
@@ -97,6 +102,19 @@ mod tests {
         let cores = allowed_cores().unwrap();
         assert!(!cores.is_empty());
         assert!(cores.iter().all(|c| !c.pus.is_empty()));
+    }
+
+    #[test]
+    fn a_thread_pinned_to_one_core_still_sees_every_core_of_the_process() {
+        let all = allowed_cores().unwrap();
+        let first = all[0].clone();
+        let seen = std::thread::spawn(move || {
+            bind_current_thread(&first).unwrap();
+            allowed_cores().unwrap()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(seen, all);
     }
 
     #[test]

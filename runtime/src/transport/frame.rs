@@ -133,7 +133,66 @@ mod shared_bytes {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
-        super::serde_bytes_compat::deserialize(d).map(Bytes::from)
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Bytes;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_borrowed_bytes<E: serde::de::Error>(self, v: &'de [u8]) -> Result<Bytes, E> {
+                Ok(super::decode_source::share(v))
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Bytes, E> {
+                Ok(Bytes::copy_from_slice(v))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Bytes, E> {
+                Ok(Bytes::from(v))
+            }
+        }
+        d.deserialize_bytes(V)
+    }
+}
+
+/// The frame body being decoded on this thread, so large payloads can be shared out of it
+/// instead of copied (postcard hands out borrowed slices; serde cannot carry the `Bytes`
+/// they came from, hence the thread-local).
+mod decode_source {
+    use bytes::Bytes;
+    use std::cell::RefCell;
+
+    /// Payloads at least this large are shared with the frame buffer; smaller ones are
+    /// copied so a tiny message queued for long does not pin a large receive buffer.
+    const SHARE_AT_LEAST: usize = 4096;
+
+    thread_local! {
+        static SOURCE: RefCell<Option<Bytes>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `f` with `body` as the buffer borrowed slices may be shared from.
+    pub fn with<R>(body: &Bytes, f: impl FnOnce() -> R) -> R {
+        SOURCE.with(|s| *s.borrow_mut() = Some(body.clone()));
+        let r = f();
+        SOURCE.with(|s| *s.borrow_mut() = None);
+        r
+    }
+
+    /// `v` as `Bytes`: a slice of the current source when it lies inside it and is large,
+    /// a copy otherwise.
+    pub fn share(v: &[u8]) -> Bytes {
+        if v.len() >= SHARE_AT_LEAST {
+            let shared = SOURCE.with(|s| {
+                s.borrow().as_ref().and_then(|src| {
+                    let inside = src.as_ptr_range();
+                    let range = v.as_ptr_range();
+                    (inside.start <= range.start && range.end <= inside.end)
+                        .then(|| src.slice_ref(v))
+                })
+            });
+            if let Some(b) = shared {
+                return b;
+            }
+        }
+        Bytes::copy_from_slice(v)
     }
 }
 
@@ -397,8 +456,8 @@ impl FrameDecoder {
             return Ok(None);
         }
         self.buf.advance(HEADER_LEN);
-        let body = self.buf.split_to(len);
-        match postcard::from_bytes::<FrameBody>(&body) {
+        let body = self.buf.split_to(len).freeze();
+        match decode_source::with(&body, || postcard::from_bytes::<FrameBody>(&body)) {
             Ok(frame) => Ok(Some(frame)),
             Err(e) => Err(FrameError::Malformed(e.to_string())),
         }
@@ -486,6 +545,30 @@ mod tests {
             d.push(&joined);
             assert_eq!(d.next_frame().unwrap(), Some(body));
         }
+    }
+
+    #[test]
+    fn a_large_payload_is_shared_with_the_receive_buffer_and_a_small_one_is_not() {
+        let mut d = FrameDecoder::new(DEFAULT_MAX_BODY);
+        d.push(&encoded(&[
+            envelope(vec![5; 1 << 20]),
+            envelope(vec![6; 16]),
+        ]));
+        let received = d.buf.as_ptr_range();
+        let Some(FrameBody::Envelope(big)) = d.next_frame().unwrap() else {
+            panic!("expected the large envelope");
+        };
+        let Some(FrameBody::Envelope(small)) = d.next_frame().unwrap() else {
+            panic!("expected the small envelope");
+        };
+        assert_eq!(&big.payload[..], &vec![5; 1 << 20][..]);
+        assert_eq!(&small.payload[..], &[6; 16]);
+        let inside = |p: &Bytes| received.contains(&p.as_ptr());
+        assert!(inside(&big.payload), "the 1 MiB payload was copied");
+        assert!(
+            !inside(&small.payload),
+            "the 16 B payload pins the receive buffer"
+        );
     }
 
     #[test]
