@@ -24,11 +24,15 @@
 //! dependency-interval vector), [`messages`] (what goes on the wire), [`sender_log`] (the
 //! sending side and its log), [`delivery`] (the receiving side and the delivery rule),
 //! [`snapshot`] (what goes into a checkpoint), [`protocol`] (the state machine),
-//! [`error`] (refused events).
+//! [`error`] (refused events); for order-sensitive actors, [`determinant`] (recorded
+//! nondeterministic events and their replay script) and [`event_logging`] (the
+//! pessimistic event-logger exchange that keeps determinants on other sets).
 
 pub mod delivery;
 pub mod dep_vector;
+pub mod determinant;
 pub mod error;
+pub mod event_logging;
 pub mod ids;
 pub mod messages;
 pub mod protocol;
@@ -37,7 +41,11 @@ pub mod snapshot;
 
 pub use delivery::{DependencyRule, Received};
 pub use dep_vector::DepVector;
+pub use determinant::{Determinant, Diverged, Event, ReplayDelivery, ReplayPoll, ReplayScript};
 pub use error::ProtocolError;
+pub use event_logging::{
+    loggers_of, EventLogging, EventMessage, EventSnapshot, EventStats, EventStore,
+};
 pub use ids::{ChannelId, CheckpointId, Incarnation, SetId};
 pub use messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryReport};
 pub use protocol::{Action, Config, Delivery, ProtocolStats, SendOutcome, SetProtocol};

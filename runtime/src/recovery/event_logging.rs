@@ -1,0 +1,794 @@
+//! Pessimistic event logging of determinants (sans-IO): a set's determinants are kept by
+//! event loggers on other sets before any message that may depend on them leaves the set.
+//!
+//! Roles, all in one state machine per set ([`EventLogging`]):
+//! - **Producer.** Order-sensitive actors record [`Determinant`]s (numbered per set:
+//!   0, 1, 2, ...). They are shipped in batches to the set's loggers (the next `k` sets,
+//!   [`loggers_of`]), which acknowledge what they hold. A message to another set may leave
+//!   only once every determinant recorded before it is acknowledged by every logger
+//!   ([`EventLogging::before_send`] / [`EventLogging::stable_below`]); messages inside the
+//!   set never wait, since the set fails as a whole (Theorem 1 of the correlated-set paper:
+//!   events inside a set must be logged, payloads need not be).
+//! - **Logger.** Keeps other sets' determinants in an [`EventStore`] that survives its own
+//!   failure (the driver makes it durable: a file written before the acknowledgement, a
+//!   process kill does not lose it), releases them when the producer's checkpoint covers
+//!   them, serves them back when the producer restarts.
+//! - **Restored producer.** Fetches its determinants from all its loggers, keeps the
+//!   longest gap-free run after its checkpoint (anything after a gap was never
+//!   acknowledged by all loggers, so nothing outside depends on it), and replays it
+//!   ([`ReplayScript`]); new determinants continue after that run, and loggers drop the
+//!   void rest ([`EventMessage::Resume`]).
+//!
+//! Lazy empty polls: a poll that finds nothing is only noted; a run of them becomes one
+//! determinant when the actor's set next sends to another set, and a successful event of
+//! the same actor makes it unnecessary (the script treats every uncovered tick below a
+//! logged one as an empty poll).
+
+use super::determinant::{Determinant, Event, ReplayScript};
+use super::error::ProtocolError;
+use super::ids::{Incarnation, SetId};
+use crate::actor_id::ActorId;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Wire size of one determinant, for statistics (postcard varints make it a bound).
+const DETERMINANT_BYTES: u64 = 40;
+
+/// What event logging sends between sets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventMessage {
+    /// Producer → logger: determinants to keep.
+    Log {
+        /// The producer's incarnation.
+        incarnation: Incarnation,
+        /// `(sequence number, determinant)`, ascending.
+        dets: Vec<(u64, Determinant)>,
+    },
+    /// Logger → producer: every determinant numbered below `held_below` is kept durably.
+    Ack {
+        /// The producer incarnation the logger knows (acks for an older one are stale).
+        producer_incarnation: Incarnation,
+        /// All sequence numbers below this are held.
+        held_below: u64,
+    },
+    /// Producer → logger: a committed checkpoint covers everything below `below`.
+    Release {
+        /// The producer's incarnation.
+        incarnation: Incarnation,
+        /// Determinants below this may be dropped.
+        below: u64,
+    },
+    /// Restored producer → logger: send back everything from `from` on.
+    Fetch {
+        /// The restored producer's incarnation.
+        incarnation: Incarnation,
+        /// The restored checkpoint covers everything below this.
+        from: u64,
+    },
+    /// Logger → restored producer: what it holds.
+    Stored {
+        /// The incarnation whose fetch this answers.
+        to_incarnation: Incarnation,
+        /// `(sequence number, determinant)`, ascending.
+        dets: Vec<(u64, Determinant)>,
+    },
+    /// Restored producer → logger: sequence numbers from `from` on are void (they were
+    /// never stable); new determinants will reuse them.
+    Resume {
+        /// The producer's incarnation.
+        incarnation: Incarnation,
+        /// The first void sequence number.
+        from: u64,
+    },
+    /// A restarted set → every set: batches in flight to it were lost.
+    Restarted {
+        /// Its new incarnation.
+        incarnation: Incarnation,
+    },
+}
+
+impl EventMessage {
+    /// Short name for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventMessage::Log { .. } => "log",
+            EventMessage::Ack { .. } => "ack",
+            EventMessage::Release { .. } => "release",
+            EventMessage::Fetch { .. } => "fetch",
+            EventMessage::Stored { .. } => "stored",
+            EventMessage::Resume { .. } => "resume",
+            EventMessage::Restarted { .. } => "restarted",
+        }
+    }
+}
+
+/// The sets that keep `set`'s determinants: the next `k` sets after it, wrapping around
+/// (fewer if the cluster is smaller).
+pub fn loggers_of(set: SetId, sets: u16, k: u16) -> Vec<SetId> {
+    let k = k.min(sets.saturating_sub(1));
+    (1..=k)
+        .map(|i| SetId(((u32::from(set.0) + u32::from(i)) % u32::from(sets)) as u16))
+        .collect()
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Kept {
+    incarnation: Incarnation,
+    /// Everything below was released or is void.
+    base: u64,
+    dets: BTreeMap<u64, Determinant>,
+}
+
+impl Kept {
+    fn held_below(&self) -> u64 {
+        let mut next = self.base;
+        for &seq in self.dets.range(self.base..).map(|(s, _)| s) {
+            if seq != next {
+                break;
+            }
+            next += 1;
+        }
+        next
+    }
+}
+
+/// A logger's store of other sets' determinants. It must outlive the logger's own
+/// failures: the driver persists it (see the module docs) and hands it back on restart.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventStore {
+    producers: BTreeMap<SetId, Kept>,
+}
+
+impl EventStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Determinants held, all producers.
+    pub fn len(&self) -> usize {
+        self.producers.values().map(|k| k.dets.len()).sum()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn on_log(
+        &mut self,
+        from: SetId,
+        incarnation: Incarnation,
+        dets: Vec<(u64, Determinant)>,
+    ) -> Option<EventMessage> {
+        let kept = self.producers.entry(from).or_default();
+        if incarnation < kept.incarnation {
+            return None;
+        }
+        kept.incarnation = incarnation;
+        for (seq, d) in dets {
+            if seq >= kept.base {
+                kept.dets.insert(seq, d);
+            }
+        }
+        Some(EventMessage::Ack {
+            producer_incarnation: kept.incarnation,
+            held_below: kept.held_below(),
+        })
+    }
+
+    fn drop_below(&mut self, from: SetId, below: u64) {
+        let kept = self.producers.entry(from).or_default();
+        kept.base = kept.base.max(below);
+        kept.dets = kept.dets.split_off(&kept.base);
+    }
+
+    fn on_fetch(
+        &mut self,
+        from: SetId,
+        incarnation: Incarnation,
+        below: u64,
+    ) -> Option<EventMessage> {
+        let kept = self.producers.entry(from).or_default();
+        if incarnation < kept.incarnation {
+            return None;
+        }
+        kept.incarnation = incarnation;
+        self.drop_below(from, below);
+        let dets = self.producers[&from]
+            .dets
+            .iter()
+            .map(|(&s, &d)| (s, d))
+            .collect();
+        Some(EventMessage::Stored {
+            to_incarnation: incarnation,
+            dets,
+        })
+    }
+
+    fn on_resume(&mut self, from: SetId, incarnation: Incarnation, void_from: u64) {
+        let kept = self.producers.entry(from).or_default();
+        if incarnation < kept.incarnation {
+            return;
+        }
+        kept.incarnation = incarnation;
+        kept.dets.split_off(&void_from);
+    }
+}
+
+/// What a set's checkpoint records of event logging.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventSnapshot {
+    /// Determinants numbered below this are reflected in the checkpointed state.
+    pub next_seq: u64,
+}
+
+/// Counters of one set's event logging.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventStats {
+    /// Determinants recorded (lazy empty-poll runs count once).
+    pub recorded: u64,
+    /// Polls that found nothing and were only noted.
+    pub empty_polls: u64,
+    /// Determinants sent to loggers (each copy counts).
+    pub shipped: u64,
+    /// Approximate bytes of determinants sent to loggers.
+    pub shipped_bytes: u64,
+    /// Determinants replayed after a restore.
+    pub replayed: u64,
+    /// Messages ignored as stale (older incarnations).
+    pub stale: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Fetching {
+    from: u64,
+    waiting: BTreeSet<SetId>,
+    got: BTreeMap<u64, Determinant>,
+}
+
+/// One set's event logging: producer, logger and restored-producer roles.
+#[derive(Clone, Debug)]
+pub struct EventLogging {
+    set: SetId,
+    sets: u16,
+    incarnation: Incarnation,
+    loggers: Vec<SetId>,
+    next_seq: u64,
+    released_below: u64,
+    retained: BTreeMap<u64, Determinant>,
+    sent_below: BTreeMap<SetId, u64>,
+    acked_below: BTreeMap<SetId, u64>,
+    lazy_empty: BTreeMap<ActorId, (u64, u64)>,
+    fetching: Option<Fetching>,
+    script: ReplayScript,
+    stats: EventStats,
+}
+
+impl EventLogging {
+    /// Event logging for `set` of a cluster of `sets`, with `k` loggers per set.
+    pub fn new(set: SetId, sets: u16, k: u16) -> Result<Self, ProtocolError> {
+        Self::at(set, sets, k, Incarnation::ORIGINAL, 0)
+    }
+
+    fn at(
+        set: SetId,
+        sets: u16,
+        k: u16,
+        incarnation: Incarnation,
+        next_seq: u64,
+    ) -> Result<Self, ProtocolError> {
+        if set.0 >= sets {
+            return Err(ProtocolError::UnknownSet { set, n: sets });
+        }
+        let loggers = loggers_of(set, sets, k);
+        let start = |_: &SetId| next_seq;
+        Ok(EventLogging {
+            set,
+            sets,
+            incarnation,
+            sent_below: loggers.iter().map(|l| (*l, start(l))).collect(),
+            acked_below: loggers.iter().map(|l| (*l, start(l))).collect(),
+            loggers,
+            next_seq,
+            released_below: next_seq,
+            retained: BTreeMap::new(),
+            lazy_empty: BTreeMap::new(),
+            fetching: None,
+            script: ReplayScript::default(),
+            stats: EventStats::default(),
+        })
+    }
+
+    /// This set's loggers.
+    pub fn loggers(&self) -> &[SetId] {
+        &self.loggers
+    }
+
+    /// Records a nondeterministic event of an actor of this set; returns its sequence
+    /// number. A successful event makes the actor's noted empty polls unnecessary.
+    pub fn record(&mut self, det: Determinant) -> u64 {
+        if !matches!(det.event, Event::EmptyUpTo(_)) {
+            self.lazy_empty.remove(&det.actor);
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.retained.insert(seq, det);
+        self.stats.recorded += 1;
+        seq
+    }
+
+    /// Notes that `actor`'s poll at `tick` found nothing (logged lazily).
+    pub fn empty_poll(&mut self, actor: ActorId, tick: u64) {
+        self.stats.empty_polls += 1;
+        let run = self.lazy_empty.entry(actor).or_insert((tick, tick));
+        run.1 = tick;
+    }
+
+    /// Called before a message leaves the set: turns noted empty-poll runs into
+    /// determinants and returns the sequence number the message must wait for — it may
+    /// leave once [`stable_below`](Self::stable_below) reaches it.
+    pub fn before_send(&mut self) -> u64 {
+        for (actor, (first, last)) in std::mem::take(&mut self.lazy_empty) {
+            self.record(Determinant {
+                actor,
+                tick: first,
+                event: Event::EmptyUpTo(last),
+            });
+        }
+        self.next_seq
+    }
+
+    /// Every determinant numbered below this is held by every logger (all of them, with
+    /// no loggers: nobody outside can depend on what a lone set did).
+    pub fn stable_below(&self) -> u64 {
+        self.acked_below
+            .values()
+            .copied()
+            .min()
+            .unwrap_or(self.next_seq)
+    }
+
+    /// Whether a message that waits for `needed` may leave now.
+    pub fn is_stable(&self, needed: u64) -> bool {
+        self.stable_below() >= needed
+    }
+
+    /// Batches of not yet shipped determinants, one per logger.
+    pub fn poll_transmit(&mut self) -> Vec<(SetId, EventMessage)> {
+        let mut out = Vec::new();
+        if self.fetching.is_some() {
+            return out;
+        }
+        for l in &self.loggers {
+            let sent = self.sent_below.entry(*l).or_default();
+            if *sent >= self.next_seq {
+                continue;
+            }
+            let dets: Vec<(u64, Determinant)> = self
+                .retained
+                .range(*sent..self.next_seq)
+                .map(|(&s, &d)| (s, d))
+                .collect();
+            *sent = self.next_seq;
+            self.stats.shipped += dets.len() as u64;
+            self.stats.shipped_bytes += dets.len() as u64 * DETERMINANT_BYTES;
+            if !dets.is_empty() {
+                out.push((
+                    *l,
+                    EventMessage::Log {
+                        incarnation: self.incarnation,
+                        dets,
+                    },
+                ));
+            }
+        }
+        out
+    }
+
+    /// What this set's checkpoint must record (take it together with the actors' states).
+    pub fn checkpoint(&self) -> EventSnapshot {
+        EventSnapshot {
+            next_seq: self.next_seq,
+        }
+    }
+
+    /// The checkpoint recorded as `snap` is durable: its determinants are released here
+    /// and at the loggers.
+    pub fn checkpoint_committed(&mut self, snap: EventSnapshot) -> Vec<(SetId, EventMessage)> {
+        if snap.next_seq <= self.released_below {
+            return Vec::new();
+        }
+        self.released_below = snap.next_seq;
+        self.retained = self.retained.split_off(&snap.next_seq);
+        for l in &self.loggers {
+            for below in [self.sent_below.get_mut(l), self.acked_below.get_mut(l)]
+                .into_iter()
+                .flatten()
+            {
+                *below = (*below).max(snap.next_seq);
+            }
+        }
+        self.loggers
+            .iter()
+            .map(|l| {
+                (
+                    *l,
+                    EventMessage::Release {
+                        incarnation: self.incarnation,
+                        below: snap.next_seq,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Event logging of `set` restarted from a checkpoint recorded as `snap`, as
+    /// `incarnation`; returns the messages to send (restart notices to every set, fetches
+    /// to the loggers). Until every logger answered, [`is_fetching`](Self::is_fetching)
+    /// holds and order-sensitive actors must not run.
+    pub fn restore(
+        set: SetId,
+        sets: u16,
+        k: u16,
+        snap: EventSnapshot,
+        incarnation: Incarnation,
+    ) -> Result<(Self, Vec<(SetId, EventMessage)>), ProtocolError> {
+        let mut me = Self::at(set, sets, k, incarnation, snap.next_seq)?;
+        let mut out: Vec<(SetId, EventMessage)> = (0..sets)
+            .map(SetId)
+            .filter(|s| *s != set)
+            .map(|s| (s, EventMessage::Restarted { incarnation }))
+            .collect();
+        if !me.loggers.is_empty() {
+            me.fetching = Some(Fetching {
+                from: snap.next_seq,
+                waiting: me.loggers.iter().copied().collect(),
+                got: BTreeMap::new(),
+            });
+            out.extend(me.loggers.iter().map(|l| (*l, me.fetch_message())));
+        }
+        Ok((me, out))
+    }
+
+    fn fetch_message(&self) -> EventMessage {
+        EventMessage::Fetch {
+            incarnation: self.incarnation,
+            from: self.released_below,
+        }
+    }
+
+    /// Whether the restored set still waits for its loggers' determinants.
+    pub fn is_fetching(&self) -> bool {
+        self.fetching.is_some()
+    }
+
+    /// The events the re-execution must reproduce (empty once nothing is left to replay
+    /// or if nothing was logged).
+    pub fn script(&self) -> &ReplayScript {
+        &self.script
+    }
+
+    /// Counts one determinant reproduced from the script.
+    pub fn note_replayed(&mut self) {
+        self.stats.replayed += 1;
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> EventStats {
+        self.stats
+    }
+
+    /// Handles an event-logging message from `from`; `store` is this set's durable
+    /// logger store. Returns the messages to send.
+    pub fn on_message(
+        &mut self,
+        from: SetId,
+        msg: EventMessage,
+        store: &mut EventStore,
+    ) -> Result<Vec<(SetId, EventMessage)>, ProtocolError> {
+        if from.0 >= self.sets {
+            return Err(ProtocolError::UnknownSet {
+                set: from,
+                n: self.sets,
+            });
+        }
+        if from == self.set {
+            return Err(ProtocolError::SelfAddressed(from));
+        }
+        let mut out = Vec::new();
+        match msg {
+            EventMessage::Log { incarnation, dets } => {
+                match store.on_log(from, incarnation, dets) {
+                    Some(ack) => out.push((from, ack)),
+                    None => self.stats.stale += 1,
+                }
+            }
+            EventMessage::Release { below, .. } => store.drop_below(from, below),
+            EventMessage::Fetch {
+                incarnation,
+                from: below,
+            } => match store.on_fetch(from, incarnation, below) {
+                Some(stored) => out.push((from, stored)),
+                None => self.stats.stale += 1,
+            },
+            EventMessage::Resume {
+                incarnation,
+                from: void_from,
+            } => store.on_resume(from, incarnation, void_from),
+            EventMessage::Ack {
+                producer_incarnation,
+                held_below,
+            } => {
+                if producer_incarnation != self.incarnation || self.fetching.is_some() {
+                    self.stats.stale += 1;
+                } else if let Some(acked) = self.acked_below.get_mut(&from) {
+                    *acked = (*acked).max(held_below.min(self.next_seq));
+                }
+            }
+            EventMessage::Stored {
+                to_incarnation,
+                dets,
+            } => {
+                if to_incarnation != self.incarnation {
+                    self.stats.stale += 1;
+                } else if let Some(f) = &mut self.fetching {
+                    if f.waiting.remove(&from) {
+                        for (seq, d) in dets {
+                            if seq >= f.from {
+                                f.got.insert(seq, d);
+                            }
+                        }
+                    }
+                    if f.waiting.is_empty() {
+                        out.extend(self.finish_fetch());
+                    }
+                }
+            }
+            EventMessage::Restarted { incarnation: _ } => {
+                // Batches in flight to it were lost: ship again what it has not acknowledged.
+                if let Some(sent) = self.sent_below.get_mut(&from) {
+                    *sent = self.acked_below.get(&from).copied().unwrap_or(*sent);
+                }
+                // Its answer to our fetch may have been lost as well.
+                if self
+                    .fetching
+                    .as_ref()
+                    .is_some_and(|f| f.waiting.contains(&from))
+                {
+                    out.push((from, self.fetch_message()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// All loggers answered: keep the gap-free run, replay it, void the rest.
+    fn finish_fetch(&mut self) -> Vec<(SetId, EventMessage)> {
+        let Some(f) = self.fetching.take() else {
+            return Vec::new();
+        };
+        let mut next = f.from;
+        for &seq in f.got.keys() {
+            if seq != next {
+                break;
+            }
+            next += 1;
+        }
+        let run: BTreeMap<u64, Determinant> =
+            f.got.into_iter().filter(|(s, _)| *s < next).collect();
+        self.script = ReplayScript::new(run.values());
+        self.retained = run;
+        self.next_seq = next;
+        let mut out = Vec::new();
+        for l in &self.loggers {
+            out.push((
+                *l,
+                EventMessage::Resume {
+                    incarnation: self.incarnation,
+                    from: next,
+                },
+            ));
+            // Every logger gets the whole run again: one of them may have missed part of it.
+            self.sent_below.insert(*l, f.from);
+            self.acked_below.insert(*l, f.from);
+        }
+        out.extend(self.poll_transmit());
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recovery::ids::ChannelId;
+
+    fn actor(set: u16, n: u64) -> ActorId {
+        ActorId::new(set, n).unwrap()
+    }
+
+    fn det(tick: u64, from_seq: u64) -> Determinant {
+        Determinant {
+            actor: actor(0, 1),
+            tick,
+            event: Event::Delivery {
+                channel: ChannelId::new(actor(1, 1), actor(0, 1)),
+                send_index: from_seq,
+            },
+        }
+    }
+
+    /// Delivers every message to its addressee until none is left; `down` sets drop theirs.
+    fn pump(
+        sets: &mut [EventLogging],
+        stores: &mut [EventStore],
+        mut msgs: Vec<(SetId, SetId, EventMessage)>,
+        down: &[SetId],
+    ) {
+        while let Some((from, to, m)) = msgs.pop() {
+            if down.contains(&to) {
+                continue;
+            }
+            let out = sets[to.index()]
+                .on_message(from, m, &mut stores[to.index()])
+                .unwrap();
+            msgs.extend(out.into_iter().map(|(t, m)| (to, t, m)));
+        }
+    }
+
+    fn from(set: SetId, msgs: Vec<(SetId, EventMessage)>) -> Vec<(SetId, SetId, EventMessage)> {
+        msgs.into_iter().map(|(t, m)| (set, t, m)).collect()
+    }
+
+    fn cluster(n: u16, k: u16) -> (Vec<EventLogging>, Vec<EventStore>) {
+        (
+            (0..n)
+                .map(|s| EventLogging::new(SetId(s), n, k).unwrap())
+                .collect(),
+            (0..n).map(|_| EventStore::new()).collect(),
+        )
+    }
+
+    #[test]
+    fn loggers_are_the_next_sets_wrapping_around() {
+        assert_eq!(loggers_of(SetId(2), 4, 2), vec![SetId(3), SetId(0)]);
+        assert_eq!(loggers_of(SetId(0), 2, 5), vec![SetId(1)]);
+        assert!(loggers_of(SetId(0), 1, 2).is_empty());
+    }
+
+    #[test]
+    fn a_send_waits_until_every_logger_holds_the_determinants_before_it() {
+        let (mut sets, mut stores) = cluster(4, 2);
+        sets[0].record(det(1, 1));
+        sets[0].record(det(2, 2));
+        let needed = sets[0].before_send();
+        assert_eq!(needed, 2);
+        assert!(!sets[0].is_stable(needed));
+        let batches = from(SetId(0), sets[0].poll_transmit());
+        assert_eq!(batches.len(), 2, "one batch per logger");
+        // Only the first logger answers: still not stable.
+        let (one, two): (Vec<_>, Vec<_>) = batches.into_iter().partition(|b| b.1 == SetId(1));
+        pump(&mut sets, &mut stores, one, &[]);
+        assert!(!sets[0].is_stable(needed));
+        pump(&mut sets, &mut stores, two, &[]);
+        assert!(sets[0].is_stable(needed));
+        assert_eq!(stores[1].len(), 2);
+        assert_eq!(stores[2].len(), 2);
+    }
+
+    #[test]
+    fn a_lone_set_never_waits() {
+        let mut s = EventLogging::new(SetId(0), 1, 2).unwrap();
+        s.record(det(1, 1));
+        let needed = s.before_send();
+        assert!(s.is_stable(needed));
+    }
+
+    #[test]
+    fn a_checkpoint_releases_the_determinants_it_covers_at_the_loggers() {
+        let (mut sets, mut stores) = cluster(3, 2);
+        for t in 1..=5 {
+            sets[0].record(det(t, t));
+        }
+        let b = from(SetId(0), sets[0].poll_transmit());
+        pump(&mut sets, &mut stores, b, &[]);
+        let snap = sets[0].checkpoint();
+        sets[0].record(det(6, 6));
+        let rel = from(SetId(0), sets[0].checkpoint_committed(snap));
+        pump(&mut sets, &mut stores, rel, &[]);
+        assert_eq!(stores[1].len(), 0);
+        assert_eq!(stores[2].len(), 0);
+    }
+
+    #[test]
+    fn empty_polls_cost_one_determinant_per_run_and_only_before_a_send() {
+        let (mut sets, _) = cluster(2, 1);
+        for tick in 1..=100 {
+            sets[0].empty_poll(actor(0, 1), tick);
+        }
+        assert_eq!(sets[0].stats().recorded, 0);
+        sets[0].before_send();
+        assert_eq!(sets[0].stats().recorded, 1);
+        assert_eq!(sets[0].stats().empty_polls, 100);
+        // A success discards a pending run: the script covers the ticks below it anyway.
+        sets[0].empty_poll(actor(0, 1), 101);
+        sets[0].record(det(102, 1));
+        sets[0].before_send();
+        assert_eq!(sets[0].stats().recorded, 2);
+    }
+
+    #[test]
+    fn a_restored_set_replays_the_stable_run_and_voids_what_follows_a_gap() {
+        let (mut sets, mut stores) = cluster(3, 2);
+        let snap = sets[0].checkpoint();
+        for t in 1..=4 {
+            sets[0].record(det(t, t));
+        }
+        let b = from(SetId(0), sets[0].poll_transmit());
+        pump(&mut sets, &mut stores, b, &[]);
+        // Determinant 4 reaches logger 1 only; 5 reaches nobody before the crash.
+        sets[0].record(det(5, 5));
+        let b: Vec<_> = from(SetId(0), sets[0].poll_transmit())
+            .into_iter()
+            .filter(|m| m.1 == SetId(1))
+            .collect();
+        pump(&mut sets, &mut stores, b, &[]);
+        sets[0].record(det(6, 6));
+
+        let (restored, msgs) = EventLogging::restore(SetId(0), 3, 2, snap, Incarnation(1)).unwrap();
+        sets[0] = restored;
+        assert!(sets[0].is_fetching());
+        pump(&mut sets, &mut stores, from(SetId(0), msgs), &[]);
+        assert!(!sets[0].is_fetching());
+        // The union of the loggers is 0..=4: ticks 1..=5 are forced, tick 6 runs free.
+        for t in 1..=5 {
+            assert!(matches!(
+                sets[0].script().delivery(actor(0, 1), t),
+                Ok(crate::recovery::determinant::ReplayDelivery::Forced { .. })
+            ));
+        }
+        assert_eq!(
+            sets[0].script().delivery(actor(0, 1), 6),
+            Ok(crate::recovery::determinant::ReplayDelivery::Free)
+        );
+        // Both loggers now hold the whole run; new determinants continue after it.
+        assert_eq!(stores[1].len(), 5);
+        assert_eq!(stores[2].len(), 5);
+        assert_eq!(sets[0].record(det(6, 7)), 5);
+    }
+
+    #[test]
+    fn a_restarted_logger_gets_again_what_it_had_not_acknowledged() {
+        let (mut sets, mut stores) = cluster(2, 1);
+        sets[0].record(det(1, 1));
+        let needed = sets[0].before_send();
+        let _lost_in_flight = sets[0].poll_transmit();
+        assert!(!sets[0].is_stable(needed));
+        let (restarted, notices) =
+            EventLogging::restore(SetId(1), 2, 1, EventSnapshot::default(), Incarnation(1))
+                .unwrap();
+        sets[1] = restarted;
+        // Its own fetch goes to set 0 as well; answer everything.
+        pump(&mut sets, &mut stores, from(SetId(1), notices), &[]);
+        let again = from(SetId(0), sets[0].poll_transmit());
+        assert_eq!(again.len(), 1);
+        pump(&mut sets, &mut stores, again, &[]);
+        assert!(sets[0].is_stable(needed));
+    }
+
+    #[test]
+    fn stale_acks_and_answers_of_older_incarnations_are_ignored() {
+        let (mut sets, mut stores) = cluster(2, 1);
+        sets[0].record(det(1, 1));
+        let old_batch = from(SetId(0), sets[0].poll_transmit());
+        let (restored, msgs) =
+            EventLogging::restore(SetId(0), 2, 1, EventSnapshot::default(), Incarnation(1))
+                .unwrap();
+        sets[0] = restored;
+        pump(&mut sets, &mut stores, from(SetId(0), msgs), &[]);
+        // The old incarnation's batch arrives late: the logger must not keep it.
+        pump(&mut sets, &mut stores, old_batch, &[]);
+        assert_eq!(stores[1].len(), 0);
+        assert!(sets[1].stats().stale >= 1);
+    }
+}
