@@ -262,6 +262,10 @@ pub struct EventLogging {
     lazy_empty: BTreeMap<ActorId, (u64, u64)>,
     fetching: Option<Fetching>,
     script: ReplayScript,
+    /// The replayed run: per sequence number, the actor and the last tick the
+    /// determinant covers. A checkpoint taken mid-replay must not release determinants
+    /// its actors have not reproduced yet.
+    replay_ticks: BTreeMap<u64, (ActorId, u64)>,
     stats: EventStats,
 }
 
@@ -296,6 +300,7 @@ impl EventLogging {
             lazy_empty: BTreeMap::new(),
             fetching: None,
             script: ReplayScript::default(),
+            replay_ticks: BTreeMap::new(),
             stats: EventStats::default(),
         })
     }
@@ -386,10 +391,17 @@ impl EventLogging {
         out
     }
 
-    /// What this set's checkpoint must record (take it together with the actors' states).
-    pub fn checkpoint(&self) -> EventSnapshot {
+    /// What this set's checkpoint must record, taken together with the actors' states;
+    /// `clock_of` gives each order-sensitive actor's event clock in those states. During a
+    /// replay, the determinants its actors have not reproduced yet stay covered.
+    pub fn checkpoint(&self, clock_of: impl Fn(ActorId) -> u64) -> EventSnapshot {
+        let unreproduced = self
+            .replay_ticks
+            .iter()
+            .find(|(_, &(actor, last))| last > clock_of(actor))
+            .map(|(&seq, _)| seq);
         EventSnapshot {
-            next_seq: self.next_seq,
+            next_seq: unreproduced.unwrap_or(self.next_seq).min(self.next_seq),
         }
     }
 
@@ -401,6 +413,7 @@ impl EventLogging {
         }
         self.released_below = snap.next_seq;
         self.retained = self.retained.split_off(&snap.next_seq);
+        self.replay_ticks = self.replay_ticks.split_off(&snap.next_seq);
         for l in &self.loggers {
             for below in [self.sent_below.get_mut(l), self.acked_below.get_mut(l)]
                 .into_iter()
@@ -546,9 +559,28 @@ impl EventLogging {
                 }
             }
             EventMessage::Restarted { incarnation: _ } => {
-                // Batches in flight to it were lost: ship again what it has not acknowledged.
-                if let Some(sent) = self.sent_below.get_mut(&from) {
-                    *sent = self.acked_below.get(&from).copied().unwrap_or(*sent);
+                // Whatever was in flight to it (batches, a release, a resume) was lost. Its
+                // store is durable, so nothing stable is gone: release again, void what lies
+                // beyond this history (only a dead incarnation can have put it there), and
+                // ship again everything not known to be held.
+                if self.loggers.contains(&from) && self.fetching.is_none() {
+                    out.push((
+                        from,
+                        EventMessage::Release {
+                            incarnation: self.incarnation,
+                            below: self.released_below,
+                        },
+                    ));
+                    out.push((
+                        from,
+                        EventMessage::Resume {
+                            incarnation: self.incarnation,
+                            from: self.next_seq,
+                        },
+                    ));
+                    let acked = self.acked_below.get(&from).copied();
+                    self.sent_below
+                        .insert(from, acked.unwrap_or(self.released_below));
                 }
                 // Its answer to our fetch may have been lost as well.
                 if self
@@ -578,6 +610,16 @@ impl EventLogging {
         let run: BTreeMap<u64, Determinant> =
             f.got.into_iter().filter(|(s, _)| *s < next).collect();
         self.script = ReplayScript::new(run.values());
+        self.replay_ticks = run
+            .iter()
+            .map(|(&seq, d)| {
+                let last = match d.event {
+                    Event::EmptyUpTo(last) => last.max(d.tick),
+                    _ => d.tick,
+                };
+                (seq, (d.actor, last))
+            })
+            .collect();
         self.retained = run;
         self.next_seq = next;
         let mut out = Vec::new();
@@ -692,7 +734,7 @@ mod tests {
         }
         let b = from(SetId(0), sets[0].poll_transmit());
         pump(&mut sets, &mut stores, b, &[]);
-        let snap = sets[0].checkpoint();
+        let snap = sets[0].checkpoint(|_| 0);
         sets[0].record(det(6, 6));
         let rel = from(SetId(0), sets[0].checkpoint_committed(snap));
         pump(&mut sets, &mut stores, rel, &[]);
@@ -720,7 +762,7 @@ mod tests {
     #[test]
     fn a_restored_set_replays_the_stable_run_and_voids_what_follows_a_gap() {
         let (mut sets, mut stores) = cluster(3, 2);
-        let snap = sets[0].checkpoint();
+        let snap = sets[0].checkpoint(|_| 0);
         for t in 1..=4 {
             sets[0].record(det(t, t));
         }
@@ -755,6 +797,33 @@ mod tests {
         assert_eq!(stores[1].len(), 5);
         assert_eq!(stores[2].len(), 5);
         assert_eq!(sets[0].record(det(6, 7)), 5);
+    }
+
+    #[test]
+    fn a_checkpoint_taken_mid_replay_keeps_the_determinants_not_reproduced_yet() {
+        let (mut sets, mut stores) = cluster(2, 1);
+        let snap = sets[0].checkpoint(|_| 0);
+        for t in 1..=4 {
+            sets[0].record(det(t, t));
+        }
+        let b = from(SetId(0), sets[0].poll_transmit());
+        pump(&mut sets, &mut stores, b, &[]);
+        let (restored, msgs) = EventLogging::restore(SetId(0), 2, 1, snap, Incarnation(1)).unwrap();
+        sets[0] = restored;
+        pump(&mut sets, &mut stores, from(SetId(0), msgs), &[]);
+        // The actor has reproduced ticks 1 and 2 when the set checkpoints again.
+        let mid = sets[0].checkpoint(|_| 2);
+        assert_eq!(
+            mid.next_seq, 2,
+            "ticks 3 and 4 are not in the checkpointed state"
+        );
+        let rel = from(SetId(0), sets[0].checkpoint_committed(mid));
+        pump(&mut sets, &mut stores, rel, &[]);
+        assert_eq!(
+            stores[1].len(),
+            2,
+            "the logger keeps what a new crash would replay"
+        );
     }
 
     #[test]

@@ -14,10 +14,19 @@
 //! channel, a hash chain of everything delivered in order and the count: the final state
 //! equals the reference only if every channel delivered exactly its sequence, once, in
 //! order. A message out of sequence (duplicate, gap) is reported as a violation on the spot.
+//!
+//! Order-sensitive actors (when the run has them) break send-determinism on purpose: they
+//! fold every delivery into an arrival-order hash and draw a nondeterministic value (a
+//! random number or a clock read, supplied by the driver) at every round, and both go into
+//! the values they send. Their runs have no oracle; what they must satisfy is that every
+//! channel's receiver saw exactly what its sender's final state says it sent.
 
 use super::rng::{mix, Rng};
 use lazarus::ActorId;
 use std::collections::{BTreeMap, VecDeque};
+
+/// Supplies an order-sensitive actor's nondeterministic value at an event-clock tick.
+pub type Draw<'a> = &'a mut dyn FnMut(u64) -> u64;
 
 /// The static shape of one run's program.
 #[derive(Clone, Debug)]
@@ -36,6 +45,9 @@ pub struct Program {
     pub rounds: u32,
     /// Extra payload bytes per message, to give the log something to weigh.
     pub padding: usize,
+    /// Per actor: whether it is order-sensitive (its sends depend on arrival order and on
+    /// drawn values).
+    pub sensitive: Vec<bool>,
     by_id: BTreeMap<ActorId, usize>,
 }
 
@@ -80,8 +92,18 @@ impl Program {
             inputs,
             rounds,
             padding: rng.below(48) as usize,
+            sensitive: vec![false; n],
             by_id,
         }
+    }
+
+    /// Makes each actor order-sensitive with probability 1/2 (at least one).
+    pub fn make_order_sensitive(&mut self, rng: &mut Rng) {
+        for s in &mut self.sensitive {
+            *s = rng.chance(1, 2);
+        }
+        let pick = rng.below(self.sensitive.len() as u64) as usize;
+        self.sensitive[pick] = true;
     }
 
     /// Number of actors.
@@ -104,22 +126,28 @@ impl Program {
             received: vec![0; k],
             chain: vec![0; k],
             acc: 0,
+            clock: 0,
+            order: 0,
+            sent: vec![(0, 0); self.outputs[a].len()],
             violation: None,
         }
     }
 
     /// Runs actor `a`'s start: its round-0 messages (and every round, if it has no
     /// inputs). Returns `(destination, payload)` pairs in send order.
-    pub fn start(&self, a: usize, st: &mut ActorState) -> Vec<(usize, Vec<u8>)> {
+    /// `draw` supplies an order-sensitive actor's nondeterministic values: it gets the
+    /// actor's event-clock tick and returns the value.
+    pub fn start(&self, a: usize, st: &mut ActorState, draw: Draw<'_>) -> Vec<(usize, Vec<u8>)> {
         let mut out = Vec::new();
         st.started = true;
-        self.emit(a, 0, 0, &mut out);
-        self.compute(a, st, &mut out);
+        self.emit(a, st, 0, 0, draw, &mut out);
+        self.compute(a, st, draw, &mut out);
         out
     }
 
     /// Runs actor `a`'s handler for a message from actor `from` with channel index
-    /// `send_index`.
+    /// `send_index` (for an order-sensitive actor, the driver has ticked its event clock
+    /// for this delivery).
     pub fn handle(
         &self,
         a: usize,
@@ -127,6 +155,7 @@ impl Program {
         from: usize,
         send_index: u64,
         payload: &[u8],
+        draw: Draw<'_>,
     ) -> Vec<(usize, Vec<u8>)> {
         let mut out = Vec::new();
         let Some(pos) = self.inputs[a].iter().position(|&x| x == from) else {
@@ -148,11 +177,20 @@ impl Program {
         st.received[pos] += 1;
         st.chain[pos] = mix(st.chain[pos] ^ value);
         st.bufs[pos].push_back(value);
-        self.compute(a, st, &mut out);
+        if self.sensitive[a] {
+            st.order = mix(st.order ^ value ^ (from as u64) << 48);
+        }
+        self.compute(a, st, draw, &mut out);
         out
     }
 
-    fn compute(&self, a: usize, st: &mut ActorState, out: &mut Vec<(usize, Vec<u8>)>) {
+    fn compute(
+        &self,
+        a: usize,
+        st: &mut ActorState,
+        draw: Draw<'_>,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
         if !st.started {
             return;
         }
@@ -162,14 +200,33 @@ impl Program {
                 sum = sum.wrapping_add(b.pop_front().unwrap_or_default());
             }
             st.acc = st.acc.wrapping_add(mix(sum ^ u64::from(st.next_round)));
-            self.emit(a, st.next_round, sum, out);
+            self.emit(a, st, st.next_round, sum, draw, out);
             st.next_round += 1;
         }
     }
 
-    fn emit(&self, a: usize, round: u32, sum: u64, out: &mut Vec<(usize, Vec<u8>)>) {
-        for &b in &self.outputs[a] {
-            let value = mix((a as u64) << 40 ^ u64::from(round) << 20 ^ b as u64 ^ mix(sum));
+    fn emit(
+        &self,
+        a: usize,
+        st: &mut ActorState,
+        round: u32,
+        sum: u64,
+        draw: Draw<'_>,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
+        let nondeterministic = if self.sensitive[a] {
+            st.clock += 1;
+            st.order ^ draw(st.clock)
+        } else {
+            0
+        };
+        for (k, &b) in self.outputs[a].iter().enumerate() {
+            let value = mix((a as u64) << 40
+                ^ u64::from(round) << 20
+                ^ b as u64
+                ^ mix(sum)
+                ^ nondeterministic);
+            st.sent[k] = (st.sent[k].0 + 1, mix(st.sent[k].1 ^ value));
             let mut payload = Vec::with_capacity(12 + self.padding);
             payload.extend_from_slice(&round.to_le_bytes());
             payload.extend_from_slice(&value.to_le_bytes());
@@ -184,15 +241,16 @@ impl Program {
         let mut states: Vec<ActorState> = (0..self.actors()).map(|a| self.initial(a)).collect();
         let mut queue = VecDeque::new();
         let mut sent = vec![BTreeMap::<usize, u64>::new(); self.actors()];
+        let mut no_draws = |_| unreachable!("the oracle has no order-sensitive actors");
         for a in 0..self.actors() {
-            for (b, p) in self.start(a, &mut states[a]) {
+            for (b, p) in self.start(a, &mut states[a], &mut no_draws) {
                 let i = sent[a].entry(b).or_default();
                 *i += 1;
                 queue.push_back((a, b, *i, p));
             }
         }
         while let Some((a, b, i, p)) = queue.pop_front() {
-            for (c, q) in self.handle(b, &mut states[b], a, i, &p) {
+            for (c, q) in self.handle(b, &mut states[b], a, i, &p, &mut no_draws) {
                 let j = sent[b].entry(c).or_default();
                 *j += 1;
                 queue.push_back((b, c, *j, q));
@@ -217,11 +275,22 @@ pub struct ActorState {
     pub chain: Vec<u64>,
     /// Commutative accumulation of the round sums.
     pub acc: u64,
+    /// Order-sensitive actors: the event clock (one tick per delivery and per draw).
+    pub clock: u64,
+    /// Order-sensitive actors: hash of the deliveries in arrival order.
+    pub order: u64,
+    /// Per output: messages sent and the hash chain of their values.
+    pub sent: Vec<(u64, u64)>,
     /// The first application-level violation seen (duplicate, gap, reorder, misroute).
     pub violation: Option<String>,
 }
 
 impl ActorState {
+    /// Messages delivered and hash chain, per input, in input order.
+    pub fn received_on(&self, pos: usize) -> (u64, u64) {
+        (self.received[pos], self.chain[pos])
+    }
+
     fn violate(&mut self, what: String) {
         self.violation.get_or_insert(what);
     }
