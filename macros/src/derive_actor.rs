@@ -15,6 +15,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
     let mut name = LitStr::new(&ident.to_string(), ident.span());
     let mut on_start: Option<Ident> = None;
     let mut on_stop: Option<Ident> = None;
+    let mut order_sensitive = false;
     for attr in input.attrs.iter().filter(|a| a.path().is_ident("actor")) {
         attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("name") {
@@ -23,10 +24,13 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
                 on_start = Some(meta.value()?.parse()?);
             } else if meta.path.is_ident("on_stop") {
                 on_stop = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("order_sensitive") {
+                order_sensitive = true;
             } else {
-                return Err(
-                    meta.error("unknown actor option; expected `name`, `on_start` or `on_stop`")
-                );
+                return Err(meta.error(
+                    "unknown actor option; expected `name`, `on_start`, `on_stop` or \
+                     `order_sensitive`",
+                ));
             }
             Ok(())
         })?;
@@ -55,6 +59,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
         };
         impl ::lazarus::Actor for #ident {
             const NAME: &'static str = #name;
+            const ORDER_SENSITIVE: bool = #order_sensitive;
             #start
             #stop
         }

@@ -72,6 +72,13 @@ pub trait Actor: CheckpointState + Handlers {
     /// The actor type's name, used in metrics labels and failure reports.
     const NAME: &'static str;
 
+    /// Whether what the actor sends depends on the order in which messages from different
+    /// senders arrive (a master handing out work in arrival order, a service with many
+    /// clients). With recovery on, such an actor's delivery order is recorded as
+    /// determinants and replayed exactly after a failure; for every other actor, replay
+    /// only keeps each sender's order. Set with `#[actor(order_sensitive)]`.
+    const ORDER_SENSITIVE: bool = false;
+
     /// Called on the actor's core before its first message.
     fn on_start(&mut self, _ctx: &mut Context<Self>) {}
 

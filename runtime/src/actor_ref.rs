@@ -208,7 +208,8 @@ impl<A: Actor> ActorRef<A> {
                 };
                 let rank = env.to.rank();
                 let frame =
-                    RecoveryLayer::log_send(&mut core, RecoveryLayer::driver_id(node.rank()), env);
+                    RecoveryLayer::log_send(&mut core, RecoveryLayer::driver_id(node.rank()), env)
+                        .and_then(|f| layer.gate(&mut core, rank, f));
                 drop(core);
                 if let (Some(frame), Some(tr)) = (frame, node.transport()) {
                     // Logged: a peer that is down gets it when it rolls back.

@@ -1,10 +1,13 @@
 //! What a handler can reach besides its own state: its own reference, its node, its core,
-//! and the means to stop itself.
+//! the means to stop itself, and the nondeterministic inputs (time, random numbers) that
+//! recovery logs and replays.
 
 use crate::actor::Actor;
 use crate::actor_id::ActorId;
 use crate::actor_ref::ActorRef;
 use crate::node::{CoreId, NodeHandle};
+use std::hash::{BuildHasher, Hasher};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Passed to handlers and lifecycle hooks of actor `A`.
 pub struct Context<A: Actor> {
@@ -53,5 +56,40 @@ impl<A: Actor> Context<A> {
 
     pub(crate) fn stop_requested(&self) -> bool {
         self.stop_requested
+    }
+
+    /// The current time. With recovery on this read is a determinant: it is logged, and
+    /// the actor re-executing after a failure reads the same value again. Read time
+    /// through this (not `SystemTime::now`) in any actor whose messages depend on it.
+    pub fn now(&mut self) -> SystemTime {
+        let fresh = || {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        };
+        let nanos = self.nondeterministic(fresh);
+        UNIX_EPOCH + Duration::from_nanos(nanos)
+    }
+
+    /// 64 random bits. With recovery on this draw is a determinant, logged and replayed
+    /// like [`Context::now`].
+    pub fn random(&mut self) -> u64 {
+        // std's per-process random hasher keys: fresh OS-seeded randomness, no extra crate.
+        self.nondeterministic(|| {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(
+                SystemTime::now()
+                    .elapsed()
+                    .map_or(0, |d| d.as_nanos() as u64),
+            );
+            h.finish()
+        })
+    }
+
+    fn nondeterministic(&mut self, fresh: impl FnOnce() -> u64) -> u64 {
+        match self.node.recovery_layer() {
+            Some(layer) => layer.value(self.myself.id(), fresh),
+            None => fresh(),
+        }
     }
 }

@@ -12,12 +12,13 @@ use crate::actor_id::ActorId;
 use crate::actor_ref::ActorRef;
 use crate::context::Context;
 use crate::executor::{CoreQueue, Runnable};
-use crate::mailbox::{Mailbox, Signal, Status};
+use crate::mailbox::{Mailbox, Signal, Stamp, Status};
 use crate::node::{CoreId, NodeHandle};
 use crate::supervision::{panic_text, FailureKind, SupervisionEvent};
 use crate::telemetry::ActorStats;
 use crate::transport::frame::{Envelope, RemoteError};
 use std::any::Any;
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,6 +51,9 @@ pub(crate) struct ActorImage {
     pub(crate) state: crate::payload::Payload,
     /// Its pending messages in mailbox order, postcard-encoded.
     pub(crate) mailbox: Vec<crate::payload::Payload>,
+    /// For an order-sensitive actor: each pending message's channel stamp (same order).
+    #[serde(default)]
+    pub(crate) stamps: Vec<Option<Stamp>>,
 }
 
 /// One actor: its mailbox, its state, and where it runs.
@@ -73,6 +77,9 @@ struct State<A: Actor> {
     actor: Option<A>,
     ctx: Option<Context<A>>,
     stats: ActorStats,
+    /// Order-sensitive actors during a replay: messages taken out of the mailbox that the
+    /// logged delivery order does not allow yet, in arrival order.
+    stash: VecDeque<(A::Msg, Stamp)>,
 }
 
 /// How a turn ended the actor.
@@ -103,6 +110,7 @@ impl<A: Actor> ActorCell<A> {
                 actor: Some(actor),
                 ctx: None,
                 stats,
+                stash: VecDeque::new(),
             }),
         })
     }
@@ -125,6 +133,15 @@ impl<A: Actor> ActorCell<A> {
     /// Enqueues an application message and wakes the actor.
     #[inline]
     pub(crate) fn send(self: &Arc<Self>, msg: A::Msg) -> Result<(), (A::Msg, Status)> {
+        if A::ORDER_SENSITIVE {
+            if let Some(layer) = self.node.recovery_layer() {
+                let from = current_actor().unwrap_or_else(|| {
+                    crate::recovery_layer::RecoveryLayer::driver_id(self.node.rank())
+                });
+                let stamp = layer.stamp_local(from, self.mailbox.id);
+                return self.send_stamped(msg, stamp);
+            }
+        }
         self.mailbox.push_msg(msg)?;
         self.notify();
         Ok(())
@@ -170,20 +187,56 @@ impl<A: Actor> ActorCell<A> {
         }
     }
 
+    /// Enqueues `msg` with its channel stamp (an order-sensitive receiver).
+    fn send_stamped(self: &Arc<Self>, msg: A::Msg, stamp: Stamp) -> Result<(), (A::Msg, Status)> {
+        self.mailbox.push_stamped(msg, stamp)?;
+        self.notify();
+        Ok(())
+    }
+
     /// Handles up to [`BATCH`] signals. Returns how the actor ended, if it did.
     fn batch(&self, state: &mut State<A>) -> Option<Exit> {
         let (Some(actor), Some(ctx)) = (state.actor.as_mut(), state.ctx.as_mut()) else {
             return Some(Exit::Stopped);
         };
         let stats = &mut state.stats;
+        let stash = &mut state.stash;
+        let id = self.mailbox.id;
+        // Only order-sensitive actors with recovery on consult the delivery order.
+        let layer = if A::ORDER_SENSITIVE {
+            self.node.recovery_layer()
+        } else {
+            None
+        };
         let mut dequeued = 0u64;
         let mut exit = None;
         for _ in 0..BATCH {
-            let Some(signal) = self.mailbox.pop() else {
-                break;
+            let stashed = layer.and_then(|l| take_admitted(l, id, stash));
+            let signal = match stashed {
+                Some(msg) => Signal::Msg(msg),
+                None => {
+                    let Some(signal) = self.mailbox.pop() else {
+                        break;
+                    };
+                    dequeued += 1;
+                    match (signal, layer) {
+                        // Held back unless the logged order (or, past it, this moment)
+                        // makes it the next delivery; a held one keeps its place.
+                        (Signal::Stamped(msg, stamp), Some(l)) => {
+                            if stash.is_empty() && l.admit(id, stamp) {
+                                Signal::Msg(msg)
+                            } else {
+                                stash.push_back((msg, stamp));
+                                continue;
+                            }
+                        }
+                        (Signal::Stamped(msg, _), None) => Signal::Msg(msg),
+                        (other, _) => other,
+                    }
+                }
             };
-            dequeued += 1;
             match signal {
+                Signal::Stamped(..) => {}
                 Signal::Msg(msg) => {
                     let message_type = msg.type_name();
                     let started = stats.start_handler();
@@ -212,6 +265,11 @@ impl<A: Actor> ActorCell<A> {
                 Signal::Barrier(ack) => {
                     let _ = ack.send(stats.total_delivered);
                 }
+            }
+        }
+        if !stash.is_empty() {
+            if let Some(l) = layer {
+                l.note_waiting(id);
             }
         }
         let depth = self.mailbox.len() as u64;
@@ -264,6 +322,24 @@ impl<A: Actor> ActorCell<A> {
     }
 }
 
+/// The first held message of an order-sensitive actor that its delivery order admits
+/// now (only the oldest held message of each channel is a candidate: channels stay FIFO).
+fn take_admitted<M>(
+    layer: &crate::recovery_layer::RecoveryLayer,
+    id: ActorId,
+    stash: &mut VecDeque<(M, Stamp)>,
+) -> Option<M> {
+    let mut seen: Vec<ActorId> = Vec::new();
+    let pos = stash.iter().position(|(_, stamp)| {
+        if seen.contains(&stamp.from) {
+            return false;
+        }
+        seen.push(stamp.from);
+        layer.admit(id, *stamp)
+    })?;
+    stash.remove(pos).map(|(m, _)| m)
+}
+
 /// Accounts for messages that will never be handled: counted, logged, and their askers'
 /// reply slots dropped (so the asker gets an error, not silence).
 fn drain_dead_letters<A: Actor>(mailbox: &Mailbox<A::Msg>, stats: &mut ActorStats, max: usize) {
@@ -271,7 +347,7 @@ fn drain_dead_letters<A: Actor>(mailbox: &Mailbox<A::Msg>, stats: &mut ActorStat
     let mut dequeued = 0u64;
     for _ in 0..max {
         match mailbox.pop() {
-            Some(Signal::Msg(msg)) => {
+            Some(Signal::Msg(msg) | Signal::Stamped(msg, _)) => {
                 tracing::warn!(actor = %mailbox.id, actor_type = A::NAME, message_type = msg.type_name(), "dead letter");
                 left += 1;
                 dequeued += 1;
@@ -309,8 +385,13 @@ impl<A: Actor> crate::actor_ref::StatusView for ActorCell<A> {
 /// Type-erased control of one actor, kept in the node's registry.
 pub(crate) trait Control: Send + Sync {
     fn id(&self) -> ActorId;
-    /// Decodes a message that came from another node and enqueues it.
-    fn deliver_encoded(self: Arc<Self>, env: &Envelope) -> Result<(), RemoteError>;
+    /// Decodes a message that came from another node and enqueues it (with its channel
+    /// stamp when it came through the recovery layer).
+    fn deliver_encoded(
+        self: Arc<Self>,
+        env: &Envelope,
+        stamp: Option<Stamp>,
+    ) -> Result<(), RemoteError>;
     /// Messages waiting in the mailbox.
     fn depth(&self) -> usize;
     /// Graceful stop: messages already enqueued are handled first; new sends fail.
@@ -334,7 +415,11 @@ impl<A: Actor> Control for ActorCell<A> {
         self.mailbox.id
     }
 
-    fn deliver_encoded(self: Arc<Self>, env: &Envelope) -> Result<(), RemoteError> {
+    fn deliver_encoded(
+        self: Arc<Self>,
+        env: &Envelope,
+        stamp: Option<Stamp>,
+    ) -> Result<(), RemoteError> {
         let id = self.mailbox.id;
         if env.type_tag != type_tag::<A>() {
             return Err(RemoteError::WrongType(id));
@@ -343,7 +428,11 @@ impl<A: Actor> Control for ActorCell<A> {
             .map_err(|e| RemoteError::Undecodable(id, e.to_string()))?;
         // On refusal the message (and its remote reply slot) is dropped here, which tells a
         // remote asker that the actor is gone.
-        self.send(msg).map_err(|_| RemoteError::ActorGone(id))
+        let pushed = match stamp {
+            Some(stamp) if A::ORDER_SENSITIVE => self.send_stamped(msg, stamp),
+            _ => self.mailbox.push_msg(msg).map(|()| self.notify()),
+        };
+        pushed.map_err(|_| RemoteError::ActorGone(id))
     }
 
     fn depth(&self) -> usize {
@@ -384,20 +473,27 @@ impl<A: Actor> Control for ActorCell<A> {
             signals.push(s);
         }
         let encoded = crate::reply::serializing_for_checkpoint(|| {
-            let state = crate::wire::encode(actor).map_err(|e| e.to_string())?;
+            let state_bytes = crate::wire::encode(actor).map_err(|e| e.to_string())?;
             let mut mailbox = Vec::new();
-            for s in &signals {
-                if let Signal::Msg(m) = s {
-                    let bytes = crate::wire::encode(m).map_err(|e| e.to_string())?;
-                    mailbox.push(crate::payload::Payload(bytes));
-                }
+            let mut stamps = Vec::new();
+            // Held messages came out of the mailbox first: they stay ahead.
+            let held = state.stash.iter().map(|(m, s)| (m, Some(*s)));
+            let queued = signals.iter().filter_map(|s| match s {
+                Signal::Msg(m) => Some((m, None)),
+                Signal::Stamped(m, st) => Some((m, Some(*st))),
+                _ => None,
+            });
+            for (m, stamp) in held.chain(queued) {
+                let bytes = crate::wire::encode(m).map_err(|e| e.to_string())?;
+                mailbox.push(crate::payload::Payload(bytes));
+                stamps.push(stamp);
             }
-            Ok::<_, String>((state, mailbox))
+            Ok::<_, String>((state_bytes, mailbox, stamps))
         });
         for s in signals {
             self.mailbox.requeue(s);
         }
-        let (state_bytes, mailbox) =
+        let (state_bytes, mailbox, stamps) =
             encoded.map_err(|e| format!("actor {} ({}): {e}", self.mailbox.id, A::NAME))?;
         Ok(Some(ActorImage {
             id: self.mailbox.id,
@@ -405,6 +501,7 @@ impl<A: Actor> Control for ActorCell<A> {
             started,
             state: crate::payload::Payload(state_bytes),
             mailbox,
+            stamps,
         }))
     }
 
@@ -441,8 +538,11 @@ impl<A: Actor> Control for ActorCell<A> {
         // Messages sent to it since it was spawned (none, the node was not running yet)
         // would go after the image's.
         let later: Vec<_> = std::iter::from_fn(|| self.mailbox.pop()).collect();
-        for m in msgs {
-            self.mailbox.requeue(Signal::Msg(m));
+        for (i, m) in msgs.into_iter().enumerate() {
+            match image.stamps.get(i).copied().flatten() {
+                Some(stamp) => self.mailbox.requeue(Signal::Stamped(m, stamp)),
+                None => self.mailbox.requeue(Signal::Msg(m)),
+            }
         }
         for s in later {
             self.mailbox.requeue(s);

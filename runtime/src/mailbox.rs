@@ -11,10 +11,22 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
+/// Who sent a message to an order-sensitive actor, and its index on that channel: what a
+/// delivery determinant names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Stamp {
+    /// The sending actor (or the node's driver pseudo-actor for `main`).
+    pub(crate) from: ActorId,
+    /// The message's send index on the channel from `from` to the receiver.
+    pub(crate) index: u64,
+}
+
 /// What travels through a mailbox.
 pub(crate) enum Signal<M> {
     /// An application message.
     Msg(M),
+    /// An application message to an order-sensitive actor with recovery on.
+    Stamped(M, Stamp),
     /// Stop after everything enqueued before this signal.
     Stop,
     /// Answer with the number of messages delivered so far once everything enqueued before
@@ -89,6 +101,17 @@ impl<M> Mailbox<M> {
         match self.status() {
             Status::Running => {
                 self.queue.push(Signal::Msg(msg));
+                Ok(())
+            }
+            status => Err((msg, status)),
+        }
+    }
+
+    /// [`Mailbox::push_msg`] with the channel stamp an order-sensitive actor needs.
+    pub(crate) fn push_stamped(&self, msg: M, stamp: Stamp) -> Result<(), (M, Status)> {
+        match self.status() {
+            Status::Running => {
+                self.queue.push(Signal::Stamped(msg, stamp));
                 Ok(())
             }
             status => Err((msg, status)),

@@ -350,16 +350,27 @@ impl NodeHandle {
         self.inner.registry.snapshot()
     }
 
-    /// Delivers a message that arrived from node `from`; returns the addressee's
-    /// mailbox depth afterwards (the transport slows its reading when it is high).
-    pub(crate) fn deliver_remote(&self, env: Envelope, _from: u16) -> Result<usize, RemoteError> {
+    /// Delivers a message that arrived from node `from` (with its channel stamp when the
+    /// recovery layer delivers it); returns the addressee's mailbox depth afterwards (the
+    /// transport slows its reading when it is high).
+    pub(crate) fn deliver_remote(
+        &self,
+        env: Envelope,
+        _from: u16,
+        stamp: Option<crate::mailbox::Stamp>,
+    ) -> Result<usize, RemoteError> {
         let control = self
             .inner
             .registry
             .get(env.to)
             .ok_or(RemoteError::UnknownActor(env.to))?;
-        Arc::clone(&control).deliver_encoded(&env)?;
+        Arc::clone(&control).deliver_encoded(&env, stamp)?;
         Ok(control.depth())
+    }
+
+    /// The control of live local actor `id`.
+    pub(crate) fn control(&self, id: ActorId) -> Option<Arc<dyn crate::lifecycle::Control>> {
+        self.inner.registry.get(id)
     }
 
     /// Mailbox depth of live local actor `id`.

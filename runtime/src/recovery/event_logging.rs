@@ -121,14 +121,22 @@ struct Kept {
 
 impl Kept {
     fn held_below(&self) -> u64 {
-        let mut next = self.base;
-        for &seq in self.dets.range(self.base..).map(|(s, _)| s) {
-            if seq != next {
-                break;
+        // Usually the run is gap-free: check the last key before walking.
+        let n = self.dets.len() as u64;
+        match self.dets.last_key_value() {
+            None => self.base,
+            Some((&last, _)) if last + 1 == self.base + n => last + 1,
+            _ => {
+                let mut next = self.base;
+                for &seq in self.dets.keys() {
+                    if seq != next {
+                        break;
+                    }
+                    next += 1;
+                }
+                next
             }
-            next += 1;
         }
-        next
     }
 }
 
@@ -153,6 +161,31 @@ impl EventStore {
     /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Applies a logger-role message (`Log`, `Release`, `Fetch`, `Resume`) from producer
+    /// `from` and returns the answer; other messages are ignored. The driver journals the
+    /// messages it applies and replays them through this after a restart.
+    pub fn apply(&mut self, from: SetId, msg: EventMessage) -> Option<EventMessage> {
+        match msg {
+            EventMessage::Log { incarnation, dets } => self.on_log(from, incarnation, dets),
+            EventMessage::Release { below, .. } => {
+                self.drop_below(from, below);
+                None
+            }
+            EventMessage::Fetch {
+                incarnation,
+                from: below,
+            } => self.on_fetch(from, incarnation, below),
+            EventMessage::Resume {
+                incarnation,
+                from: void_from,
+            } => {
+                self.on_resume(from, incarnation, void_from);
+                None
+            }
+            _ => None,
+        }
     }
 
     fn on_log(
@@ -511,24 +544,15 @@ impl EventLogging {
         }
         let mut out = Vec::new();
         match msg {
-            EventMessage::Log { incarnation, dets } => {
-                match store.on_log(from, incarnation, dets) {
-                    Some(ack) => out.push((from, ack)),
+            m @ (EventMessage::Log { .. } | EventMessage::Fetch { .. }) => {
+                match store.apply(from, m) {
+                    Some(answer) => out.push((from, answer)),
                     None => self.stats.stale += 1,
                 }
             }
-            EventMessage::Release { below, .. } => store.drop_below(from, below),
-            EventMessage::Fetch {
-                incarnation,
-                from: below,
-            } => match store.on_fetch(from, incarnation, below) {
-                Some(stored) => out.push((from, stored)),
-                None => self.stats.stale += 1,
-            },
-            EventMessage::Resume {
-                incarnation,
-                from: void_from,
-            } => store.on_resume(from, incarnation, void_from),
+            m @ (EventMessage::Release { .. } | EventMessage::Resume { .. }) => {
+                store.apply(from, m);
+            }
             EventMessage::Ack {
                 producer_incarnation,
                 held_below,

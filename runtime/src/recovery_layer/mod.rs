@@ -13,10 +13,12 @@
 //! | the buddy replica of checkpoints | [`replica`] |
 //! | a restarted node: load, restore actors, roll back | [`restore`] |
 //! | the app's `main` (the driver) in a restarted node | [`RecoveryLayer::driver_turn`] |
+//! | determinants of order-sensitive actors, `ctx.now()`, `ctx.random()` | [`events`] |
 //!
 //! Messages between actors of the node never come here: they stay moves of values into
 //! mailboxes, and the coordinated checkpoint captures them.
 
+pub mod events;
 pub mod replica;
 pub mod restore;
 pub mod set_checkpoint;
@@ -114,12 +116,14 @@ pub struct RecoveryConfig {
     pub buddy: bool,
     /// For measurements: log and piggyback every message, also those inside the node.
     pub log_everything: bool,
+    /// Event loggers per node: the nodes that keep this node's determinants.
+    pub event_loggers: u16,
 }
 
 impl RecoveryConfig {
     /// Reads `LAZARUS_FT` (`on`/`off`), `LAZARUS_CHECKPOINT_EVERY_MS`,
-    /// `LAZARUS_CHECKPOINT_DIR`, `LAZARUS_INCARNATION` and `LAZARUS_BUDDY`; `None` when
-    /// recovery is off.
+    /// `LAZARUS_CHECKPOINT_DIR`, `LAZARUS_INCARNATION`, `LAZARUS_BUDDY` and
+    /// `LAZARUS_EVENT_LOGGERS` (default 2); `None` when recovery is off.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
         match var("LAZARUS_FT").as_deref().map(str::trim) {
             None | Some("off") | Some("") => return Ok(None),
@@ -145,6 +149,8 @@ impl RecoveryConfig {
                 .map_err(|_| "LAZARUS_INCARNATION is too large".to_string())?,
             buddy: var("LAZARUS_BUDDY").is_none_or(|v| v.trim() != "off"),
             log_everything: var("LAZARUS_LOG_EVERYTHING").is_some_and(|v| v.trim() == "on"),
+            event_loggers: u16::try_from(num("LAZARUS_EVENT_LOGGERS")?.unwrap_or(2))
+                .map_err(|_| "LAZARUS_EVENT_LOGGERS is too large".to_string())?,
         }))
     }
 }
@@ -180,6 +186,8 @@ pub(crate) struct Core {
     pub(crate) rollback_at: Option<Instant>,
     /// Measurement mode only: messages inside the node, logged as if they crossed sets.
     pub(crate) forced_log: ForcedLog,
+    /// Determinants: this node's, and other nodes' it keeps as their logger.
+    pub(crate) events: events::Events,
 }
 
 /// The log of messages inside the node in the log-everything measurement mode: payload,
@@ -227,6 +235,9 @@ pub struct RecoveryLayer {
     checkpointing: Mutex<()>,
     stop: Arc<AtomicBool>,
     checkpoints_done: AtomicU64,
+    /// Send index per channel to an order-sensitive actor of this node (its own lock: a
+    /// stamp is taken while `main` holds the core lock).
+    stamps: Mutex<HashMap<(ActorId, ActorId), u64>>,
 }
 
 impl RecoveryLayer {
@@ -237,6 +248,7 @@ impl RecoveryLayer {
             LOG_ALL.store(true, Ordering::Relaxed);
         }
         let fresh = config.incarnation == 0;
+        let events = events::Events::new(rank, size, config.event_loggers, fresh, &config.dir);
         let protocol = fresh
             .then(|| SetProtocol::new(SetId(rank), size).ok())
             .flatten();
@@ -255,6 +267,7 @@ impl RecoveryLayer {
                 images: HashMap::new(),
                 rollback_at: None,
                 forced_log: ForcedLog::default(),
+                events,
             }),
             transport: OnceLock::new(),
             replicas: replica::Replicas::default(),
@@ -262,6 +275,7 @@ impl RecoveryLayer {
             checkpointing: Mutex::new(()),
             stop: Arc::new(AtomicBool::new(false)),
             checkpoints_done: AtomicU64::new(0),
+            stamps: Mutex::new(HashMap::new()),
         })
     }
 
@@ -393,7 +407,10 @@ impl RecoveryLayer {
     /// Sends `env` from actor `from` to its node through the log.
     pub(crate) fn send_remote(&self, from: ActorId, env: Envelope) -> Result<(), String> {
         let rank = env.to.rank();
-        let frame = Self::log_send(&mut self.lock(), from, env);
+        let frame = {
+            let mut core = self.lock();
+            Self::log_send(&mut core, from, env).and_then(|f| self.gate(&mut core, rank, f))
+        };
         match (frame, self.transport()) {
             (Some(frame), Some(t)) => match t.send_body(rank, &frame) {
                 Ok(()) => Ok(()),
@@ -445,7 +462,11 @@ impl RecoveryLayer {
         let mut deepest = 0;
         while let Some(d) = protocol.poll_delivery() {
             let to = d.payload.to;
-            match node.deliver_remote(d.payload, d.from.0) {
+            let stamp = crate::mailbox::Stamp {
+                from: d.channel.from,
+                index: d.send_index,
+            };
+            match node.deliver_remote(d.payload, d.from.0, Some(stamp)) {
                 Ok(depth) => deepest = deepest.max(depth),
                 Err(e) => {
                     counter!(crate::transport::UNDELIVERABLE, "reason" => "recovered_unknown")
@@ -478,7 +499,7 @@ impl RecoveryLayer {
                     );
                 }
                 let recovered = was_recovering && !protocol.is_recovering();
-                let frames = Self::frames(actions);
+                let frames = Self::behind_held(&mut core, Self::frames(actions));
                 Self::deliver_ready(&mut core, node);
                 if recovered {
                     if let Some(at) = core.rollback_at.take() {
@@ -559,10 +580,11 @@ impl RecoveryLayer {
     pub(crate) fn shutdown(&self) {
         self.stop.store(true, Ordering::Release);
         let s = self.stats();
+        let determinants = self.lock().events.report();
         event(
             self.rank,
             &format!(
-                "final incarnation={} checkpoints={} replayed={} duplicates={} suppressed={} delivered={} log_entries={} log_peak_entries={} log_peak_bytes={} piggyback_bytes={} max_piggyback={} forced_logged={} forced_peak_bytes={}",
+                "final incarnation={} checkpoints={} replayed={} duplicates={} suppressed={} delivered={} log_entries={} log_peak_entries={} log_peak_bytes={} piggyback_bytes={} max_piggyback={} forced_logged={} forced_peak_bytes={} {determinants}",
                 self.config.incarnation,
                 s.checkpoints,
                 s.protocol.resent,

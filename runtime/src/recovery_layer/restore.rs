@@ -88,12 +88,12 @@ impl RecoveryLayer {
         let started = Instant::now();
         let incarnation = Incarnation(self.config.incarnation);
         let (image, source) = self.load_newest();
-        let (snapshot, actors, driver_sent) = match image {
-            Some(img) => (img.protocol, img.actors, img.driver_sent),
+        let (snapshot, actors, driver_sent, events) = match image {
+            Some(img) => (img.protocol, img.actors, img.driver_sent, img.events),
             None => {
                 let mut fresh =
                     SetProtocol::new(SetId(self.rank), self.size).map_err(|e| e.to_string())?;
-                (fresh.checkpoint(), Vec::new(), 0)
+                (fresh.checkpoint(), Vec::new(), 0, Default::default())
             }
         };
         histogram!(RECOVERY_PHASE, "phase" => "load").record(started.elapsed().as_secs_f64());
@@ -126,6 +126,7 @@ impl RecoveryLayer {
             &format!("rollback-sent incarnation={}", incarnation.0),
         );
         self.replay_early(node);
+        self.restore_events(node, &events);
         Ok(source)
     }
 

@@ -5,6 +5,7 @@
 //!
 //! No other node takes part: sets checkpoint independently, with no global barrier.
 
+use super::events::EventImage;
 use super::{event, RecoveryLayer, CHECKPOINTS, CHECKPOINT_BYTES, CHECKPOINT_DURATION};
 use super::{CHECKPOINT_FAILURES, CHECKPOINT_PAUSE};
 use crate::checkpoint::CheckpointStore;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Version of [`SetImage`]'s layout.
-pub const SET_IMAGE_FORMAT: u16 = 1;
+pub const SET_IMAGE_FORMAT: u16 = 2;
 
 /// Everything a node's checkpoint holds.
 #[derive(Debug, Serialize, Deserialize)]
@@ -31,6 +32,17 @@ pub(crate) struct SetImage {
     pub(crate) actors: Vec<ActorImage>,
     /// Tells the app's main had made.
     pub(crate) driver_sent: u64,
+    /// Determinant state: event clocks, channel stamps, the event-logging watermark.
+    pub(crate) events: super::events::EventImage,
+}
+
+/// What a checkpoint read in its paused instant, and how long the cores were paused.
+struct Captured {
+    protocol: Snapshot<Envelope>,
+    actors: Vec<ActorImage>,
+    driver_sent: u64,
+    events: EventImage,
+    pause: Duration,
 }
 
 /// How long a checkpoint waits for every core to reach a pause point.
@@ -74,11 +86,8 @@ pub enum CheckpointFailure {
 }
 
 impl RecoveryLayer {
-    /// Reads the node's set in one paused instant. Returns the image and the pause time.
-    fn capture(
-        &self,
-        node: &NodeHandle,
-    ) -> Result<(Snapshot<Envelope>, Vec<ActorImage>, u64, Duration), CheckpointFailure> {
+    /// Reads the node's set in one paused instant.
+    fn capture(&self, node: &NodeHandle) -> Result<Captured, CheckpointFailure> {
         let started = Instant::now();
         if !node.pause_cores(PAUSE_TIMEOUT) {
             return Err(CheckpointFailure::PauseTimeout(PAUSE_TIMEOUT));
@@ -101,18 +110,31 @@ impl RecoveryLayer {
             let protocol = protocol.as_mut().ok_or(CheckpointFailure::NotReady)?;
             let snapshot = protocol.checkpoint();
             core.forced_log.release();
-            Ok((snapshot, actors, core.driver_sent))
+            let events = self.events_image(&core);
+            Ok(Captured {
+                protocol: snapshot,
+                actors,
+                driver_sent: core.driver_sent,
+                events,
+                pause: Duration::ZERO,
+            })
         })();
         node.resume_cores();
         let pause = started.elapsed();
-        captured.map(|(s, a, d)| (s, a, d, pause))
+        captured.map(|c| Captured { pause, ..c })
     }
 
     /// Takes, stores and commits one checkpoint of this node's set.
     pub fn checkpoint_now(&self, node: &NodeHandle) -> Result<CheckpointReport, CheckpointFailure> {
         let _one_at_a_time = self.checkpointing.lock().unwrap_or_else(|e| e.into_inner());
         let started = Instant::now();
-        let (protocol, actors, driver_sent, pause) = self.capture(node).inspect_err(|e| {
+        let Captured {
+            protocol,
+            actors,
+            driver_sent,
+            events,
+            pause,
+        } = self.capture(node).inspect_err(|e| {
             counter!(CHECKPOINT_FAILURES, "reason" => "capture").increment(1);
             tracing::warn!("checkpoint not taken: {e}");
         })?;
@@ -120,11 +142,13 @@ impl RecoveryLayer {
         let id = protocol.id;
         crate::failpoint::during_checkpoint(id.0);
         let n_actors = actors.len();
+        let events_snapshot = events.snapshot;
         let image = SetImage {
             format: SET_IMAGE_FORMAT,
             protocol,
             actors,
             driver_sent,
+            events,
         };
         let body =
             crate::wire::encode(&image).map_err(|e| CheckpointFailure::Encode(e.to_string()))?;
@@ -156,6 +180,7 @@ impl RecoveryLayer {
             actions
         };
         self.emit(Self::frames(actions));
+        self.events_committed(events_snapshot);
         let _ = self.store.prune_before(self.rank, id.0);
         let total = started.elapsed();
         counter!(CHECKPOINTS).increment(1);

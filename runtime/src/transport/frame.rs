@@ -72,6 +72,9 @@ pub enum FrameBody {
     },
     /// A recovery protocol control message (ROLLBACK, RESPONSE, CHECKPOINT_ADVANCE).
     Recovery(ControlMessage),
+    /// Event logging of determinants (batches to a logger, acknowledgements, releases,
+    /// fetches by a restarted node).
+    Events(crate::recovery::EventMessage),
     /// A piece of a checkpoint of the sender's set for the addressee to keep in memory
     /// (the buddy replica); the last piece is answered by [`FrameBody::ReplicaStored`].
     Replica(ReplicaChunk),

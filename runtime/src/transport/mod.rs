@@ -670,7 +670,7 @@ impl Transport {
             FrameBody::Envelope(env) => {
                 let request = env.request;
                 let to = env.to;
-                match node.deliver_remote(env, from) {
+                match node.deliver_remote(env, from, None) {
                     Ok(depth) if depth > INBOUND_HIGH_WATER => return Some(to),
                     Ok(_) => {}
                     Err(err) => {
@@ -724,6 +724,16 @@ impl Transport {
                     tracing::warn!(
                         from,
                         "recovery message from node {from}, but recovery is off here"
+                    );
+                }
+            },
+            FrameBody::Events(message) => match node.recovery_layer() {
+                Some(layer) => layer.on_events(node, from, message),
+                None => {
+                    counter!(UNDELIVERABLE, "reason" => "recovery_off").increment(1);
+                    tracing::warn!(
+                        from,
+                        "event-logging frame from node {from}, but recovery is off here"
                     );
                 }
             },

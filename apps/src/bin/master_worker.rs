@@ -1,0 +1,280 @@
+//! `master-worker`: workers on every node ask one master (on node 0) for tasks; the master
+//! hands them out in the order requests arrive, salts each with a random number and keeps
+//! a ledger of who got what. It is order-sensitive on purpose — which worker gets which
+//! task depends on timing — so with recovery on its deliveries and draws are logged as
+//! determinants and replayed after a failure.
+//!
+//! Workers run on every node but the master's (with one node, next to it).
+//!
+//! The RESULT line holds the answer (the sum of every task's result: each task must be
+//! done exactly once whatever the order), the ledger's digest, and `consistent`: every
+//! worker's own record of the tasks and salts it received equals the master's ledger for
+//! it — so no worker saw a hand-out that the master's (possibly recovered) state
+//! contradicts.
+
+use clap::Parser;
+use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Context, Node, ReplyTo};
+use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::{Instant, UNIX_EPOCH};
+
+/// Hand out tasks in arrival order from one master to workers on every node.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// Tasks in total.
+    #[arg(long, default_value_t = 20_000)]
+    tasks: u64,
+    /// Work per task (mixing rounds).
+    #[arg(long, default_value_t = 20_000)]
+    work: u64,
+    /// Workers per node.
+    #[arg(long, default_value_t = 1)]
+    workers_per_node: u64,
+}
+
+/// What the master reports when every worker has finished.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Outcome {
+    answer: u64,
+    ledger: u64,
+    consistent: bool,
+    handed_out: u64,
+    /// Fewest and most tasks any worker got.
+    spread: (u64, u64),
+}
+
+#[derive(Actor, Serialize, Deserialize)]
+#[actor(order_sensitive)]
+struct Master {
+    tasks: u64,
+    workers: u64,
+    next: u64,
+    finished: u64,
+    /// Hash chain of every hand-out `(worker, task, salt, time)` in order.
+    ledger: u64,
+    /// Per worker: tasks handed to it and the hash chain of `(task, salt)`.
+    per_worker: BTreeMap<u64, (u64, u64)>,
+    answer: u64,
+    consistent: bool,
+    outcome: Option<Outcome>,
+    #[serde(skip)]
+    waiting: ReplyTo<Outcome>,
+}
+
+#[messages]
+impl Master {
+    /// A worker asks for work, returning its last result if it had one.
+    #[message]
+    fn request(
+        &mut self,
+        worker: u64,
+        from: ActorRef<Worker>,
+        result: Option<u64>,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Some(v) = result {
+            self.answer = self.answer.wrapping_add(v);
+        }
+        if self.next >= self.tasks {
+            let _ = from.tell(Stop {});
+            return;
+        }
+        let task = self.next;
+        self.next += 1;
+        let salt = ctx.random();
+        let at = ctx
+            .now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.ledger = mix(mix(mix(mix(self.ledger, worker), task), salt), at);
+        let mine = self.per_worker.entry(worker).or_default();
+        *mine = (mine.0 + 1, mix(mix(mine.1, task), salt));
+        if from.tell(Task { task, salt }).is_err() {
+            tracing::error!(worker, "worker unreachable");
+        }
+    }
+
+    /// A worker got `Stop`: what it received, by its own count.
+    #[message]
+    fn finished(&mut self, worker: u64, count: u64, digest: u64) {
+        let handed = self.per_worker.get(&worker).copied().unwrap_or_default();
+        if handed != (count, digest) {
+            tracing::error!(
+                worker,
+                ?handed,
+                count,
+                digest,
+                "ledger contradicts the worker"
+            );
+            self.consistent = false;
+        }
+        self.finished += 1;
+        if self.finished == self.workers {
+            let outcome = Outcome {
+                answer: self.answer,
+                ledger: self.ledger,
+                consistent: self.consistent,
+                handed_out: self.next,
+                spread: (
+                    self.per_worker.values().map(|w| w.0).min().unwrap_or(0),
+                    self.per_worker.values().map(|w| w.0).max().unwrap_or(0),
+                ),
+            };
+            let _ = std::mem::take(&mut self.waiting).send(outcome.clone());
+            self.outcome = Some(outcome);
+        }
+    }
+
+    /// Replies once every worker has finished.
+    #[message]
+    fn wait(&mut self, reply: ReplyTo<Outcome>) {
+        match &self.outcome {
+            Some(o) => {
+                reply.send(o.clone());
+            }
+            None => self.waiting = reply,
+        }
+    }
+}
+
+#[derive(Actor, Serialize, Deserialize)]
+struct Worker {
+    index: u64,
+    work: u64,
+    master: Option<ActorRef<Master>>,
+    received: u64,
+    digest: u64,
+}
+
+#[messages]
+impl Worker {
+    #[message]
+    fn begin(&mut self, master: ActorRef<Master>, ctx: &mut Context<Self>) {
+        let _ = master.tell(Request {
+            worker: self.index,
+            from: ctx.myself().clone(),
+            result: None,
+        });
+        self.master = Some(master);
+    }
+
+    #[message]
+    fn task(&mut self, task: u64, salt: u64, ctx: &mut Context<Self>) {
+        self.received += 1;
+        self.digest = mix(mix(self.digest, task), salt);
+        let value = compute(task, self.work);
+        if let Some(m) = &self.master {
+            let _ = m.tell(Request {
+                worker: self.index,
+                from: ctx.myself().clone(),
+                result: Some(value),
+            });
+        }
+    }
+
+    #[message]
+    fn stop(&mut self) {
+        if let Some(m) = &self.master {
+            let _ = m.tell(Finished {
+                worker: self.index,
+                count: self.received,
+                digest: self.digest,
+            });
+        }
+    }
+}
+
+/// One task's result: depends on the task only, never on who computed it or when.
+fn compute(task: u64, work: u64) -> u64 {
+    (0..work).fold(task, |acc, i| mix(acc, i))
+}
+
+fn main() -> std::process::ExitCode {
+    init_logging();
+    lazarus_apps::exit_with(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let cluster = Cluster::start_with(ClusterSpec::from_env()?, Node::builder())?;
+    let (rank, size) = (cluster.rank(), cluster.size() as u64);
+    let per = args.workers_per_node.max(1);
+    // The master has node 0 to itself unless it is alone: a worker next to it would get
+    // nearly every task (a local round trip is far shorter than one between nodes).
+    let worker_nodes = if size == 1 { 1 } else { size - 1 };
+    let has_workers = size == 1 || rank != 0;
+    let master_id = ActorId::new(0, 0).ok_or("bad master id")?;
+    if rank == 0 {
+        let m = cluster.spawn(Master {
+            tasks: args.tasks,
+            workers: per * worker_nodes,
+            next: 0,
+            finished: 0,
+            ledger: 0,
+            per_worker: BTreeMap::new(),
+            answer: 0,
+            consistent: true,
+            outcome: None,
+            waiting: ReplyTo::none(),
+        })?;
+        expect_id(m, master_id, "master")?;
+    }
+    // Node 0's workers come after the master in its spawn order.
+    let first = u64::from(rank == 0);
+    let mut workers = Vec::new();
+    for k in (0..per).filter(|_| has_workers) {
+        let w = cluster.spawn(Worker {
+            index: u64::from(rank) * per + k,
+            work: args.work,
+            master: None,
+            received: 0,
+            digest: 0,
+        })?;
+        let id = ActorId::new(rank, first + k).ok_or("too many workers")?;
+        workers.push(expect_id(w, id, format!("worker {k}"))?);
+    }
+    cluster.barrier()?;
+    let master = cluster.handle().actor_ref::<Master>(master_id)?;
+    let started = Instant::now();
+    for w in &workers {
+        w.tell(Begin {
+            master: master.clone(),
+        })
+        .map_err(|e| e.to_string())?;
+    }
+    if rank == 0 {
+        let outcome = cluster.block_on(master.ask(Wait {}).no_timeout())?;
+        let elapsed = started.elapsed().as_secs_f64();
+        let expected = (0..args.tasks).fold(0u64, |s, t| s.wrapping_add(compute(t, args.work)));
+        let verified =
+            outcome.consistent && outcome.answer == expected && outcome.handed_out == args.tasks;
+        cluster.barrier()?;
+        cluster.shutdown();
+        println!(
+            "{}",
+            ResultLine::new("master-worker")
+                .field("nodes", size)
+                .field("workers", per * worker_nodes)
+                .field("tasks", args.tasks)
+                .field("answer", format!("{:#018x}", outcome.answer))
+                .field("ledger", format!("{:#018x}", outcome.ledger))
+                .field("consistent", outcome.consistent)
+                .field(
+                    "tasks_per_worker",
+                    format!("{}..{}", outcome.spread.0, outcome.spread.1)
+                )
+                .field("elapsed_s", format!("{elapsed:.6}"))
+                .field("tasks_per_s", format!("{:.0}", args.tasks as f64 / elapsed))
+                .finish(verified)
+        );
+        if !verified {
+            return Err("master-worker result not verified".into());
+        }
+    } else {
+        cluster.barrier()?;
+        cluster.shutdown();
+    }
+    Ok(())
+}
