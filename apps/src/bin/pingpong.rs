@@ -4,6 +4,10 @@
 //!
 //! Each bounce flips the payload's bytes in place on the pong side, so the final content
 //! proves every round trip happened and nothing was lost or duplicated.
+//!
+//! `--order-sensitive` makes the pong side an order-sensitive actor: with recovery on, each
+//! ball it receives is a logged determinant, and its answer leaves only once the event
+//! loggers hold it (the cost measured against a deterministic pong).
 
 use clap::Parser;
 use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, CoreId, Payload, ReplyTo};
@@ -24,6 +28,9 @@ struct Args {
     /// Round trips per size for the smallest size (fewer for large sizes).
     #[arg(long, default_value_t = 10_000)]
     iters: u64,
+    /// The pong actor is order-sensitive (its deliveries are determinants).
+    #[arg(long)]
+    order_sensitive: bool,
 }
 
 #[derive(Actor, Serialize, Deserialize, Default)]
@@ -32,20 +39,60 @@ struct Pong;
 #[messages]
 impl Pong {
     #[message]
-    fn ball(&mut self, mut payload: Payload, back: ActorRef<Ping>) {
-        // Touch the data the way a real consumer would: flip every byte.
-        for b in payload.iter_mut() {
-            *b = !*b;
+    fn ball(&mut self, payload: Payload, back: ActorRef<Ping>) {
+        bounce(payload, &back);
+    }
+}
+
+/// The same pong, declared order-sensitive.
+mod ordered {
+    use super::{bounce, Ping};
+    use lazarus::{messages, Actor, ActorRef, Payload};
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Actor, Serialize, Deserialize, Default)]
+    #[actor(order_sensitive)]
+    pub struct OrderedPong;
+
+    #[messages]
+    impl OrderedPong {
+        #[message]
+        pub fn ball(&mut self, payload: Payload, back: ActorRef<Ping>) {
+            bounce(payload, &back);
         }
-        if back.tell(Returned { payload }).is_err() {
-            tracing::error!("ping actor is gone");
+    }
+}
+use ordered::OrderedPong;
+
+/// Touches the data the way a real consumer would (flips every byte) and sends it back.
+fn bounce(mut payload: Payload, back: &ActorRef<Ping>) {
+    for b in payload.iter_mut() {
+        *b = !*b;
+    }
+    if back.tell(Returned { payload }).is_err() {
+        tracing::error!("ping actor is gone");
+    }
+}
+
+/// The pong side, of either kind.
+#[derive(Clone, Serialize, Deserialize)]
+enum PongRef {
+    Plain(ActorRef<Pong>),
+    Ordered(ActorRef<OrderedPong>),
+}
+
+impl PongRef {
+    fn ball(&self, payload: Payload, back: ActorRef<Ping>) -> bool {
+        match self {
+            PongRef::Plain(p) => p.tell(Ball { payload, back }).is_ok(),
+            PongRef::Ordered(p) => p.tell(ordered::Ball { payload, back }).is_ok(),
         }
     }
 }
 
 #[derive(Actor, Serialize, Deserialize, Default)]
 struct Ping {
-    pong: Option<ActorRef<Pong>>,
+    pong: Option<PongRef>,
     left: u64,
     started_ns: u64,
     #[serde(skip)]
@@ -60,7 +107,7 @@ impl Ping {
     #[message]
     fn run(
         &mut self,
-        pong: ActorRef<Pong>,
+        pong: PongRef,
         size: usize,
         iters: u64,
         ctx: &mut lazarus::Context<Self>,
@@ -72,10 +119,7 @@ impl Ping {
         let clock = Instant::now();
         self.clock = Some(clock);
         self.started_ns = 0;
-        let _ = pong.tell(Ball {
-            payload,
-            back: ctx.myself().clone(),
-        });
+        pong.ball(payload, ctx.myself().clone());
         self.pong = Some(pong);
     }
 
@@ -86,10 +130,7 @@ impl Ping {
             let ns = self.clock.map_or(0, |c| c.elapsed().as_nanos() as u64);
             std::mem::take(&mut self.done).send((ns, payload));
         } else if let Some(pong) = &self.pong {
-            let _ = pong.tell(Ball {
-                payload,
-                back: ctx.myself().clone(),
-            });
+            pong.ball(payload, ctx.myself().clone());
         }
     }
 }
@@ -111,7 +152,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let (ping, pong, mode) = if nodes == 1 {
         let far = CoreId(cluster.num_cores() - 1);
         let ping = cluster.spawn_on(CoreId(0), Ping::default())?;
-        let pong = cluster.spawn_on(far, Pong)?;
+        let pong = if args.order_sensitive {
+            PongRef::Ordered(cluster.spawn_on(far, OrderedPong)?)
+        } else {
+            PongRef::Plain(cluster.spawn_on(far, Pong)?)
+        };
         (
             Some(ping),
             Some(pong),
@@ -121,6 +166,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         match rank {
             0 => {
                 cluster.spawn(Ping::default())?;
+            }
+            1 if args.order_sensitive => {
+                cluster.spawn(OrderedPong)?;
             }
             1 => {
                 cluster.spawn(Pong)?;
@@ -133,7 +181,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let refs = if rank == 0 {
             (
                 Some(cluster.handle().actor_ref::<Ping>(ping_id)?),
-                Some(cluster.handle().actor_ref::<Pong>(pong_id)?),
+                Some(if args.order_sensitive {
+                    PongRef::Ordered(cluster.handle().actor_ref::<OrderedPong>(pong_id)?)
+                } else {
+                    PongRef::Plain(cluster.handle().actor_ref::<Pong>(pong_id)?)
+                }),
             )
         } else {
             (None, None)
@@ -200,6 +252,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 } else {
                     "inter-node"
                 }
+            )
+            .field(
+                "receiver",
+                if args.order_sensitive {
+                    "order-sensitive"
+                } else {
+                    "deterministic"
+                },
             )
             .field("sizes", sizes)
             .field("min_latency_us", format!("{best_latency_us:.3}"))
