@@ -449,12 +449,16 @@ impl Journal {
                 replay_journal(&bytes, &mut store);
             }
         }
+        // The store as read becomes the journal's first record; written aside and renamed
+        // in, so a death right here leaves the old journal intact.
+        let tmp = path.with_extension("journal.tmp");
         let mut journal = Journal {
             path: path.to_path_buf(),
-            file: std::fs::File::create(path)?,
+            file: std::fs::File::create(&tmp)?,
             len: 0,
         };
         journal.write(&JournalRecord::Whole(store.clone()))?;
+        std::fs::rename(&tmp, path)?;
         Ok((store, journal))
     }
 
