@@ -31,6 +31,10 @@ struct Args {
     /// The pong actor is order-sensitive (its deliveries are determinants).
     #[arg(long)]
     order_sensitive: bool,
+    /// In a cluster, put both actors on node 0 (core 0 and its last core) instead of on
+    /// nodes 0 and 1: intra-node ping-pong with the cluster's recovery settings.
+    #[arg(long)]
+    same_node: bool,
 }
 
 #[derive(Actor, Serialize, Deserialize, Default)]
@@ -147,9 +151,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let cluster = Cluster::start()?;
     let (rank, nodes) = (cluster.rank(), cluster.size());
-    // Alone: ping on core 0, pong on the last core. In a cluster: ping is node 0's first
-    // actor, pong node 1's; other nodes only take part in the barriers.
-    let (ping, pong, mode) = if nodes == 1 {
+    // Alone (or `--same-node`): ping on core 0, pong on the last core of node 0. In a
+    // cluster: ping is node 0's first actor, pong node 1's; other nodes only take part in
+    // the barriers.
+    let same_node = args.same_node && nodes > 1;
+    let (ping, pong, mode) = if same_node && rank != 0 {
+        cluster.barrier()?;
+        (None, None, String::new())
+    } else if nodes == 1 || same_node {
         let far = CoreId(cluster.num_cores() - 1);
         let ping = cluster.spawn_on(CoreId(0), Ping::default())?;
         let pong = if args.order_sensitive {
@@ -157,6 +166,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             PongRef::Plain(cluster.spawn_on(far, Pong)?)
         };
+        if same_node {
+            cluster.barrier()?;
+        }
         (
             Some(ping),
             Some(pong),

@@ -6,13 +6,17 @@
 //!
 //! Every actor keeps a token moving around a ring of all actors (spread over the cores),
 //! so the cores are busy when the pause is requested, as in a real run.
+//!
+//! The counts and the summary table are shared with the results report
+//! (`lazarus_benches::coordination`); criterion's command-line options (e.g.
+//! `--measurement-time`) override the defaults set here.
 
 use criterion::{BenchmarkId, Criterion};
 use lazarus::{messages, Actor, ActorRef, Node};
+use lazarus_benches::coordination::{self, ACTORS, FUNCTION, GROUP};
+use lazarus_benches::criterion_data::criterion_dir;
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
-
-const COUNTS: [usize; 5] = [1, 16, 64, 128, 256];
+use std::time::{Duration, SystemTime};
 
 #[derive(Actor, Serialize, Deserialize, Default)]
 struct Hop {
@@ -54,15 +58,11 @@ fn ring(node: &Node, k: usize) -> Vec<ActorRef<Hop>> {
 }
 
 fn bench(c: &mut Criterion) {
-    let mut group = c.benchmark_group("checkpoint_coordination");
-    group
-        .sample_size(30)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3));
-    for k in COUNTS {
+    let mut group = c.benchmark_group(GROUP);
+    for k in ACTORS {
         let node = Node::builder().build().unwrap();
         let actors = ring(&node, k);
-        group.bench_with_input(BenchmarkId::new("busy_actors", k), &k, |b, _| {
+        group.bench_with_input(BenchmarkId::new(FUNCTION, k), &k, |b, _| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
@@ -84,45 +84,24 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-fn median_ns(k: usize) -> Option<f64> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
-        "../target/criterion/checkpoint_coordination/busy_actors/{k}/new/estimates.json"
-    ));
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-    v["median"]["point_estimate"].as_f64()
-}
-
-fn summary() {
-    let base = median_ns(1);
-    let mut md = String::from(
-        "| busy actors on the node | coordination (µs, median) | vs 1 actor | target |\n|---|---|---|---|\n",
-    );
-    for k in COUNTS {
-        let Some(ns) = median_ns(k) else { continue };
-        let target = if k == 64 {
-            if ns <= 200_000.0 {
-                "≤ 200 µs: PASS"
-            } else {
-                "≤ 200 µs: MISS"
-            }
-        } else {
-            ""
-        };
-        md.push_str(&format!(
-            "| {k} | {:.1} | {:.2} | {target} |\n",
-            ns / 1e3,
-            base.map_or(f64::NAN, |b| ns / b)
-        ));
-    }
-    println!("\nSet checkpoint coordination (pause + resume of every core):\n{md}");
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/criterion/lazarus-coordination-summary.md");
-    let _ = std::fs::write(out, md);
-}
-
 fn main() {
-    let mut c = Criterion::default().configure_from_args();
+    let started = SystemTime::now();
+    let mut c = Criterion::default()
+        .sample_size(30)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .output_directory(&criterion_dir())
+        .configure_from_args();
     bench(&mut c);
     c.final_summary();
-    summary();
+    let measured = coordination::measured(&criterion_dir(), started);
+    if measured.is_empty() {
+        return;
+    }
+    let md = coordination::table(&measured);
+    println!("\nSet checkpoint coordination (pause + resume of every core):\n{md}");
+    let out = criterion_dir().join("lazarus-coordination-summary.md");
+    if let Err(e) = std::fs::write(&out, md) {
+        eprintln!("could not write {}: {e}", out.display());
+    }
 }

@@ -8,16 +8,17 @@
 //! 127.0.0.1. Each measurement is `K` round trips of an `n`-byte payload each way;
 //! latency is half the round trip, bandwidth is `n / (round trip / 2)`. After criterion
 //! finishes, a ratio table (medians) is printed and written to
-//! `target/criterion/lazarus-internode-summary.md`.
+//! `<criterion dir>/lazarus-internode-summary.md`.
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use lazarus::cluster::{ClusterSpec, Launcher};
 use lazarus::transport::credentials::{self, Credentials};
 use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, Node, Payload, ReplyTo};
+use lazarus_benches::criterion_data::{self, criterion_dir};
 use serde::{Deserialize, Serialize};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 const SECRET: &[u8] = b"internode benchmark secret 32 by";
 const SIZES: [usize; 2] = [8, 1 << 20];
@@ -110,13 +111,19 @@ fn lazarus_pair(recovery: bool) -> LazarusPair {
         core_offset: rank as usize,
         idle_spin: None,
         net: None,
-        recovery: recovery.then(|| lazarus::recovery_layer::RecoveryConfig {
-            checkpoint_every: Some(Duration::from_secs(1)),
-            dir: dir.clone(),
-            incarnation: 0,
-            buddy: true,
-            log_everything: false,
-        }),
+        // The launcher's settings (checkpoint every second) and the runtime's defaults
+        // for everything else, read the way a node reads them.
+        recovery: recovery
+            .then(|| {
+                lazarus::recovery_layer::RecoveryConfig::from_vars(|k| match k {
+                    "LAZARUS_FT" => Some("on".into()),
+                    "LAZARUS_CHECKPOINT_EVERY_MS" => Some("1000".into()),
+                    "LAZARUS_CHECKPOINT_DIR" => Some(dir.display().to_string()),
+                    _ => None,
+                })
+                .expect("valid recovery settings")
+            })
+            .flatten(),
     };
     let s1 = spec(1);
     let t = std::thread::spawn(move || Cluster::start_with(s1, Node::builder()).unwrap());
@@ -328,17 +335,9 @@ fn bench(c: &mut Criterion) {
     ft.node0.shutdown();
 }
 
-fn median_ns(id: &str) -> Option<f64> {
-    let path = format!("target/criterion/{id}/new/estimates.json");
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(path);
-    let text = std::fs::read_to_string(path).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v["median"]["point_estimate"].as_f64()
-}
-
-fn summary() {
+fn summary(since: SystemTime) {
+    let dir = criterion_dir();
+    let median_ns = |id: &str| criterion_data::median_ns(&dir, id, since);
     let mut md = String::from(
         "| size | raw quinn RTT (µs) | Lazarus RTT (µs) | latency ratio Lazarus/raw | raw MB/s | Lazarus MB/s | bandwidth ratio | target |\n|---|---|---|---|---|---|---|---|\n",
     );
@@ -400,14 +399,18 @@ fn summary() {
         }
     }
     println!("\nPing-pong over loopback (medians):\n{md}");
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/criterion/lazarus-internode-summary.md");
-    let _ = std::fs::write(out, md);
+    let out = dir.join("lazarus-internode-summary.md");
+    if let Err(e) = std::fs::write(&out, md) {
+        eprintln!("could not write {}: {e}", out.display());
+    }
 }
 
 fn main() {
-    let mut c = Criterion::default().configure_from_args();
+    let started = SystemTime::now();
+    let mut c = Criterion::default()
+        .output_directory(&criterion_dir())
+        .configure_from_args();
     bench(&mut c);
     c.final_summary();
-    summary();
+    summary(started);
 }

@@ -35,30 +35,19 @@ mod actix_impl;
 mod kameo_impl;
 mod lazarus_impl;
 mod ractor_impl;
-mod summary;
 mod support;
 mod tokio_impl;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
+use lazarus_benches::criterion_data::criterion_dir;
+use lazarus_benches::local_messaging::{
+    self as spec, ACTIX, ASK_ROUNDTRIP, KAMEO, LAZARUS, LAZARUS_NO_SPIN, LAZARUS_NO_TIMEOUT,
+    RACTOR, SCENARIOS, SPAWN, TELL_CROSS_CORE, TELL_SAME_CORE, TOKIO, TOKIO_SPIN,
+};
 use lazarus_impl::AskVariant;
 use std::time::{Duration, SystemTime};
 
-/// Messages per round of the tell scenarios (a burst that stays in the caches).
-pub const TELLS: u64 = 10_000;
-/// Actors per round of the spawn scenario.
-pub const SPAWNS: u64 = 100;
-
-/// Contender names: criterion bench ids (so directory names) and table rows.
-pub const LAZARUS: &str = "lazarus";
-pub const TOKIO: &str = "tokio_mpsc";
-pub const ACTIX: &str = "actix";
-pub const KAMEO: &str = "kameo";
-pub const RACTOR: &str = "ractor";
-/// Diagnostic variants of the ask scenario (see `lazarus_impl::AskVariant` and
-/// `tokio_impl::ask`): they explain the ratios, the targets do not use them.
-pub const LAZARUS_NO_TIMEOUT: &str = "lazarus_no_timeout";
-pub const LAZARUS_NO_SPIN: &str = "lazarus_no_spin";
-pub const TOKIO_SPIN: &str = "tokio_mpsc_spin";
+pub use spec::{SPAWNS, TELLS};
 
 /// One contender set up for one scenario. Dropping it stops its actors and threads.
 pub trait Workload {
@@ -66,7 +55,37 @@ pub trait Workload {
     fn run(&mut self, iters: u64) -> Duration;
 }
 
-type Make = fn() -> Box<dyn Workload>;
+/// The code that runs `contender` in scenario `group` (the scenarios and contenders are
+/// listed in `lazarus_benches::local_messaging`, shared with the results report).
+fn workload(group: &str, contender: &str) -> Option<Box<dyn Workload>> {
+    Some(match (group, contender) {
+        (TELL_SAME_CORE | TELL_CROSS_CORE, _) => {
+            let core = usize::from(group == TELL_CROSS_CORE);
+            match contender {
+                LAZARUS => lazarus_impl::tell(core),
+                TOKIO => tokio_impl::tell(core),
+                ACTIX => actix_impl::tell(core),
+                KAMEO => kameo_impl::tell(core),
+                RACTOR => ractor_impl::tell(core),
+                _ => return None,
+            }
+        }
+        (ASK_ROUNDTRIP, LAZARUS) => lazarus_impl::ask(AskVariant::Default),
+        (ASK_ROUNDTRIP, TOKIO) => tokio_impl::ask(false),
+        (ASK_ROUNDTRIP, ACTIX) => actix_impl::ask(),
+        (ASK_ROUNDTRIP, KAMEO) => kameo_impl::ask(),
+        (ASK_ROUNDTRIP, RACTOR) => ractor_impl::ask(),
+        (ASK_ROUNDTRIP, LAZARUS_NO_TIMEOUT) => lazarus_impl::ask(AskVariant::NoTimeout),
+        (ASK_ROUNDTRIP, LAZARUS_NO_SPIN) => lazarus_impl::ask(AskVariant::NoSpin),
+        (ASK_ROUNDTRIP, TOKIO_SPIN) => tokio_impl::ask(true),
+        (SPAWN, LAZARUS) => lazarus_impl::spawn(),
+        (SPAWN, TOKIO) => tokio_impl::spawn(),
+        (SPAWN, ACTIX) => actix_impl::spawn(),
+        (SPAWN, KAMEO) => kameo_impl::spawn(),
+        (SPAWN, RACTOR) => ractor_impl::spawn(),
+        _ => return None,
+    })
+}
 
 /// The core the client (the bench's main thread) is pinned to while it measures: the
 /// requester's core of the ask scenario, the sender's of the tell scenarios, the other
@@ -76,72 +95,6 @@ type Make = fn() -> Box<dyn Workload>;
 /// contender-independent part of a 10 000-message round.
 const CLIENT_CORE: usize = 0;
 
-/// A criterion group: every contender doing the same rounds.
-pub struct Scenario {
-    pub group: &'static str,
-    /// Elements in one round (criterion's throughput unit).
-    pub elements: u64,
-    /// What an element is, for the table.
-    pub unit: &'static str,
-    pub contenders: &'static [(&'static str, Make)],
-}
-
-pub const SCENARIOS: &[Scenario] = &[
-    Scenario {
-        group: "tell_same_core",
-        elements: TELLS,
-        unit: "msg",
-        contenders: &[
-            (LAZARUS, || lazarus_impl::tell(0)),
-            (TOKIO, || tokio_impl::tell(0)),
-            (ACTIX, || actix_impl::tell(0)),
-            (KAMEO, || kameo_impl::tell(0)),
-            (RACTOR, || ractor_impl::tell(0)),
-        ],
-    },
-    Scenario {
-        group: "tell_cross_core",
-        elements: TELLS,
-        unit: "msg",
-        contenders: &[
-            (LAZARUS, || lazarus_impl::tell(1)),
-            (TOKIO, || tokio_impl::tell(1)),
-            (ACTIX, || actix_impl::tell(1)),
-            (KAMEO, || kameo_impl::tell(1)),
-            (RACTOR, || ractor_impl::tell(1)),
-        ],
-    },
-    Scenario {
-        group: "ask_roundtrip_cross_core",
-        elements: 1,
-        unit: "ask",
-        contenders: &[
-            (LAZARUS, || lazarus_impl::ask(AskVariant::Default)),
-            (TOKIO, || tokio_impl::ask(false)),
-            (ACTIX, actix_impl::ask),
-            (KAMEO, kameo_impl::ask),
-            (RACTOR, ractor_impl::ask),
-            (LAZARUS_NO_TIMEOUT, || {
-                lazarus_impl::ask(AskVariant::NoTimeout)
-            }),
-            (LAZARUS_NO_SPIN, || lazarus_impl::ask(AskVariant::NoSpin)),
-            (TOKIO_SPIN, || tokio_impl::ask(true)),
-        ],
-    },
-    Scenario {
-        group: "spawn",
-        elements: SPAWNS,
-        unit: "actor",
-        contenders: &[
-            (LAZARUS, lazarus_impl::spawn),
-            (TOKIO, tokio_impl::spawn),
-            (ACTIX, actix_impl::spawn),
-            (KAMEO, kameo_impl::spawn),
-            (RACTOR, ractor_impl::spawn),
-        ],
-    },
-];
-
 /// Short runs: 23 benchmarks must finish in a few minutes on a 2-core machine.
 fn config() -> Criterion {
     Criterion::default()
@@ -149,7 +102,7 @@ fn config() -> Criterion {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .without_plots()
-        .output_directory(&summary::criterion_dir())
+        .output_directory(&criterion_dir())
         .configure_from_args()
 }
 
@@ -161,13 +114,16 @@ fn main() {
     for scenario in SCENARIOS {
         let mut group = c.benchmark_group(scenario.group);
         group.throughput(Throughput::Elements(scenario.elements));
-        for (name, make) in scenario.contenders {
+        for &name in scenario.contenders {
             // Built on first use (so not at all when filtered out), dropped, and so torn
             // down, before the next contender starts.
-            let mut workload = None;
+            let mut built = None;
             group.bench_function(BenchmarkId::from_parameter(name), |b| {
                 b.iter_custom(|iters| {
-                    let workload = workload.get_or_insert_with(make);
+                    let workload = built.get_or_insert_with(|| {
+                        workload(scenario.group, name)
+                            .unwrap_or_else(|| panic!("no workload for {}/{name}", scenario.group))
+                    });
                     support::pinned_to(CLIENT_CORE, || workload.run(iters))
                 })
             });
@@ -175,5 +131,29 @@ fn main() {
         group.finish();
     }
     c.final_summary();
-    summary::report(started);
+    summary(started);
+}
+
+/// Prints the table of this run's medians, Lazarus/contender ratios and the issue's
+/// targets, and writes it to `<criterion dir>/lazarus-summary.md`.
+fn summary(since: SystemTime) {
+    let dir = criterion_dir();
+    let measured = spec::measured(&dir, since);
+    if measured.is_empty() {
+        return;
+    }
+    let machine = lazarus_benches::machine::Machine::this();
+    let text = format!(
+        "# Lazarus local messaging\n\n\
+         Machine: {}. Round: {TELLS} messages (tell), 1 ask, {SPAWNS} spawns. Ratio: \
+         Lazarus's median time over the contender's (below 1, Lazarus is faster).\n\n{}",
+        machine.describe(),
+        spec::table(&measured)
+    );
+    println!("\n{text}");
+    let path = dir.join("lazarus-summary.md");
+    match std::fs::write(&path, &text) {
+        Ok(()) => println!("written to {}", path.display()),
+        Err(e) => eprintln!("could not write {}: {e}", path.display()),
+    }
 }

@@ -9,325 +9,122 @@
 //!    from the supervisor seeing the SIGKILL to the restored set resuming, its phases,
 //!    and how fast the survivors learned of the failure.
 //!
-//! Writes `target/criterion/lazarus-recovery-summary.md`. `LAZARUS_BENCH_REPS` sets the
-//! repetitions (default 5).
+//! Writes `<criterion dir>/lazarus-recovery-summary.md`. `LAZARUS_BENCH_REPS` sets the
+//! repetitions (default 5). Running the apps and reading their output is the library's
+//! (`lazarus_benches::runs`), shared with the results report (`lazarus-report`).
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use lazarus_benches::criterion_data::criterion_dir;
+use lazarus_benches::machine::Machine;
+use lazarus_benches::report::apps::Mode;
+use lazarus_benches::runs::{run, Cue, Launch, Run, TimelineEntry, DIED};
+use lazarus_benches::stats::median;
+use lazarus_benches::target::{build_release, Bins};
+use lazarus_benches::Result;
+use std::time::Duration;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+/// Node 2's first timeline entry that `found` accepts.
+fn node2(r: &Run, found: impl Fn(&TimelineEntry) -> bool) -> Option<TimelineEntry> {
+    r.timeline().into_iter().find(|e| e.rank == 2 && found(e))
 }
 
-fn build() {
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(root())
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            "lazarus",
-            "-p",
-            "lazarus-apps",
-            "--bins",
-        ])
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building the release binaries failed");
+/// The time (seconds since launch) of node 2's first timeline entry that `found` accepts.
+fn node2_at(r: &Run, found: impl Fn(&TimelineEntry) -> bool) -> Option<f64> {
+    node2(r, found).map(|e| e.at)
 }
 
-fn bin(name: &str) -> PathBuf {
-    root().join("target/release").join(name)
-}
-
-/// One finished `lazarus run`: its output lines (stdout and stderr) with arrival times.
-struct Run {
-    lines: Vec<(Duration, String)>,
-    wall: Duration,
-}
-
-impl Run {
-    fn result(&self) -> HashMap<String, String> {
-        self.lines
-            .iter()
-            .rev()
-            .find(|(_, l)| l.starts_with("RESULT "))
-            .map(|(_, l)| {
-                l.split_whitespace()
-                    .filter_map(|kv| kv.split_once('='))
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect()
-            })
-            .unwrap_or_else(|| panic!("no RESULT:\n{}", self.text()))
-    }
-
-    fn text(&self) -> String {
-        self.lines
-            .iter()
-            .map(|(_, l)| l.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// Sum over nodes of a field of their `final` recovery totals.
-    fn final_sum(&self, key: &str) -> u64 {
-        self.lines
-            .iter()
-            .filter(|(_, l)| l.contains(": final "))
-            .filter_map(|(_, l)| {
-                l.split_whitespace()
-                    .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum()
-    }
-
-    /// The timeline time (seconds since launch) of the first line containing `needle`.
-    fn timeline_at(&self, needle: &str) -> Option<f64> {
-        self.lines
-            .iter()
-            .find(|(_, l)| l.contains(needle))
-            .and_then(|(_, l)| {
-                l.strip_prefix("timeline")?
-                    .split_whitespace()
-                    .next()?
-                    .trim_end_matches('s')
-                    .parse()
-                    .ok()
-            })
-    }
-}
-
-/// Runs `lazarus run` with `launcher` options and app arguments; `kill` is called with
-/// each output line and may return a rank to SIGKILL (by the PID the launcher printed).
-fn run(
-    launcher: &[&str],
-    app: &str,
-    app_args: &[&str],
-    env: &[(&str, &str)],
-    mut kill: impl FnMut(&str) -> Option<u16>,
-) -> Run {
-    let started = Instant::now();
-    let mut child = Command::new(bin("lazarus"))
-        .arg("run")
-        .args(launcher)
-        .arg("--")
-        .arg(bin(app))
-        .args(app_args)
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("launcher starts");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let out = child.stdout.take().unwrap();
-    let err = child.stderr.take().unwrap();
-    let t2 = tx.clone();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = t2.send(l);
-        }
-    });
-    let mut lines = Vec::new();
-    let mut pids: HashMap<u16, i32> = HashMap::new();
-    for line in rx {
-        if let Some(rest) = line.strip_prefix("node ") {
-            if let Some((rank, rest)) = rest.split_once(" pid ") {
-                if let (Ok(r), Some(Ok(p))) = (
-                    rank.parse::<u16>(),
-                    rest.split_whitespace().next().map(str::parse::<i32>),
-                ) {
-                    pids.insert(r, p);
-                }
-            }
-        }
-        if let Some(rank) = kill(&line) {
-            if let Some(pid) = pids.get(&rank) {
-                // SAFETY: kill(2) on a PID the launcher printed for one of its nodes.
-                unsafe {
-                    kill_pid(*pid, 9);
-                }
-            }
-        }
-        lines.push((started.elapsed(), line));
-    }
-    let status = child.wait().expect("launcher ends");
-    let run = Run {
-        lines,
-        wall: started.elapsed(),
-    };
-    assert!(status.success(), "run failed:\n{}", run.text());
-    run
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn kill_pid(pid: i32, sig: i32) -> i32;
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-/// A measured configuration: name, launcher options, extra environment.
-struct Mode {
-    name: &'static str,
-    launcher: &'static [&'static str],
-    env: &'static [(&'static str, &'static str)],
-}
-
-/// Recovery totals of one run, summed over nodes.
-#[derive(Clone, Copy, Default)]
-struct Totals {
-    log_peak_bytes: u64,
-    forced_peak_bytes: u64,
-    piggyback_bytes: u64,
-    delivered: u64,
-    forced_logged: u64,
-}
-
-fn overhead(reps: usize, md: &mut String) {
+fn overhead(bins: &Bins, reps: usize, md: &mut String) -> Result<()> {
     let app_args = ["--n", "1024", "--iters", "1500", "--check", "bounds"];
-    let modes = [
-        Mode {
-            name: "recovery off",
-            launcher: &["-n", "4"],
-            env: &[],
-        },
-        Mode {
-            name: "recovery on (correlated sets)",
-            launcher: &["-n", "4", "--ft", "on", "--checkpoint-every", "1s"],
-            env: &[],
-        },
-        Mode {
-            name: "recovery on, no periodic checkpoint (logging alone)",
-            launcher: &["-n", "4", "--ft", "on", "--checkpoint-every", "0"],
-            env: &[],
-        },
-        Mode {
-            name: "recovery on, every message logged",
-            launcher: &["-n", "4", "--ft", "on", "--checkpoint-every", "1s"],
-            env: &[("LAZARUS_LOG_EVERYTHING", "on")],
-        },
-    ];
+    let modes = [Mode::Off, Mode::On, Mode::LoggingAlone, Mode::LogEverything];
+    let every = Duration::from_secs(1);
     let mut elapsed: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
-    let mut stats: Vec<Vec<Totals>> = vec![Vec::new(); modes.len()];
+    let mut last: Vec<Option<Run>> = vec![None; modes.len()];
     let mut checksums = Vec::new();
     for rep in 0..reps {
         for (i, mode) in modes.iter().enumerate() {
-            let (name, launcher, env) = (mode.name, mode.launcher, mode.env);
-            let r = run(launcher, "jacobi2d", &app_args, env, |_| None);
-            let res = r.result();
-            let e: f64 = res["elapsed_s"].parse().unwrap();
-            eprintln!("rep {rep} {name}: {e:.3} s");
+            let mut launch = Launch::new("jacobi2d", 4, &app_args);
+            mode.apply(&mut launch, every);
+            let r = run(bins, &launch, |_| None)?;
+            let res = r.result()?;
+            let e = res.number("elapsed_s")?;
+            eprintln!("rep {rep} {}: {e:.3} s", mode.label());
             elapsed[i].push(e);
-            checksums.push(res["checksum"].clone());
-            stats[i].push(Totals {
-                log_peak_bytes: r.final_sum("log_peak_bytes"),
-                forced_peak_bytes: r.final_sum("forced_peak_bytes"),
-                piggyback_bytes: r.final_sum("piggyback_bytes"),
-                delivered: r.final_sum("delivered"),
-                forced_logged: r.final_sum("forced_logged"),
-            });
+            checksums.push(res.get("checksum")?.to_string());
+            last[i] = Some(r);
         }
     }
     checksums.dedup();
     assert_eq!(checksums.len(), 1, "every mode computes the same answer");
-    let base = median(elapsed[0].clone());
+    let base = median(&elapsed[0]).unwrap_or(f64::NAN);
     md.push_str(&format!(
         "### Failure-free overhead: jacobi2d n=1024, 1500 iterations, 4 nodes (median of {reps})\n\n| mode | time (s) | vs off | log peak (MB, all nodes) | messages logged | piggyback (B/msg) | target |\n|---|---|---|---|---|---|---|\n"
     ));
     for (i, mode) in modes.iter().enumerate() {
-        let name = mode.name;
-        let t = median(elapsed[i].clone());
-        let s = stats[i].last().copied().unwrap_or_default();
-        let (log_mb, logged, piggy) = match i {
-            0 => (0.0, 0, 0.0),
-            _ => (
-                (s.log_peak_bytes + s.forced_peak_bytes) as f64 / 1e6,
-                s.delivered + s.forced_logged,
-                s.piggyback_bytes as f64 / s.delivered.max(1) as f64,
-            ),
-        };
-        let target = if i == 1 {
-            if t / base <= 1.03 {
-                "≤ 1.03× off: PASS"
-            } else {
-                "≤ 1.03× off: MISS"
+        let t = median(&elapsed[i]).unwrap_or(f64::NAN);
+        let (log_mb, logged, piggy) = match (mode, &last[i]) {
+            (Mode::Off, _) | (_, None) => (0.0, 0.0, 0.0),
+            (_, Some(r)) => {
+                let delivered = r.final_sum("delivered")?;
+                (
+                    (r.final_sum("log_peak_bytes")? + r.final_sum("forced_peak_bytes")?) / 1e6,
+                    delivered + r.final_sum("forced_logged")?,
+                    r.final_sum("piggyback_bytes")? / delivered.max(1.0),
+                )
             }
-        } else {
-            ""
+        };
+        let target = match (mode, t / base <= 1.03) {
+            (Mode::On, true) => "≤ 1.03× off: PASS",
+            (Mode::On, false) => "≤ 1.03× off: MISS",
+            _ => "",
         };
         md.push_str(&format!(
-            "| {name} | {t:.3} | {:.3} | {log_mb:.1} | {logged} | {piggy:.1} | {target} |\n",
+            "| {} | {t:.3} | {:.3} | {log_mb:.1} | {logged} | {piggy:.1} | {target} |\n",
+            mode.label(),
             t / base
         ));
     }
     md.push('\n');
+    Ok(())
 }
 
-fn restore_time(reps: usize, md: &mut String) {
+fn restore_time(bins: &Bins, reps: usize, md: &mut String) -> Result<()> {
     // n=5000: each node's tiles hold 5000²/4 points × 2 grids × 8 B = 100 MB.
     let app_args = ["--n", "5000", "--iters", "300", "--check", "bounds"];
     let mut total = Vec::new();
     let mut load = Vec::new();
     let mut detect = Vec::new();
-    let mut bytes = 0u64;
+    let mut bytes = 0.0;
     for rep in 0..reps {
         let mut killed = false;
-        let r = run(
-            &["-n", "4", "--ft", "on", "--checkpoint-every", "3s"],
-            "jacobi2d",
-            &app_args,
-            &[],
-            |line| {
-                if !killed && line.contains("node 2: checkpoint committed") {
-                    killed = true;
-                    if let Some(b) = line
-                        .split_whitespace()
-                        .find_map(|kv| kv.strip_prefix("bytes="))
-                    {
-                        bytes = b.parse().unwrap_or(0);
-                    }
-                    return Some(2);
+        let mut launch = Launch::new("jacobi2d", 4, &app_args);
+        launch.recovery = Some(Duration::from_secs(3));
+        let r = run(bins, &launch, |line| {
+            // Kill node 2 as soon as it has a checkpoint to restore.
+            (!killed && line.contains("node 2: checkpoint committed")).then(|| {
+                killed = true;
+                Cue::Kill {
+                    rank: 2,
+                    after: Duration::ZERO,
                 }
-                None
-            },
-        );
-        let Some(died) = r.timeline_at("node 2: died") else {
+            })
+        })?;
+        if let Some(b) =
+            node2(&r, |e| e.is_event("checkpoint")).and_then(|e| e.number("bytes").ok())
+        {
+            bytes = b;
+        }
+        let Some(died) = node2_at(&r, |e| e.what.starts_with(DIED)) else {
             panic!(
                 "node 2 was not killed (no checkpoint before the end?):\n{}",
-                r.text()
+                r.tail()
             );
         };
-        let resumed = r
-            .timeline_at("node 2: actors restored")
-            .expect("node 2 resumed");
-        let loaded = r
-            .timeline_at("node 2: restarted node loaded")
-            .expect("loaded");
+        let resumed = node2_at(&r, |e| e.is_event("resumed")).expect("node 2 resumed");
+        let loaded = node2_at(&r, |e| e.is_event("loaded")).expect("loaded");
         let noticed = r
-            .timeline_at("connection to a restarted peer is up")
-            .unwrap_or(f64::NAN);
+            .timeline()
+            .into_iter()
+            .find(|e| e.is_event("reconnected"))
+            .map_or(f64::NAN, |e| e.at);
         eprintln!(
             "rep {rep}: died {died:.3} loaded {loaded:.3} resumed {resumed:.3} survivors reconnected {noticed:.3} (wall {:.1}s)",
             r.wall.as_secs_f64()
@@ -336,43 +133,43 @@ fn restore_time(reps: usize, md: &mut String) {
         load.push(loaded - died);
         detect.push(noticed - died);
     }
-    let t = median(total);
+    let med = |v: &[f64]| median(v).unwrap_or(f64::NAN);
+    let t = med(&total);
     md.push_str(&format!(
         "### Recovery of a node with {:.0} MB of checkpointed set state (jacobi2d n=5000, 4 nodes; median of {reps})\n\n| phase | seconds after the supervisor saw the SIGKILL |\n|---|---|\n| survivors connected to the replacement (they learn of the failure) | {:.3} |\n| replacement loaded its checkpoint | {:.3} |\n| actors restored, set resumed | {:.3} (target ≤ 1 s: {}) |\n\n",
-        bytes as f64 / 1e6,
-        median(detect),
-        median(load),
+        bytes / 1e6,
+        med(&detect),
+        med(&load),
         t,
         if t <= 1.0 { "PASS" } else { "MISS" }
     ));
+    Ok(())
 }
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    build();
+    if let Err(e) = measure() {
+        eprintln!("recovery bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn measure() -> Result<()> {
+    build_release()?;
+    let bins = Bins::release();
     let reps = std::env::var("LAZARUS_BENCH_REPS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
-    let mut md = format!(
-        "## Rollback recovery ({} cores: {cpu})\n\n",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
-    overhead(reps, &mut md);
-    restore_time(reps.min(3), &mut md);
+    let mut md = format!("## Rollback recovery ({})\n\n", Machine::this().describe());
+    overhead(&bins, reps, &mut md)?;
+    restore_time(&bins, reps.min(3), &mut md)?;
     println!("\n{md}");
-    let _ = std::fs::write(
-        root().join("target/criterion/lazarus-recovery-summary.md"),
-        md,
-    );
+    let out = criterion_dir().join("lazarus-recovery-summary.md");
+    if let Err(e) = std::fs::write(&out, md) {
+        eprintln!("could not write {}: {e}", out.display());
+    }
+    Ok(())
 }
