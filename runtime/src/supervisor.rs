@@ -122,6 +122,18 @@ pub struct NodeEvent {
     pub details: String,
 }
 
+/// The incarnation of a node whose event says it finished (its `final` totals, printed at
+/// shutdown); `None` for other events.
+pub fn finished_incarnation(e: &NodeEvent) -> Option<u32> {
+    if e.kind != "final" {
+        return None;
+    }
+    e.details
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("incarnation="))
+        .and_then(|v| v.parse().ok())
+}
+
 /// Parses a node's event line; `None` for any other line.
 pub fn parse_event(line: &str) -> Option<NodeEvent> {
     let rest = line.trim().strip_prefix("lazarus-event ")?;
@@ -206,6 +218,9 @@ mod tests {
     fn event_lines_parse() {
         let e =
             parse_event("lazarus-event ms=1700000000123 rank=2 checkpoint id=3 bytes=10").unwrap();
+        assert_eq!(finished_incarnation(&e), None);
+        let f = parse_event("lazarus-event ms=1 rank=1 final incarnation=2 checkpoints=3").unwrap();
+        assert_eq!(finished_incarnation(&f), Some(2));
         assert_eq!(
             (e.rank, e.kind.as_str(), e.details.as_str()),
             (2, "checkpoint", "id=3 bytes=10")

@@ -142,6 +142,9 @@ struct Output {
     lock: Arc<Mutex<()>>,
     /// Actor failures reported by each rank, oldest first.
     failures: Arc<Mutex<std::collections::HashMap<u16, Vec<String>>>>,
+    /// `(rank, incarnation)` of nodes that printed their final totals: their part of the
+    /// run is over, a later death is not restarted.
+    finished: Arc<Mutex<std::collections::HashSet<(u16, u32)>>>,
     result: Arc<Mutex<Option<String>>>,
     start_unix_ms: u128,
 }
@@ -285,6 +288,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             lock: Arc::default(),
             result: Arc::default(),
             failures: Arc::default(),
+            finished: Arc::default(),
             start_unix_ms: unix_ms(),
         },
     };
@@ -353,7 +357,26 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                     );
                 }
             }
-            match supervisor::on_exit(status.success(), recovery, node.incarnation) {
+            // Killed after its shutdown: the cluster has passed its last barrier without
+            // needing it again, and a replacement would wait for peers that have left.
+            std::thread::sleep(Duration::from_millis(if status.success() { 0 } else { 30 }));
+            let done = launch
+                .out
+                .finished
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&(node.rank, node.incarnation));
+            if done && !status.success() {
+                launch.out.timeline(
+                    started.elapsed(),
+                    &format!(
+                        "node {}: died ({}) after it had finished; not restarted",
+                        node.rank,
+                        describe(status)
+                    ),
+                );
+            }
+            match supervisor::on_exit(status.success() || done, recovery, node.incarnation) {
                 OnExit::Done => {}
                 OnExit::Restart { incarnation } => {
                     let rank = node.rank;
@@ -538,6 +561,12 @@ fn pump(stream: impl std::io::Read + Send + 'static, rank: u16, out: Output, to_
                         .entry(e.rank)
                         .or_default()
                         .push(sig);
+                }
+                if let Some(incarnation) = supervisor::finished_incarnation(&e) {
+                    out.finished
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert((e.rank, incarnation));
                 }
                 let at = Duration::from_millis(e.unix_ms.saturating_sub(out.start_unix_ms) as u64);
                 out.timeline(at, &supervisor::describe_event(&e));
