@@ -8,26 +8,16 @@
 
 mod support;
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use support::launched::{assert_only_restarted, Launched};
 use support::{bin, parse_result};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const GRID: &str = "256";
 const ITERS: &str = "3000";
-const RUN_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// A running `lazarus run`, its output merged line by line.
-struct Launched {
-    child: Child,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-}
 
 fn launch(ft: bool, iters: &str, env: &[(&str, &str)]) -> Launched {
     launch_with(ft, iters, env, &[])
@@ -49,168 +39,8 @@ fn launch_with(
         .arg("--")
         .arg(bin("jacobi2d"))
         .args(["--n", GRID, "--iters", iters, "--check", "bounds"])
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("launcher starts");
-    let (tx, rx) = channel();
-    for stream in [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
-    ] {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-    }
-    Launched {
-        child,
-        lines: rx,
-        seen: Vec::new(),
-    }
-}
-
-impl Launched {
-    /// Reads output until a line satisfies `pred`; returns it.
-    fn wait_for(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + RUN_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if pred(&line) {
-                        return line;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {
-                    let _ = self.child.kill();
-                    panic!("never saw {what}; output:\n{}", self.seen.join("\n"));
-                }
-            }
-        }
-    }
-
-    /// The PID the launcher printed last for node `rank`.
-    fn pid(&self, rank: u16) -> i32 {
-        let prefix = format!("node {rank} pid ");
-        self.seen
-            .iter()
-            .rev()
-            .find_map(|l| l.strip_prefix(&prefix))
-            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-            .unwrap_or_else(|| panic!("no pid printed for node {rank}"))
-    }
-
-    /// Waits until all 4 nodes have been started.
-    fn wait_started(&mut self) {
-        for rank in 0..4 {
-            self.wait_for(&format!("node {rank}'s pid"), |l| {
-                l.starts_with(&format!("node {rank} pid "))
-            });
-        }
-    }
-
-    fn kill(&mut self, rank: u16) -> i32 {
-        let pid = self.pid(rank);
-        // SAFETY: plain kill(2) on a process id the launcher printed.
-        let rc = unsafe { kill(pid, 9) };
-        assert_eq!(rc, 0, "kill -9 {pid} (node {rank})");
-        pid
-    }
-
-    /// Waits for the launcher to end; returns its RESULT line's fields and all output.
-    fn finish(mut self) -> Finished {
-        let status = loop {
-            while let Ok(line) = self.lines.try_recv() {
-                self.seen.push(line);
-            }
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                break status;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        // The pumps end with the pipes.
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
-            self.seen.push(line);
-        }
-        let result = self
-            .seen
-            .iter()
-            .rev()
-            .find(|l| l.starts_with("RESULT "))
-            .and_then(|l| parse_result(l));
-        Finished {
-            success: status.success(),
-            result,
-            lines: self.seen,
-        }
-    }
-}
-
-struct Finished {
-    success: bool,
-    result: Option<HashMap<String, String>>,
-    lines: Vec<String>,
-}
-
-impl Finished {
-    fn checksum(&self) -> String {
-        assert!(
-            self.success,
-            "the run failed; output:\n{}",
-            self.lines.join("\n")
-        );
-        let result = self
-            .result
-            .as_ref()
-            .unwrap_or_else(|| panic!("no RESULT line; output:\n{}", self.lines.join("\n")));
-        assert_eq!(result["verified"], "true");
-        result["checksum"].clone()
-    }
-
-    /// The `final ...` recovery totals each node printed at shutdown, by rank.
-    fn finals(&self) -> HashMap<u16, HashMap<String, u64>> {
-        self.lines
-            .iter()
-            .filter_map(|l| {
-                let rest = l.split("node ").nth(1)?;
-                let (rank, rest) = rest.split_once(": final ")?;
-                let fields = rest
-                    .split_whitespace()
-                    .filter_map(|kv| {
-                        let (k, v) = kv.split_once('=')?;
-                        Some((k.to_string(), v.parse().ok()?))
-                    })
-                    .collect();
-                Some((rank.parse().ok()?, fields))
-            })
-            .collect()
-    }
-
-    /// Ranks that the launcher restarted (in order of restarts).
-    fn restarted(&self) -> Vec<u16> {
-        self.lines
-            .iter()
-            .filter_map(|l| {
-                let rest = l.strip_prefix("node ")?;
-                let (rank, rest) = rest.split_once(" pid ")?;
-                rest.contains("incarnation").then(|| rank.parse().ok())?
-            })
-            .collect()
-    }
-
-    fn has(&self, needle: &str) -> bool {
-        self.lines.iter().any(|l| l.contains(needle))
-    }
-}
-
-extern "C" {
-    fn kill(pid: i32, sig: i32) -> i32;
+        .envs(env.iter().copied());
+    Launched::spawn(cmd, 4)
 }
 
 /// The checksum of the same run without failures and without recovery.
@@ -245,26 +75,6 @@ fn next(state: &mut u64) -> u64 {
     *state ^= *state >> 7;
     *state ^= *state << 17;
     *state
-}
-
-/// Survivors neither restarted nor rolled back; the killed nodes did.
-fn assert_only_restarted(f: &Finished, killed: &[u16]) {
-    let finals = f.finals();
-    assert_eq!(finals.len(), 4, "every node reports its totals");
-    for (rank, totals) in &finals {
-        if killed.contains(rank) {
-            assert!(totals["incarnation"] > 0, "node {rank} was restarted");
-        } else {
-            assert_eq!(
-                totals["incarnation"], 0,
-                "survivor {rank} never rolled back"
-            );
-        }
-    }
-    let mut restarted = f.restarted();
-    restarted.sort();
-    restarted.dedup();
-    assert_eq!(restarted, killed, "exactly the killed nodes were restarted");
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! workspace's binaries, running the launcher, reading RESULT lines.
 #![allow(dead_code)]
 
+pub mod launched;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;

@@ -1,0 +1,241 @@
+//! A `lazarus run` cluster under test: its output merged line by line as it comes, the
+//! node PIDs the launcher prints, SIGKILL sent from the test process, and what the run
+//! left behind (its RESULT line, the recovery totals every node prints at shutdown, which
+//! ranks the launcher restarted).
+
+use super::parse_result;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// The longest a test waits for a line it expects.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A running `lazarus run`, its stdout and stderr merged line by line.
+pub struct Launched {
+    child: Child,
+    nodes: u16,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Launched {
+    /// Starts `launcher` (a `lazarus run -n nodes ...` command) with its output piped.
+    pub fn spawn(mut launcher: Command, nodes: u16) -> Launched {
+        let mut child = launcher
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("launcher starts");
+        let (tx, rx) = channel();
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Launched {
+            child,
+            nodes,
+            lines: rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads output until a new line satisfies `pred`; returns it. Kills the run and fails
+    /// the test, showing the output, if none comes within [`RUN_TIMEOUT`].
+    pub fn wait_for(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {
+                    let _ = self.child.kill();
+                    panic!("never saw {what}; output:\n{}", self.seen.join("\n"));
+                }
+            }
+        }
+    }
+
+    /// Like [`Launched::wait_for`], but a line already read counts too.
+    pub fn wait_for_seen(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        match self.seen.iter().find(|l| pred(l)) {
+            Some(line) => line.clone(),
+            None => self.wait_for(what, pred),
+        }
+    }
+
+    /// The PID the launcher printed last for node `rank`.
+    pub fn pid(&self, rank: u16) -> i32 {
+        let prefix = format!("node {rank} pid ");
+        self.seen
+            .iter()
+            .rev()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no pid printed for node {rank}"))
+    }
+
+    /// Waits until the launcher has started every node.
+    pub fn wait_started(&mut self) {
+        for rank in 0..self.nodes {
+            self.wait_for(&format!("node {rank}'s pid"), |l| {
+                l.starts_with(&format!("node {rank} pid "))
+            });
+        }
+    }
+
+    /// Sends SIGKILL to node `rank`'s process (the PID the launcher printed last for it)
+    /// from this test process; returns the PID.
+    pub fn kill(&mut self, rank: u16) -> i32 {
+        let pid = self.pid(rank);
+        // SAFETY: plain kill(2) on a process id the launcher printed.
+        let rc = unsafe { kill(pid, 9) };
+        assert_eq!(rc, 0, "kill -9 {pid} (node {rank})");
+        pid
+    }
+
+    /// Waits for the launcher to end; returns what the run left behind.
+    pub fn finish(mut self) -> Finished {
+        let status = loop {
+            while let Ok(line) = self.lines.try_recv() {
+                self.seen.push(line);
+            }
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break status;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // The pumps end with the pipes.
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            self.seen.push(line);
+        }
+        let result = self
+            .seen
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("RESULT "))
+            .and_then(|l| parse_result(l));
+        Finished {
+            success: status.success(),
+            nodes: self.nodes,
+            result,
+            lines: self.seen,
+        }
+    }
+}
+
+/// A finished `lazarus run`.
+pub struct Finished {
+    /// Whether the launcher exited 0.
+    pub success: bool,
+    /// Nodes in the cluster.
+    pub nodes: u16,
+    /// The fields of the launcher's last RESULT line, if it printed one.
+    pub result: Option<HashMap<String, String>>,
+    /// Everything the launcher printed, stdout and stderr merged.
+    pub lines: Vec<String>,
+}
+
+impl Finished {
+    /// The RESULT of a run that must have succeeded and verified.
+    pub fn verified(&self) -> &HashMap<String, String> {
+        assert!(
+            self.success,
+            "the run failed; output:\n{}",
+            self.lines.join("\n")
+        );
+        let result = self
+            .result
+            .as_ref()
+            .unwrap_or_else(|| panic!("no RESULT line; output:\n{}", self.lines.join("\n")));
+        assert_eq!(result["verified"], "true", "{result:?}");
+        result
+    }
+
+    /// The `checksum` of a run that must have succeeded and verified (jacobi2d, ring and
+    /// pingpong print one).
+    pub fn checksum(&self) -> String {
+        self.verified()["checksum"].clone()
+    }
+
+    /// The `final ...` recovery totals each node printed at shutdown, by rank.
+    pub fn finals(&self) -> HashMap<u16, HashMap<String, u64>> {
+        self.lines
+            .iter()
+            .filter_map(|l| {
+                let rest = l.split("node ").nth(1)?;
+                let (rank, rest) = rest.split_once(": final ")?;
+                let fields = rest
+                    .split_whitespace()
+                    .filter_map(|kv| {
+                        let (k, v) = kv.split_once('=')?;
+                        Some((k.to_string(), v.parse().ok()?))
+                    })
+                    .collect();
+                Some((rank.parse().ok()?, fields))
+            })
+            .collect()
+    }
+
+    /// Ranks that the launcher restarted (in order of restarts).
+    pub fn restarted(&self) -> Vec<u16> {
+        self.lines
+            .iter()
+            .filter_map(|l| {
+                let rest = l.strip_prefix("node ")?;
+                let (rank, rest) = rest.split_once(" pid ")?;
+                rest.contains("incarnation").then(|| rank.parse().ok())?
+            })
+            .collect()
+    }
+
+    /// Whether any line contains `needle`.
+    pub fn has(&self, needle: &str) -> bool {
+        self.lines.iter().any(|l| l.contains(needle))
+    }
+}
+
+/// Survivors neither restarted nor rolled back; the `killed` nodes (in increasing order)
+/// did.
+pub fn assert_only_restarted(f: &Finished, killed: &[u16]) {
+    let finals = f.finals();
+    assert_eq!(
+        finals.len(),
+        usize::from(f.nodes),
+        "every node reports its totals"
+    );
+    for (rank, totals) in &finals {
+        if killed.contains(rank) {
+            assert!(totals["incarnation"] > 0, "node {rank} was restarted");
+        } else {
+            assert_eq!(
+                totals["incarnation"], 0,
+                "survivor {rank} never rolled back"
+            );
+        }
+    }
+    let mut restarted = f.restarted();
+    restarted.sort();
+    restarted.dedup();
+    assert_eq!(restarted, killed, "exactly the killed nodes were restarted");
+}
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
