@@ -1,6 +1,7 @@
 //! The NPB kernels pass the official NPB verification for class S alone and as clusters of
 //! 2 and 4 nodes under `lazarus run`, and their verification quantities are bit-identical
-//! whatever the number of nodes and workers.
+//! whatever the number of nodes and workers. (With recovery on and a node killed mid-run:
+//! `tests/tests/npb_recovery.rs`.)
 
 use lazarus_apps::parse_result_line;
 use std::collections::HashMap;
@@ -281,51 +282,4 @@ fn bad_command_lines_are_clear_errors() {
         "--workers must be between 1 and 32",
     );
     refused(MG, &["--class", "C"], "--class");
-}
-
-/// Runs `app` on 4 nodes with recovery on while node 1 fails mid-run: an actor of it
-/// panics in its `k`-th handler call (a transient fault injected by the runtime's
-/// failpoint), so node 1's process ends, is restarted from its last checkpoint (or the
-/// beginning) and replays. Returns the result and the launcher's output.
-fn cluster_with_a_failure(app: &str, args: &[&str], k: u64) -> (HashMap<String, String>, String) {
-    let out = Command::new(launcher())
-        .args([
-            "run",
-            "-n",
-            "4",
-            "--ft",
-            "on",
-            "--checkpoint-every",
-            "50ms",
-            "--",
-            app,
-        ])
-        .args(args)
-        .env("LAZARUS_FAILPOINT", format!("panic:1:0:{k}"))
-        .output()
-        .expect("launcher starts");
-    let stdout = check_success(&format!("{app} {args:?} with a failure"), &out);
-    (result_of(&stdout), stdout)
-}
-
-#[test]
-fn every_kernel_still_verifies_with_the_same_values_when_a_node_fails_mid_run() {
-    let _serial = serial();
-    for (app, k, keys) in [
-        (EP, 1, &["sx", "sy", "counts"][..]),
-        (CG, 40, &["zeta"][..]),
-        (IS, 20, &["ranks", "passed"][..]),
-        (MG, 40, &["rnm2", "rnmu"][..]),
-    ] {
-        let reference = cluster(4, app, &["--class", "S"]);
-        let (r, output) = cluster_with_a_failure(app, &["--class", "S"], k);
-        assert!(
-            output.contains("node 1: died"),
-            "{app}: node 1 failed and was restarted:\n{output}"
-        );
-        assert_eq!(r["verified"], "true", "{app}: {r:?}");
-        for key in keys {
-            assert_eq!(r[*key], reference[*key], "{app}: {key}");
-        }
-    }
 }

@@ -5,10 +5,20 @@
 //! | `checkpoint:RANK:N` | node `RANK` SIGKILLs itself in the middle of its checkpoint `N` (after reading the set, before the store has it) |
 //! | `panic:RANK:SEQ:K` | actor `RANK:SEQ` panics in its `K`-th handler call, in the first incarnation only (a transient fault) |
 //! | `panic-always:RANK:SEQ:K` | the same in every incarnation (a deterministic bug) |
+//! | `stall:RANK:K:MILLIS` | node `RANK` takes a checkpoint after its `K`-th handler call, makes `K` more handler calls (its later checkpoints wait in their middle, uncommitted), then sleeps `MILLIS` ms before the next one, in the first incarnation only |
 //!
 //! Some faults cannot be hit from outside at a precise moment (a SIGKILL "during a
 //! checkpoint" from a test races the checkpoint); a failpoint hits it every time. With no
 //! failpoint set, the handler path pays one relaxed load.
+//!
+//! `stall` makes a moment that a kill from outside *can* hit: a run that lasts a fraction
+//! of a second has no reliable "mid-run" for a test to SIGKILL a node in. While it stalls,
+//! the node is alive and has not finished (the handler call that stalls has not run), its
+//! newest committed checkpoint is the one taken after `K` calls, and the `K` calls since
+//! are work a restart must redo. It prints `failpoint: node RANK stalls MILLIS ms, K handler
+//! calls after checkpoint ID` when the stall begins and `failpoint: node RANK stall over`
+//! if it ends; a test waits for the first line and for that checkpoint's commit, then
+//! kills the node. The restarted node runs free.
 
 use crate::actor_id::ActorId;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,6 +43,16 @@ pub enum Failpoint {
         /// Also in restarted incarnations.
         always: bool,
     },
+    /// Node `rank` stalls in a handler call, `k` calls after the checkpoint it took after
+    /// its `k`-th call.
+    Stall {
+        /// The node.
+        rank: u16,
+        /// Handler calls of the node (all its actors) before that checkpoint, and after it.
+        k: u64,
+        /// How long the stall lasts, in milliseconds.
+        millis: u64,
+    },
 }
 
 /// Parses a `LAZARUS_FAILPOINT` value.
@@ -42,14 +62,21 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
         s.parse()
             .map_err(|_| format!("failpoint `{spec}`: `{s}` is not a number"))
     };
+    let rank = |s: &str| -> Result<u16, String> {
+        u16::try_from(num(s)?).map_err(|_| format!("failpoint `{spec}`: rank too large"))
+    };
     match parts.as_slice() {
-        ["checkpoint", rank, n] => Ok(Failpoint::Checkpoint {
-            rank: u16::try_from(num(rank)?)
-                .map_err(|_| format!("failpoint `{spec}`: rank too large"))?,
+        ["checkpoint", r, n] => Ok(Failpoint::Checkpoint {
+            rank: rank(r)?,
             n: num(n)?,
         }),
-        [kind @ ("panic" | "panic-always"), rank, seq, k] => {
-            let rank = u16::try_from(num(rank)?).map_err(|_| format!("failpoint `{spec}`: rank too large"))?;
+        ["stall", r, k, millis] => Ok(Failpoint::Stall {
+            rank: rank(r)?,
+            k: num(k)?,
+            millis: num(millis)?,
+        }),
+        [kind @ ("panic" | "panic-always"), r, seq, k] => {
+            let rank = rank(r)?;
             let actor = ActorId::new(rank, num(seq)?)
                 .ok_or_else(|| format!("failpoint `{spec}`: no such actor id"))?;
             Ok(Failpoint::Panic {
@@ -59,7 +86,8 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
             })
         }
         _ => Err(format!(
-            "failpoint `{spec}`: expected checkpoint:RANK:N, panic:RANK:SEQ:K or panic-always:RANK:SEQ:K"
+            "failpoint `{spec}`: expected checkpoint:RANK:N, panic:RANK:SEQ:K, \
+             panic-always:RANK:SEQ:K or stall:RANK:K:MILLIS"
         )),
     }
 }
@@ -67,6 +95,12 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
 static ARMED: AtomicBool = AtomicBool::new(false);
 static POINT: OnceLock<Failpoint> = OnceLock::new();
 static CALLS: AtomicU64 = AtomicU64::new(0);
+/// For `stall`: the checkpoint taken after the `k`-th handler call (0 while there is none),
+/// the handler calls counted when it was taken, and how far the stall got.
+static STALL_AFTER: AtomicU64 = AtomicU64::new(0);
+static CALLS_AT_CHECKPOINT: AtomicU64 = AtomicU64::new(0);
+static STALLED: AtomicBool = AtomicBool::new(false);
+static STALL_OVER: AtomicBool = AtomicBool::new(false);
 
 /// Arms `point` in node `rank`'s process (`incarnation` decides whether a transient
 /// fault fires).
@@ -75,14 +109,16 @@ pub(crate) fn arm(point: Failpoint, rank: u16, incarnation: u32) {
         Failpoint::Panic { actor, always, .. } => {
             actor.rank() == rank && (always || incarnation == 0)
         }
-        Failpoint::Checkpoint { rank: r, .. } => r == rank && incarnation == 0,
+        Failpoint::Checkpoint { rank: r, .. } | Failpoint::Stall { rank: r, .. } => {
+            r == rank && incarnation == 0
+        }
     };
     if fires && POINT.set(point).is_ok() {
         ARMED.store(true, Ordering::Release);
     }
 }
 
-/// Called before each handler call of `actor`: panics if the failpoint says so.
+/// Called before each handler call of `actor`: panics or stalls if the failpoint says so.
 #[inline]
 pub(crate) fn before_handler(actor: ActorId) {
     if ARMED.load(Ordering::Relaxed) {
@@ -92,23 +128,62 @@ pub(crate) fn before_handler(actor: ActorId) {
 
 #[cold]
 fn handler_slow(actor: ActorId) {
-    if let Some(Failpoint::Panic { actor: a, k, .. }) = POINT.get() {
-        if *a == actor && CALLS.fetch_add(1, Ordering::Relaxed) + 1 == *k {
+    match POINT.get() {
+        Some(Failpoint::Panic { actor: a, k, .. })
+            if *a == actor && CALLS.fetch_add(1, Ordering::Relaxed) + 1 == *k =>
+        {
             panic!("failpoint: injected panic in handler call {k} of actor {actor}");
         }
+        Some(Failpoint::Stall { rank, k, millis }) => {
+            let before = CALLS.fetch_add(1, Ordering::Relaxed);
+            let after = STALL_AFTER.load(Ordering::Acquire);
+            if after != 0
+                && before >= CALLS_AT_CHECKPOINT.load(Ordering::Relaxed) + k
+                && !STALLED.swap(true, Ordering::AcqRel)
+            {
+                eprintln!(
+                    "failpoint: node {rank} stalls {millis} ms, {k} handler calls after \
+                     checkpoint {after}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(*millis));
+                STALL_OVER.store(true, Ordering::Release);
+                eprintln!("failpoint: node {rank} stall over");
+            }
+        }
+        _ => {}
     }
 }
 
-/// Called in the middle of checkpoint `id`: the process dies if the failpoint says so.
+/// Called in the middle of checkpoint `id` (its set has been read, the store does not
+/// have it yet): the process dies, a stall is scheduled or the checkpoint waits for a
+/// stall, if the failpoint says so.
 pub(crate) fn during_checkpoint(id: u64) {
-    if let Some(Failpoint::Checkpoint { n, .. }) = POINT.get() {
-        if *n == id {
+    match POINT.get() {
+        Some(Failpoint::Checkpoint { n, .. }) if *n == id => {
             eprintln!("failpoint: SIGKILL during checkpoint {id}");
             // SAFETY: raising a signal on our own process; SIGKILL does not return.
             unsafe {
                 libc::kill(libc::getpid(), libc::SIGKILL);
             }
         }
+        Some(Failpoint::Stall { k, .. }) => {
+            // A node takes its checkpoints one at a time: no other caller races these.
+            let calls = CALLS.load(Ordering::Relaxed);
+            if STALL_AFTER.load(Ordering::Acquire) == 0 {
+                if calls >= *k {
+                    CALLS_AT_CHECKPOINT.store(calls, Ordering::Relaxed);
+                    STALL_AFTER.store(id, Ordering::Release);
+                }
+                return;
+            }
+            // Later checkpoints wait until the stall is over, so that the one taken after
+            // k calls stays the newest committed one (if the node runs out of work before
+            // it stalls, they wait until the process ends: nothing joins this thread).
+            while !STALL_OVER.load(Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+        _ => {}
     }
 }
 
@@ -130,7 +205,18 @@ mod tests {
                 always: true
             })
         );
+        assert_eq!(
+            parse("stall:2:40:5000"),
+            Ok(Failpoint::Stall {
+                rank: 2,
+                k: 40,
+                millis: 5000
+            })
+        );
         assert!(parse("panic:1").unwrap_err().contains("expected"));
+        assert!(parse("stall:1:2")
+            .unwrap_err()
+            .contains("stall:RANK:K:MILLIS"));
         assert!(parse("checkpoint:1:x")
             .unwrap_err()
             .contains("not a number"));

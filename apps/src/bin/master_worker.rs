@@ -188,7 +188,7 @@ impl Worker {
 
 /// One task's result: depends on the task only, never on who computed it or when.
 fn compute(task: u64, work: u64) -> u64 {
-    (0..work).fold(task, |acc, i| mix(acc, i))
+    (0..work).fold(task, mix)
 }
 
 fn main() -> std::process::ExitCode {

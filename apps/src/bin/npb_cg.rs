@@ -25,14 +25,14 @@
 //! runs long and what a worker sends, to itself included, depends only on the steps done.
 
 use clap::Parser;
-use lazarus::{messages, Actor, ActorRef, Cluster, ClusterSpec, Context, CoreId, Node, ReplyTo};
+use lazarus::{messages, Actor, ActorRef, Context, ReplyTo};
 use lazarus_apps::npb::cg::{self, Matrix, CGITMAX};
+use lazarus_apps::npb::driver::{self, Kernel};
+use lazarus_apps::npb::exchange::Exchanges;
 use lazarus_apps::npb::{exact, split, Class, Placement};
-use lazarus_apps::{expect_id, init_logging, ResultLine};
+use lazarus_apps::{init_logging, ResultLine};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::ops::Range;
-use std::time::Instant;
 
 /// Fixed row blocks: the unit of the reductions, hence the most workers there can be.
 const BLOCKS: usize = 64;
@@ -125,8 +125,8 @@ struct Worker {
     /// The exchange this worker waits for, and what it carries.
     step: u64,
     phase: Phase,
-    /// Shares by step, then by worker; early ones wait here for their step.
-    pending: BTreeMap<u64, Vec<Option<Contribution>>>,
+    /// Shares of the steps not handled yet; early ones wait here for their step.
+    pending: Exchanges<Contribution>,
     /// Whether `Start` has come: before it, shares from faster workers are only stored.
     started: bool,
     peers: Vec<ActorRef<Worker>>,
@@ -138,17 +138,8 @@ impl Worker {
     /// Resolves the other workers and the collector, then starts the first iteration.
     #[message]
     fn start(&mut self, ctx: &mut Context<Self>) {
-        let node = ctx.node();
-        self.peers = (0..self.placement.workers)
-            .map(|w| {
-                node.actor_ref::<Worker>(self.placement.worker(w))
-                    .unwrap_or_else(|e| panic!("worker {}: peer {w}: {e}", self.index))
-            })
-            .collect();
-        self.collector = Some(
-            node.actor_ref::<Collector>(Placement::collector())
-                .unwrap_or_else(|e| panic!("worker {}: collector: {e}", self.index)),
-        );
+        self.peers = self.placement.peers(ctx.node());
+        self.collector = Some(Placement::collector_on(ctx.node()));
         self.started = true;
         self.begin_iteration();
         self.progress(ctx);
@@ -172,7 +163,8 @@ impl Worker {
             self.index,
             self.step
         );
-        self.deposit(step, from, Contribution { segment, partials });
+        self.pending
+            .deposit(step, from, Contribution { segment, partials });
         if self.started {
             self.progress(ctx);
         }
@@ -213,7 +205,7 @@ impl Worker {
             cgit: 1,
             step: 0,
             phase: Phase::Direction,
-            pending: BTreeMap::new(),
+            pending: Exchanges::new(placement.workers),
             started: false,
             peers: Vec::new(),
             collector: None,
@@ -282,27 +274,8 @@ impl Worker {
                 .unwrap_or_else(|e| panic!("worker {}: peer {w} unreachable: {e}", self.index));
             }
         }
-        self.deposit(self.step, self.index, Contribution { segment, partials });
-    }
-
-    fn deposit(&mut self, step: u64, from: usize, share: Contribution) {
-        let workers = self.layout.workers;
-        let slot = &mut self
-            .pending
-            .entry(step)
-            .or_insert_with(|| (0..workers).map(|_| None).collect())[from];
-        assert!(
-            slot.is_none(),
-            "worker {}: second share of step {step} from {from}",
-            self.index
-        );
-        *slot = Some(share);
-    }
-
-    fn complete(&self, step: u64) -> bool {
         self.pending
-            .get(&step)
-            .is_some_and(|s| s.iter().all(Option::is_some))
+            .deposit(self.step, self.index, Contribution { segment, partials });
     }
 
     /// Handles the current step if every share is in. Every step handled is followed by
@@ -310,16 +283,9 @@ impl Worker {
     /// at most one step's work, and the messages a worker sends itself depend, like those
     /// it sends the others, only on the steps it has done (recovery replays rely on it).
     fn progress(&mut self, ctx: &mut Context<Self>) {
-        if !self.complete(self.step) {
+        let Some(shares) = self.pending.take(self.step) else {
             return;
-        }
-        let shares: Vec<Contribution> = self
-            .pending
-            .remove(&self.step)
-            .expect("complete")
-            .into_iter()
-            .map(|s| s.expect("complete"))
-            .collect();
+        };
         self.step += 1;
         match self.phase {
             Phase::Direction => self.on_direction(&shares),
@@ -477,6 +443,46 @@ impl Collector {
     }
 }
 
+/// CG's parts for the shared driver.
+struct Cg {
+    params: cg::Params,
+    /// `--workers`.
+    workers: Option<usize>,
+    /// The whole matrix, generated for the first of this node's workers.
+    matrix: Option<Matrix>,
+}
+
+impl Kernel for Cg {
+    type Collector = Collector;
+    type Worker = Worker;
+    type Start = Start;
+    type Wait = Wait;
+    const START: Start = Start;
+    const WAIT: Wait = Wait;
+
+    fn workers(&self, nodes: usize, cores: usize) -> usize {
+        driver::one_per_core(self.workers, nodes, cores, BLOCKS)
+    }
+
+    fn collector(&self, placement: &Placement) -> Collector {
+        let (workers, niter) = (placement.workers, self.params.niter);
+        Collector {
+            residuals: vec![vec![None; workers]; niter],
+            zetas: vec![None; niter],
+            missing: workers * niter,
+            done: ReplyTo::none(),
+        }
+    }
+
+    /// Every node with workers generates the whole matrix (the generator is one sequential
+    /// random stream, as in the NPB MPI version); each worker keeps its rows. Not timed, as
+    /// in NPB.
+    fn worker(&mut self, w: usize, placement: &Placement) -> Worker {
+        let matrix = self.matrix.get_or_insert_with(|| cg::makea(&self.params));
+        Worker::new(w, *placement, &self.params, matrix)
+    }
+}
+
 fn main() -> std::process::ExitCode {
     init_logging();
     lazarus_apps::exit_with(run())
@@ -489,73 +495,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if args.workers == Some(0) || args.workers.is_some_and(|w| w > BLOCKS) {
         return Err(format!("--workers must be between 1 and {BLOCKS}").into());
     }
-    let mut spec = ClusterSpec::from_env()?;
-    if let Some(c) = args.cores {
-        spec.cores = Some(c);
-    }
-    // A failed worker means the run can never finish: end the process (the launcher then
-    // stops the other nodes) instead of leaving everyone waiting for its shares.
-    let builder = Node::builder().on_failure(|event| {
-        eprintln!("error: {event}");
-        std::process::exit(1);
-    });
-    let cluster = Cluster::start_with(spec, builder)?;
-    let (rank, size) = (cluster.rank() as usize, cluster.size());
-    let cores = cluster.num_cores();
-    // Every node must agree on the worker count: the default assumes every node has this
-    // node's core count (as under `lazarus run`), so pass --workers when nodes differ.
-    let workers = args.workers.unwrap_or(cores * size).min(BLOCKS);
-    let placement = Placement {
-        workers,
-        nodes: size,
+    let kernel = Cg {
+        params,
+        workers: args.workers,
+        matrix: None,
     };
-    let collector = if rank == 0 {
-        let c = cluster.spawn_on(
-            CoreId(0),
-            Collector {
-                residuals: vec![vec![None; workers]; params.niter],
-                zetas: vec![None; params.niter],
-                missing: workers * params.niter,
-                done: ReplyTo::none(),
-            },
-        )?;
-        Some(expect_id(c, Placement::collector(), "the collector")?)
-    } else {
-        None
-    };
-    // Every node generates the whole matrix (the generator is one sequential random
-    // stream, as in the NPB MPI version) and keeps its workers' rows. Not timed, as in NPB.
-    let mine = placement.on_node(rank);
-    let matrix = if mine.is_empty() {
-        Matrix::default()
-    } else {
-        cg::makea(&params)
-    };
-    let mut local = Vec::with_capacity(mine.len());
-    for (k, w) in mine.clone().enumerate() {
-        let worker = cluster.spawn_on(
-            CoreId(Placement::core(k, mine.len(), cores)),
-            Worker::new(w, placement, &params, &matrix),
-        )?;
-        let worker = expect_id(worker, placement.worker(w), format!("worker {w}"))?;
-        local.push(worker);
-    }
-    drop(matrix);
-    // Nobody shares with a worker that does not exist yet.
-    cluster.barrier()?;
-    let started = Instant::now();
-    for w in &local {
-        w.tell(Start).map_err(|e| e.to_string())?;
-    }
-    let Some(collector) = collector else {
-        cluster.barrier()?;
-        cluster.shutdown();
+    let Some(done) = driver::run(kernel, args.cores)? else {
         return Ok(());
     };
-    let table = cluster.block_on(collector.ask(Wait).no_timeout())?;
-    let elapsed = started.elapsed().as_secs_f64();
-    cluster.barrier()?;
-    cluster.shutdown();
+    let (table, elapsed, size, workers) = (done.outcome, done.elapsed, done.nodes, done.workers);
 
     let (rnorm, zeta) = *table.last().expect("at least one iteration");
     let (err, verified) = cg::verify(&params, zeta);

@@ -13,13 +13,13 @@
 //! nodes and any chunk size.
 
 use clap::Parser;
-use lazarus::{messages, Actor, ActorRef, Cluster, ClusterSpec, Context, CoreId, Node, ReplyTo};
+use lazarus::{messages, Actor, ActorRef, Context, ReplyTo};
+use lazarus_apps::npb::driver::{self, Kernel};
 use lazarus_apps::npb::ep::{self, Tally};
 use lazarus_apps::npb::{exact, Class, Placement};
-use lazarus_apps::{expect_id, init_logging, ResultLine};
+use lazarus_apps::{init_logging, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
-use std::time::Instant;
 
 /// Default batches per chunk actor: one batch is 2-3 ms of work in a release build. A
 /// single-core node drives the network between executor turns, one turn per actor here,
@@ -63,10 +63,7 @@ impl Chunk {
             .clone()
             .map(|k| ep::batch(k, self.an, &mut scratch))
             .collect();
-        let collector: ActorRef<Collector> = ctx
-            .node()
-            .actor_ref(Placement::collector())
-            .unwrap_or_else(|e| panic!("chunk {:?}: collector: {e}", self.batches));
+        let collector: ActorRef<Collector> = Placement::collector_on(ctx.node());
         collector
             .tell(BatchesDone {
                 first: self.batches.start,
@@ -121,6 +118,49 @@ impl Collector {
     }
 }
 
+/// EP's parts for the shared driver.
+struct Ep {
+    /// Batches in the class.
+    total: usize,
+    /// Batches per chunk actor.
+    per_actor: usize,
+    /// `A^(2 NK)`.
+    an: f64,
+}
+
+impl Kernel for Ep {
+    type Collector = Collector;
+    type Worker = Chunk;
+    type Start = Start;
+    type Wait = Wait;
+    const START: Start = Start;
+    const WAIT: Wait = Wait;
+    const WORKER: &'static str = "chunk";
+
+    /// The chunks depend only on the class and the command line, so every node computes
+    /// the same placement whatever its core count.
+    fn workers(&self, _nodes: usize, _cores: usize) -> usize {
+        self.total.div_ceil(self.per_actor)
+    }
+
+    fn collector(&self, _: &Placement) -> Collector {
+        Collector {
+            tallies: vec![None; self.total],
+            missing: self.total,
+            done: ReplyTo::none(),
+        }
+    }
+
+    fn worker(&mut self, c: usize, _: &Placement) -> Chunk {
+        let batches =
+            (c * self.per_actor) as u64..((c + 1) * self.per_actor).min(self.total) as u64;
+        Chunk {
+            batches,
+            an: self.an,
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
     init_logging();
     lazarus_apps::exit_with(run())
@@ -133,69 +173,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if args.batches_per_actor.is_some_and(|b| b == 0 || b > total) {
         return Err(format!("--batches-per-actor must be between 1 and {total}").into());
     }
-    let mut spec = ClusterSpec::from_env()?;
-    if let Some(c) = args.cores {
-        spec.cores = Some(c);
-    }
-    // A failed actor means the run can never finish: end the process (the launcher then
-    // stops the other nodes) instead of leaving the collector waiting.
-    let builder = Node::builder().on_failure(|event| {
-        eprintln!("error: {event}");
-        std::process::exit(1);
-    });
-    let cluster = Cluster::start_with(spec, builder)?;
-    let (rank, size) = (cluster.rank() as usize, cluster.size());
-    let cores = cluster.num_cores();
-    // The chunks depend only on the class and the command line, so every node computes the
-    // same placement whatever its core count.
     let per_actor = args.batches_per_actor.unwrap_or(BATCHES_PER_ACTOR);
-    let chunks = total.div_ceil(per_actor);
-    let placement = Placement {
-        workers: chunks,
-        nodes: size,
+    let kernel = Ep {
+        total,
+        per_actor,
+        an: ep::batch_multiplier(),
     };
-
-    let collector = if rank == 0 {
-        let c = cluster.spawn_on(
-            CoreId(0),
-            Collector {
-                tallies: vec![None; total],
-                missing: total,
-                done: ReplyTo::none(),
-            },
-        )?;
-        Some(expect_id(c, Placement::collector(), "the collector")?)
-    } else {
-        None
-    };
-    let an = ep::batch_multiplier();
-    let mine = placement.on_node(rank);
-    let mut local = Vec::with_capacity(mine.len());
-    for (k, c) in mine.clone().enumerate() {
-        let batches = (c * per_actor) as u64..((c + 1) * per_actor).min(total) as u64;
-        let chunk = cluster.spawn_on(
-            CoreId(Placement::core(k, mine.len(), cores)),
-            Chunk { batches, an },
-        )?;
-        let chunk = expect_id(chunk, placement.worker(c), format!("chunk {c}"))?;
-        local.push(chunk);
-    }
-    // Nobody reports to a collector that does not exist yet.
-    cluster.barrier()?;
-    let started = Instant::now();
-    for c in &local {
-        c.tell(Start).map_err(|e| e.to_string())?;
-    }
-    let Some(collector) = collector else {
-        // Rank 0 has the result; wait for it to release everyone.
-        cluster.barrier()?;
-        cluster.shutdown();
+    let Some(done) = driver::run(kernel, args.cores)? else {
         return Ok(());
     };
-    let tally = cluster.block_on(collector.ask(Wait).no_timeout())?;
-    let elapsed = started.elapsed().as_secs_f64();
-    cluster.barrier()?;
-    cluster.shutdown();
+    let (tally, elapsed, size, chunks) = (done.outcome, done.elapsed, done.nodes, done.workers);
 
     let (sx_err, sy_err, verified) = ep::verify(class, tally.sx, tally.sy);
     println!(

@@ -25,14 +25,14 @@
 //! runs long and what a worker sends, to itself included, depends only on the steps done.
 
 use clap::Parser;
-use lazarus::{messages, Actor, ActorRef, Cluster, ClusterSpec, Context, CoreId, Node, ReplyTo};
+use lazarus::{messages, Actor, ActorRef, Context, ReplyTo};
+use lazarus_apps::npb::driver::{self, Kernel};
+use lazarus_apps::npb::exchange::Exchanges;
 use lazarus_apps::npb::is::{self, MAX_ITERATIONS, TEST_ARRAY_SIZE};
 use lazarus_apps::npb::{split, Class, Placement};
-use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
+use lazarus_apps::{init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::ops::Range;
-use std::time::Instant;
 
 /// NPB IS: distributed integer ranking with NPB's partial and full verification. Runs on
 /// any number of nodes N >= 1 (alone, under `lazarus run -n N` or under Slurm) with at most
@@ -91,8 +91,8 @@ struct Worker {
     /// keys.
     step: u64,
     split: Split,
-    /// Shares by step, then by worker; early ones wait here for their step.
-    pending: BTreeMap<u64, Vec<Option<Data>>>,
+    /// Shares of the steps not handled yet; early ones wait here for their step.
+    pending: Exchanges<Data>,
     /// Whether `Start` has come: before it, shares from faster workers are only stored.
     started: bool,
     peers: Vec<ActorRef<Worker>>,
@@ -104,17 +104,8 @@ impl Worker {
     /// Resolves the other workers and the collector, then starts the first iteration.
     #[message]
     fn start(&mut self, ctx: &mut Context<Self>) {
-        let node = ctx.node();
-        self.peers = (0..self.placement.workers)
-            .map(|w| {
-                node.actor_ref::<Worker>(self.placement.worker(w))
-                    .unwrap_or_else(|e| panic!("worker {}: peer {w}: {e}", self.index))
-            })
-            .collect();
-        self.collector = Some(
-            node.actor_ref::<Collector>(Placement::collector())
-                .unwrap_or_else(|e| panic!("worker {}: collector: {e}", self.index)),
-        );
+        self.peers = self.placement.peers(ctx.node());
+        self.collector = Some(Placement::collector_on(ctx.node()));
         self.started = true;
         self.begin_iteration();
         self.progress(ctx);
@@ -131,7 +122,7 @@ impl Worker {
             self.index,
             self.step
         );
-        self.deposit(step, from, data);
+        self.pending.deposit(step, from, data);
         if self.started {
             self.progress(ctx);
         }
@@ -184,7 +175,7 @@ impl Worker {
     fn publish(&mut self, data: Vec<Data>) {
         for (w, d) in data.into_iter().enumerate() {
             if w == self.index {
-                self.deposit(self.step, w, d);
+                self.pending.deposit(self.step, w, d);
             } else {
                 self.peers[w]
                     .tell(Share {
@@ -197,41 +188,14 @@ impl Worker {
         }
     }
 
-    fn deposit(&mut self, step: u64, from: usize, data: Data) {
-        let workers = self.workers();
-        let slot = &mut self
-            .pending
-            .entry(step)
-            .or_insert_with(|| (0..workers).map(|_| None).collect())[from];
-        assert!(
-            slot.is_none(),
-            "worker {}: second share of step {step} from {from}",
-            self.index
-        );
-        *slot = Some(data);
-    }
-
-    fn complete(&self, step: u64) -> bool {
-        self.pending
-            .get(&step)
-            .is_some_and(|s| s.iter().all(Option::is_some))
-    }
-
     /// Handles the current step if every share is in. Every step handled is followed by
     /// exactly one `Resume` to ourselves, whatever has arrived meanwhile: each handler does
     /// at most one step's work, and the messages a worker sends itself depend, like those
     /// it sends the others, only on the steps it has done (recovery replays rely on it).
     fn progress(&mut self, ctx: &mut Context<Self>) {
-        if !self.complete(self.step) {
+        let Some(shares) = self.pending.take(self.step) else {
             return;
-        }
-        let shares: Vec<Data> = self
-            .pending
-            .remove(&self.step)
-            .expect("complete")
-            .into_iter()
-            .map(|s| s.expect("complete"))
-            .collect();
+        };
         let counts = self.step % 2 == 0;
         self.step += 1;
         if counts {
@@ -528,6 +492,57 @@ impl Collector {
     }
 }
 
+/// IS's parts for the shared driver.
+struct Is {
+    class: Class,
+    params: is::Params,
+    /// `--workers`.
+    workers: Option<usize>,
+}
+
+impl Kernel for Is {
+    type Collector = Collector;
+    type Worker = Worker;
+    type Start = Start;
+    type Wait = Wait;
+    const START: Start = Start;
+    const WAIT: Wait = Wait;
+
+    fn workers(&self, nodes: usize, cores: usize) -> usize {
+        driver::one_per_core(self.workers, nodes, cores, self.params.buckets())
+    }
+
+    fn collector(&self, placement: &Placement) -> Collector {
+        let workers = placement.workers;
+        Collector {
+            class: self.class,
+            partial: vec![vec![None; workers]; MAX_ITERATIONS],
+            full: vec![None; workers],
+            missing: workers * (MAX_ITERATIONS + 1),
+            done: ReplyTo::none(),
+        }
+    }
+
+    /// Key generation is NPB's untimed `create_seq`, here for this worker's slice only.
+    fn worker(&mut self, w: usize, placement: &Placement) -> Worker {
+        let slice = split(self.params.total_keys(), placement.workers, w);
+        Worker {
+            index: w,
+            placement: *placement,
+            class: self.class,
+            first: slice.start,
+            keys: is::generate(&self.params, slice),
+            iteration: 1,
+            step: 0,
+            split: Split::default(),
+            pending: Exchanges::new(placement.workers),
+            started: false,
+            peers: Vec::new(),
+            collector: None,
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
     init_logging();
     lazarus_apps::exit_with(run())
@@ -540,84 +555,17 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if args.workers == Some(0) || args.workers.is_some_and(|w| w > params.buckets()) {
         return Err(format!("--workers must be between 1 and {}", params.buckets()).into());
     }
-    let mut spec = ClusterSpec::from_env()?;
-    if let Some(c) = args.cores {
-        spec.cores = Some(c);
-    }
-    // A failed worker means the run can never finish: end the process (the launcher then
-    // stops the other nodes) instead of leaving everyone waiting for its keys.
-    let builder = Node::builder().on_failure(|event| {
-        eprintln!("error: {event}");
-        std::process::exit(1);
-    });
-    let cluster = Cluster::start_with(spec, builder)?;
-    let (rank, size) = (cluster.rank() as usize, cluster.size());
-    let cores = cluster.num_cores();
-    // Every node must agree on the worker count: the default assumes every node has this
-    // node's core count (as under `lazarus run`), so pass --workers when nodes differ.
-    let workers = args.workers.unwrap_or(cores * size).min(params.buckets());
-    let placement = Placement {
-        workers,
-        nodes: size,
+    let kernel = Is {
+        class,
+        params,
+        workers: args.workers,
     };
-
-    let collector = if rank == 0 {
-        let c = cluster.spawn_on(
-            CoreId(0),
-            Collector {
-                class,
-                partial: vec![vec![None; workers]; MAX_ITERATIONS],
-                full: vec![None; workers],
-                missing: workers * (MAX_ITERATIONS + 1),
-                done: ReplyTo::none(),
-            },
-        )?;
-        Some(expect_id(c, Placement::collector(), "the collector")?)
-    } else {
-        None
-    };
-    let mine = placement.on_node(rank);
-    let mut local = Vec::with_capacity(mine.len());
-    for (k, w) in mine.clone().enumerate() {
-        // Key generation is NPB's untimed `create_seq`, here for this worker's slice only.
-        let slice = split(params.total_keys(), workers, w);
-        let worker = cluster.spawn_on(
-            CoreId(Placement::core(k, mine.len(), cores)),
-            Worker {
-                index: w,
-                placement,
-                class,
-                first: slice.start,
-                keys: is::generate(&params, slice),
-                iteration: 1,
-                step: 0,
-                split: Split::default(),
-                pending: BTreeMap::new(),
-                started: false,
-                peers: Vec::new(),
-                collector: None,
-            },
-        )?;
-        let worker = expect_id(worker, placement.worker(w), format!("worker {w}"))?;
-        local.push(worker);
-    }
-    // Nobody shares with a worker that does not exist yet.
-    cluster.barrier()?;
     // NPB ranks once untimed before timing: that pass only rewrites the two keys that
     // iteration 1 rewrites again identically, so it is left out.
-    let started = Instant::now();
-    for w in &local {
-        w.tell(Start).map_err(|e| e.to_string())?;
-    }
-    let Some(collector) = collector else {
-        cluster.barrier()?;
-        cluster.shutdown();
+    let Some(done) = driver::run(kernel, args.cores)? else {
         return Ok(());
     };
-    let outcome = cluster.block_on(collector.ask(Wait).no_timeout())?;
-    let elapsed = started.elapsed().as_secs_f64();
-    cluster.barrier()?;
-    cluster.shutdown();
+    let (outcome, elapsed, size, workers) = (done.outcome, done.elapsed, done.nodes, done.workers);
 
     let verified = outcome.passed == is::PASSES && outcome.failures.is_empty();
     println!(

@@ -19,14 +19,14 @@
 //! bit-identical for any number of nodes and workers.
 
 use clap::Parser;
-use lazarus::{messages, Actor, ActorRef, Cluster, ClusterSpec, Context, CoreId, Node, ReplyTo};
+use lazarus::{messages, Actor, ActorRef, Context, ReplyTo};
+use lazarus_apps::npb::driver::{self, Kernel};
 use lazarus_apps::npb::mg::{self, size};
 use lazarus_apps::npb::{exact, part_of, split, Class, Placement};
-use lazarus_apps::{expect_id, init_logging, ResultLine};
+use lazarus_apps::{init_logging, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
-use std::time::Instant;
 
 /// NPB MG: V-cycle multigrid on a periodic cube, verified against the official residual
 /// norm. Runs on any number of nodes N >= 1 (alone, under `lazarus run -n N` or under
@@ -251,17 +251,8 @@ impl Worker {
     /// Resolves the other workers and the collector, then runs.
     #[message]
     fn start(&mut self, ctx: &mut Context<Self>) {
-        let node = ctx.node();
-        self.peers = (0..self.placement.workers)
-            .map(|w| {
-                node.actor_ref::<Worker>(self.placement.worker(w))
-                    .unwrap_or_else(|e| panic!("worker {}: peer {w}: {e}", self.index))
-            })
-            .collect();
-        self.collector = Some(
-            node.actor_ref::<Collector>(Placement::collector())
-                .unwrap_or_else(|e| panic!("worker {}: collector: {e}", self.index)),
-        );
+        self.peers = self.placement.peers(ctx.node());
+        self.collector = Some(Placement::collector_on(ctx.node()));
         self.started = true;
         self.run(ctx);
     }
@@ -538,6 +529,40 @@ impl Collector {
     }
 }
 
+/// MG's parts for the shared driver.
+struct Mg {
+    params: mg::Params,
+    /// `--workers`.
+    workers: Option<usize>,
+}
+
+impl Kernel for Mg {
+    type Collector = Collector;
+    type Worker = Worker;
+    type Start = Start;
+    type Wait = Wait;
+    const START: Start = Start;
+    const WAIT: Wait = Wait;
+
+    fn workers(&self, nodes: usize, cores: usize) -> usize {
+        driver::one_per_core(self.workers, nodes, cores, self.params.n)
+    }
+
+    fn collector(&self, _: &Placement) -> Collector {
+        let n = self.params.n;
+        Collector {
+            n,
+            planes: vec![None; n],
+            missing: n,
+            done: ReplyTo::none(),
+        }
+    }
+
+    fn worker(&mut self, w: usize, placement: &Placement) -> Worker {
+        Worker::new(w, *placement, &self.params)
+    }
+}
+
 fn main() -> std::process::ExitCode {
     init_logging();
     lazarus_apps::exit_with(run())
@@ -550,68 +575,17 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if args.workers == Some(0) || args.workers.is_some_and(|w| w > params.n) {
         return Err(format!("--workers must be between 1 and {}", params.n).into());
     }
-    let mut spec = ClusterSpec::from_env()?;
-    if let Some(c) = args.cores {
-        spec.cores = Some(c);
-    }
-    // A failed worker means the run can never finish: end the process (the launcher then
-    // stops the other nodes) instead of leaving everyone waiting for its planes.
-    let builder = Node::builder().on_failure(|event| {
-        eprintln!("error: {event}");
-        std::process::exit(1);
-    });
-    let cluster = Cluster::start_with(spec, builder)?;
-    let (rank, size) = (cluster.rank() as usize, cluster.size());
-    let cores = cluster.num_cores();
-    // Every node must agree on the worker count: the default assumes every node has this
-    // node's core count (as under `lazarus run`), so pass --workers when nodes differ.
-    let workers = args.workers.unwrap_or(cores * size).min(params.n);
-    let placement = Placement {
-        workers,
-        nodes: size,
+    let kernel = Mg {
+        params,
+        workers: args.workers,
     };
-
-    let collector = if rank == 0 {
-        let c = cluster.spawn_on(
-            CoreId(0),
-            Collector {
-                n: params.n,
-                planes: vec![None; params.n],
-                missing: params.n,
-                done: ReplyTo::none(),
-            },
-        )?;
-        Some(expect_id(c, Placement::collector(), "the collector")?)
-    } else {
-        None
-    };
-    let mine = placement.on_node(rank);
-    let mut local = Vec::with_capacity(mine.len());
-    for (k, w) in mine.clone().enumerate() {
-        let worker = cluster.spawn_on(
-            CoreId(Placement::core(k, mine.len(), cores)),
-            Worker::new(w, placement, &params),
-        )?;
-        let worker = expect_id(worker, placement.worker(w), format!("worker {w}"))?;
-        local.push(worker);
-    }
-    // Nobody sends planes to a worker that does not exist yet.
-    cluster.barrier()?;
     // NPB runs one untimed V-cycle first and then resets u and v: it leaves no trace in
     // the result, so it is left out.
-    let started = Instant::now();
-    for w in &local {
-        w.tell(Start).map_err(|e| e.to_string())?;
-    }
-    let Some(collector) = collector else {
-        cluster.barrier()?;
-        cluster.shutdown();
+    let Some(done) = driver::run(kernel, args.cores)? else {
         return Ok(());
     };
-    let (rnm2, rnmu) = cluster.block_on(collector.ask(Wait).no_timeout())?;
-    let elapsed = started.elapsed().as_secs_f64();
-    cluster.barrier()?;
-    cluster.shutdown();
+    let ((rnm2, rnmu), elapsed, size, workers) =
+        (done.outcome, done.elapsed, done.nodes, done.workers);
 
     let (err, verified) = mg::verify(&params, rnm2);
     println!(

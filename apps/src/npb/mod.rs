@@ -3,17 +3,21 @@
 //!
 //! This module owns what the four kernel apps share: the problem [`Class`], the NPB random
 //! number generator ([`random`]), the way workers are laid out over nodes and cores
-//! ([`Placement`]), and per kernel the class parameters, the sequential numerical building
+//! ([`Placement`]), the `main` that runs a kernel's collector and workers on a cluster
+//! ([`driver`]), the bookkeeping of numbered all-to-all exchanges ([`exchange`]), and per
+//! kernel the class parameters, the sequential numerical building
 //! blocks and the official verification values and tolerances ([`ep`], [`cg`], [`is`],
 //! [`mg`]). The apps in `src/bin/npb_*.rs` only add the distribution over actors.
 
 pub mod cg;
+pub mod driver;
 pub mod ep;
+pub mod exchange;
 pub mod is;
 pub mod mg;
 pub mod random;
 
-use lazarus::ActorId;
+use lazarus::{Actor, ActorId, ActorRef, NodeHandle};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::ops::Range;
@@ -101,6 +105,24 @@ impl Placement {
         let rank = self.node_of(w);
         let seq = w - self.on_node(rank).start + usize::from(rank == 0);
         ActorId::new(rank as u16, seq as u64).expect("ranks and sequence numbers fit")
+    }
+
+    /// Every worker, as seen from `node`: for a worker's `Start` handler (all workers exist
+    /// by then). Panics if one is missing, which the apps' failure hook turns into the end
+    /// of the node.
+    pub fn peers<W: Actor>(&self, node: &NodeHandle) -> Vec<ActorRef<W>> {
+        (0..self.workers)
+            .map(|w| {
+                node.actor_ref(self.worker(w))
+                    .unwrap_or_else(|e| panic!("worker {w}: {e}"))
+            })
+            .collect()
+    }
+
+    /// The collector, as seen from `node`; panics like [`Placement::peers`].
+    pub fn collector_on<C: Actor>(node: &NodeHandle) -> ActorRef<C> {
+        node.actor_ref(Placement::collector())
+            .unwrap_or_else(|e| panic!("the collector: {e}"))
     }
 
     /// The core of a node with `cores` cores that the `k`-th of its `local` workers runs
