@@ -20,7 +20,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 const TASKS: &str = "3000";
 const WORK: &str = "20000";
 
-fn launch(env: &[(&str, &str)]) -> Launched {
+fn launch(env: &[(&str, &str)], tasks: &str) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
     cmd.args([
         "run",
@@ -33,15 +33,15 @@ fn launch(env: &[(&str, &str)]) -> Launched {
     ])
     .arg("--")
     .arg(bin("master-worker"))
-    .args(["--tasks", TASKS, "--work", WORK])
+    .args(["--tasks", tasks, "--work", WORK])
     .envs(env.iter().copied());
     Launched::spawn(cmd, 4)
 }
 
 /// Runs master-worker and SIGKILLs `victims` together once the master's node has
 /// committed a checkpoint and handed out work after it.
-fn killed_mid_run(victims: &[u16], env: &[(&str, &str)]) -> Finished {
-    let mut run = launch(env);
+fn killed_mid_run(victims: &[u16], env: &[(&str, &str)], tasks: &str) -> Finished {
+    let mut run = launch(env, tasks);
     run.wait_started();
     run.wait_for("a checkpoint of the master's node", |l| {
         l.contains("node 0: checkpoint committed")
@@ -58,7 +58,7 @@ fn killed_mid_run(victims: &[u16], env: &[(&str, &str)]) -> Finished {
 #[test]
 fn the_masters_node_sigkilled_mid_run_hands_out_exactly_what_the_workers_received() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let f = killed_mid_run(&[0], &[]);
+    let f = killed_mid_run(&[0], &[], TASKS);
     let result = f.verified();
     assert_eq!(result["consistent"], "true");
     assert_eq!(result["tasks_per_worker"].split("..").count(), 2);
@@ -78,7 +78,7 @@ fn the_masters_node_and_one_of_its_loggers_killed_together_still_agree() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // Node 0's loggers are nodes 1 and 2 (the next two ranks): node 1 dies with it, node
     // 2 and node 1's journal keep the determinants.
-    let f = killed_mid_run(&[0, 1], &[]);
+    let f = killed_mid_run(&[0, 1], &[], TASKS);
     assert_eq!(f.verified()["consistent"], "true");
     assert_only_restarted(&f, &[0, 1]);
 }
@@ -86,7 +86,7 @@ fn the_masters_node_and_one_of_its_loggers_killed_together_still_agree() {
 #[test]
 fn a_workers_node_sigkilled_mid_run_changes_nothing_the_master_saw() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let f = killed_mid_run(&[2], &[]);
+    let f = killed_mid_run(&[2], &[], TASKS);
     assert_eq!(f.verified()["consistent"], "true");
     assert_only_restarted(&f, &[2]);
 }
@@ -96,7 +96,9 @@ fn without_event_loggers_the_recovered_master_contradicts_its_workers() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // The control experiment: the same kill with determinants kept nowhere. The restored
     // master re-draws its salts and re-orders its hand-outs, and the workers notice.
-    let f = killed_mid_run(&[0], &[("LAZARUS_EVENT_LOGGERS", "0")]);
+    // Without loggers no answer waits for an acknowledgement, so the run is several times
+    // faster: more tasks keep the kill mid-run.
+    let f = killed_mid_run(&[0], &[("LAZARUS_EVENT_LOGGERS", "0")], "20000");
     assert!(!f.success, "the run must not verify");
     assert_eq!(
         f.result.as_ref().map(|r| r["consistent"].as_str()),
