@@ -454,7 +454,8 @@ impl World {
             let fetching = node.events.as_ref().is_some_and(|e| e.is_fetching());
             for (i, st) in node.actors.iter().enumerate() {
                 let a = self.prog.members[usize::from(s)][i];
-                if !st.started && !(fetching && self.prog.sensitive[a]) {
+                let held_back = fetching && self.prog.sensitive[a];
+                if !st.started && !held_back {
                     acts.push((10, Act::Start(s, a)));
                 }
             }
@@ -601,7 +602,7 @@ impl World {
             Act::Arrive(from, to) => self.arrive(from, to),
             Act::Deliver(s) => self.deliver(s),
             Act::Intra(s, a, b) => self.intra(s, a, b),
-            Act::Mailbox(s, local) => self.from_mailbox(s, local),
+            Act::Mailbox(s, local) => self.deliver_from_mailbox(s, local),
             Act::Start(s, a) => {
                 let out = self.run_actor(s, a, |prog, st, draw| prog.start(a, st, draw));
                 self.note(|| format!("S{s} start actor {a}"));
@@ -765,7 +766,7 @@ impl World {
         })
     }
 
-    fn from_mailbox(&mut self, s: u16, local: usize) {
+    fn deliver_from_mailbox(&mut self, s: u16, local: usize) {
         let node = &self.nodes[usize::from(s)];
         let Some(pos) = node
             .mailbox
