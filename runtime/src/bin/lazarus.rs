@@ -125,6 +125,19 @@ struct Node {
     incarnation: u32,
     child: Child,
     status: Option<ExitStatus>,
+    /// The threads copying its stdout and stderr.
+    pumps: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Node {
+    /// Waits (at most a second) until everything the exited process printed has been
+    /// read: its last lines (failures, final totals) decide whether it is restarted.
+    fn drain_output(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while self.pumps.iter().any(|p| !p.is_finished()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
 }
 
 /// How a run ended.
@@ -229,11 +242,12 @@ impl Launch<'_> {
             self.out
                 .say(&format!("node {rank} pid {pid} incarnation {incarnation}"));
         }
+        let mut pumps = Vec::new();
         if let Some(stdout) = child.stdout.take() {
-            pump(stdout, rank, self.out.clone(), false);
+            pumps.push(pump(stdout, rank, self.out.clone(), false));
         }
         if let Some(stderr) = child.stderr.take() {
-            pump(stderr, rank, self.out.clone(), true);
+            pumps.push(pump(stderr, rank, self.out.clone(), true));
         }
         Ok(Node {
             rank,
@@ -241,6 +255,7 @@ impl Launch<'_> {
             incarnation,
             child,
             status: None,
+            pumps,
         })
     }
 }
@@ -301,6 +316,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     kills.sort_by_key(|k| k.at);
     let mut kills = kills.into_iter().peekable();
     let grace = Duration::from_secs_f64(args.grace.max(0.0));
+    let mut app_error: Option<ExitStatus> = None;
     let mut first_failure: Option<(u16, ExitStatus, Instant)> = None;
     let mut stopping = false;
     let mut restarts = 0;
@@ -338,9 +354,9 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             }
             // Nodes the launcher itself stops after a fatal failure stay stopped.
             let mut recovery = recovery && !stopping;
+            // The node's last words (failures, final totals) decide what follows.
+            node.drain_output();
             if status.code() == Some(lazarus::recovery_layer::ACTOR_FAILED_EXIT) {
-                // Let the output pump read the node's last words.
-                std::thread::sleep(Duration::from_millis(30));
                 let failures = launch
                     .out
                     .failures
@@ -359,7 +375,6 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             }
             // Killed after its shutdown: the cluster has passed its last barrier without
             // needing it again, and a replacement would wait for peers that have left.
-            std::thread::sleep(Duration::from_millis(if status.success() { 0 } else { 30 }));
             let done = launch
                 .out
                 .finished
@@ -375,6 +390,11 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                         describe(status)
                     ),
                 );
+            }
+            if done && status.code().is_some_and(|c| c != 0) {
+                // It finished and then reported an error itself (its result did not
+                // verify, say): not restarted, but the run's status is the app's.
+                app_error.get_or_insert(status);
             }
             match supervisor::on_exit(status.success() || done, recovery, node.incarnation) {
                 OnExit::Done => {}
@@ -434,9 +454,9 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         let _ = std::fs::remove_dir_all(&checkpoint_dir);
     }
     Ok(RunOutcome {
-        code: match first_failure {
-            None => ExitCode::SUCCESS,
-            Some((_, status, _)) => ExitCode::from(exit_code(status)),
+        code: match (first_failure, app_error) {
+            (Some((_, status, _)), _) | (None, Some(status)) => ExitCode::from(exit_code(status)),
+            (None, None) => ExitCode::SUCCESS,
         },
         result,
         restarts,
@@ -549,7 +569,12 @@ fn exit_code(status: ExitStatus) -> u8 {
 /// Copies a child's output line by line, prefixed with its rank; remembers RESULT lines so
 /// the launcher can repeat the final one as its own last line, and turns the nodes'
 /// `lazarus-event` lines into timeline entries.
-fn pump(stream: impl std::io::Read + Send + 'static, rank: u16, out: Output, to_stderr: bool) {
+fn pump(
+    stream: impl std::io::Read + Send + 'static,
+    rank: u16,
+    out: Output,
+    to_stderr: bool,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines() {
             let Ok(line) = line else { break };
@@ -582,5 +607,5 @@ fn pump(stream: impl std::io::Read + Send + 'static, rank: u16, out: Output, to_
                 println!("[{rank}] {line}");
             }
         }
-    });
+    })
 }

@@ -230,8 +230,13 @@ pub struct RecoveryLayer {
     store: DirectoryStore,
     replicas: replica::Replicas,
     /// Frames the layer emits from network tasks, sent in order by its own thread (which
-    /// may wait for room in a peer's queue; network tasks may not).
-    outbox: Mutex<Option<std_mpsc::Sender<(u16, FrameBody)>>>,
+    /// may wait for room in a peer's queue; network tasks may not). The queue exists from
+    /// the start: frames from a restarted peer can arrive while this node's transport is
+    /// still connecting to the others, and the answers must not be lost (they wait here
+    /// until [`RecoveryLayer::attach`] starts the sender).
+    outbox: Mutex<std_mpsc::Sender<(u16, FrameBody)>>,
+    /// The other end of `outbox`, until the sender thread takes it.
+    outbox_rx: Mutex<Option<std_mpsc::Receiver<(u16, FrameBody)>>>,
     checkpointing: Mutex<()>,
     stop: Arc<AtomicBool>,
     checkpoints_done: AtomicU64,
@@ -252,6 +257,7 @@ impl RecoveryLayer {
         let protocol = fresh
             .then(|| SetProtocol::new(SetId(rank), size).ok())
             .flatten();
+        let (outbox, outbox_rx) = std_mpsc::channel::<(u16, FrameBody)>();
         Arc::new(RecoveryLayer {
             rank,
             size,
@@ -271,7 +277,8 @@ impl RecoveryLayer {
             }),
             transport: OnceLock::new(),
             replicas: replica::Replicas::default(),
-            outbox: Mutex::new(None),
+            outbox: Mutex::new(outbox),
+            outbox_rx: Mutex::new(Some(outbox_rx)),
             checkpointing: Mutex::new(()),
             stop: Arc::new(AtomicBool::new(false)),
             checkpoints_done: AtomicU64::new(0),
@@ -282,8 +289,12 @@ impl RecoveryLayer {
     /// Connects the layer to its transport and starts its sender thread.
     pub(crate) fn attach(self: &Arc<Self>, transport: Arc<Transport>) -> Result<(), String> {
         let _ = self.transport.set(Arc::clone(&transport));
-        let (tx, rx) = std_mpsc::channel::<(u16, FrameBody)>();
-        *self.outbox.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        let rx = self
+            .outbox_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or("the recovery layer is attached already")?;
         std::thread::Builder::new()
             .name("lazarus-recovery".into())
             .spawn(move || {
@@ -336,15 +347,9 @@ impl RecoveryLayer {
 
     /// Queues frames for the layer's sender thread, in order.
     fn emit(&self, frames: impl IntoIterator<Item = (u16, FrameBody)>) {
-        if let Some(tx) = self
-            .outbox
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            for f in frames {
-                let _ = tx.send(f);
-            }
+        let tx = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
+        for f in frames {
+            let _ = tx.send(f);
         }
     }
 
@@ -672,4 +677,34 @@ pub struct LayerStats {
     pub forced_logged: u64,
     /// Log-everything mode: most bytes the node-internal log held.
     pub forced_peak_bytes: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_emitted_before_the_transport_is_attached_wait_for_it() {
+        // A restarted peer's fetch can reach this node while its transport is still
+        // connecting to the others; the answer must be sent once it is attached, not lost.
+        let dir = std::env::temp_dir().join(format!("lazarus-outbox-{}", std::process::id()));
+        let config = RecoveryConfig {
+            checkpoint_every: None,
+            dir: dir.clone(),
+            incarnation: 0,
+            buddy: false,
+            log_everything: false,
+            event_loggers: 1,
+        };
+        let layer = RecoveryLayer::new(1, 2, config);
+        layer.emit([(0, FrameBody::Goodbye), (0, FrameBody::Goodbye)]);
+        let rx = layer
+            .outbox_rx
+            .lock()
+            .unwrap()
+            .take()
+            .expect("not attached");
+        assert_eq!(rx.try_iter().count(), 2);
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

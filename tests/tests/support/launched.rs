@@ -13,6 +13,11 @@ use std::time::{Duration, Instant};
 /// The longest a test waits for a line it expects.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The longest a test waits for a run to end once it asked for the end. A run that hangs
+/// (a recovery that never completes) fails its test with the output instead of holding
+/// the whole suite.
+pub const FINISH_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// A running `lazarus run`, its stdout and stderr merged line by line.
 pub struct Launched {
     child: Child,
@@ -65,7 +70,7 @@ impl Launched {
                     }
                 }
                 Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {
-                    let _ = self.child.kill();
+                    self.kill_all();
                     panic!("never saw {what}; output:\n{}", self.seen.join("\n"));
                 }
             }
@@ -110,14 +115,45 @@ impl Launched {
         pid
     }
 
-    /// Waits for the launcher to end; returns what the run left behind.
+    /// SIGKILLs the launcher and every node process it reported, so that a failed test
+    /// leaves nothing running.
+    fn kill_all(&mut self) {
+        let pids: Vec<i32> = self
+            .seen
+            .iter()
+            .filter_map(|l| {
+                let (_, rest) = l.strip_prefix("node ")?.split_once(" pid ")?;
+                rest.split_whitespace().next()?.parse().ok()
+            })
+            .collect();
+        let _ = self.child.kill();
+        for pid in pids {
+            // SAFETY: plain kill(2); a PID that already exited gets ESRCH, which is fine.
+            unsafe { kill(pid, 9) };
+        }
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the launcher to end; returns what the run left behind. Fails the test,
+    /// showing the output, if the run has not ended within [`FINISH_TIMEOUT`].
     pub fn finish(mut self) -> Finished {
+        let deadline = Instant::now() + FINISH_TIMEOUT;
         let status = loop {
             while let Ok(line) = self.lines.try_recv() {
                 self.seen.push(line);
             }
             if let Some(status) = self.child.try_wait().expect("wait") {
                 break status;
+            }
+            if Instant::now() > deadline {
+                self.kill_all();
+                while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(1)) {
+                    self.seen.push(line);
+                }
+                panic!(
+                    "the run did not end within {FINISH_TIMEOUT:?}; output:\n{}",
+                    self.seen.join("\n")
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         };
