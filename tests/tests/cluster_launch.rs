@@ -11,12 +11,13 @@ use support::{bin, parse_result};
 
 #[test]
 fn lazarus_run_starts_the_nodes_prints_their_pids_and_ends_with_the_result() {
-    let out = Command::new(bin("lazarus"))
-        .args(["run", "-n", "3", "--"])
-        .arg(bin("ring"))
-        .args(["--hops", "3000", "--actors", "6"])
-        .output()
-        .unwrap();
+    let out = support::output(
+        Command::new(bin("lazarus"))
+            .args(["run", "-n", "3", "--"])
+            .arg(bin("ring"))
+            .args(["--hops", "3000", "--actors", "6"]),
+    )
+    .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -40,10 +41,9 @@ fn lazarus_run_starts_the_nodes_prints_their_pids_and_ends_with_the_result() {
     assert_eq!(last["verified"], "true");
 
     // The same ring on one node gives the same checksum.
-    let alone = Command::new(bin("ring"))
-        .args(["--hops", "3000", "--actors", "6"])
-        .output()
-        .unwrap();
+    let alone =
+        support::output(Command::new(bin("ring")).args(["--hops", "3000", "--actors", "6"]))
+            .unwrap();
     let alone = parse_result(
         String::from_utf8_lossy(&alone.stdout)
             .lines()

@@ -83,10 +83,8 @@ fn serial() -> MutexGuard<'static, ()> {
 /// The kernel's class S answer without failures: the app alone (its values are
 /// bit-identical for any number of nodes, which `apps/tests/npb.rs` checks).
 fn failure_free(kernel: &Kernel) -> HashMap<String, String> {
-    let out = Command::new(bin(kernel.app))
-        .args(["--class", "S"])
-        .output()
-        .expect("app starts");
+    let out =
+        support::output(Command::new(bin(kernel.app)).args(["--class", "S"])).expect("app starts");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}: {stdout}", kernel.app);
     let result = parse_result(stdout.lines().last().unwrap_or_default())

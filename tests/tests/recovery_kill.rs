@@ -279,14 +279,15 @@ fn with_recovery_on_messages_carrying_actor_refs_cross_nodes_and_the_answer_is_u
     // pingpong's balls carry the reference to reply to: decoding one resolves it on the
     // receiving node, whichever network thread delivers it.
     let run = |ft: &[&str]| {
-        let out = Command::new(bin("lazarus"))
-            .args(["run", "-n", "2"])
-            .args(ft)
-            .arg("--")
-            .arg(bin("pingpong"))
-            .args(["--max-size", "65536", "--iters", "500"])
-            .output()
-            .expect("launcher runs");
+        let out = support::output(
+            Command::new(bin("lazarus"))
+                .args(["run", "-n", "2"])
+                .args(ft)
+                .arg("--")
+                .arg(bin("pingpong"))
+                .args(["--max-size", "65536", "--iters", "500"]),
+        )
+        .expect("launcher runs");
         assert!(
             out.status.success(),
             "{}",

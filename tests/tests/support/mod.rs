@@ -26,6 +26,18 @@ pub fn bin(name: &str) -> PathBuf {
         let release = profile_dir().ends_with("release");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
+        // What `cargo test` sets for this test process (the test package's identity, the
+        // loader path of its build outputs) would make the nested build look like a
+        // different one and recompile the workspace for every test binary.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if key.starts_with("CARGO_PKG_")
+                || key.starts_with("CARGO_MANIFEST_")
+                || key == "LD_LIBRARY_PATH"
+            {
+                cmd.env_remove(key.as_ref());
+            }
+        }
         cmd.args([
             "build",
             "--quiet",
@@ -55,4 +67,28 @@ pub fn parse_result(line: &str) -> Option<std::collections::HashMap<String, Stri
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
     )
+}
+
+/// The longest a test lets one command (a run of a launcher or an app) take.
+pub const COMMAND_TIMEOUT_SECS: u64 = 300;
+
+/// Runs `cmd` to completion and returns its output, killing it (and with the launcher,
+/// its nodes) if it takes longer than [`COMMAND_TIMEOUT_SECS`]: a hung run fails its test
+/// (exit status 124 or 137) instead of holding the whole suite.
+pub fn output(cmd: &mut Command) -> std::io::Result<std::process::Output> {
+    let mut bounded = Command::new("timeout");
+    bounded
+        .args(["--kill-after=5", &COMMAND_TIMEOUT_SECS.to_string()])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => bounded.env(k, v),
+            None => bounded.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        bounded.current_dir(dir);
+    }
+    bounded.output()
 }
