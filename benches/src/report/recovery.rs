@@ -105,11 +105,30 @@ fn plan(r: &AppRuns, every: Duration) -> Plan {
 /// half the delay, the last time with none.
 const ATTEMPTS: u32 = 3;
 
-/// One run with a kill `delay` after `plan`'s cue; `None` if the run ended before the
-/// victim was killed.
-fn one_run(ctx: &Context, r: &AppRuns, plan: Plan, delay: Duration) -> Result<Option<Recovery>> {
+/// The fallback for a run too short to be killed mid-run from outside (npb-ep class W
+/// ends within a checkpoint period of the victim's first checkpoint): the `stall`
+/// failpoint holds the victim `STALL_K` handler calls after a checkpoint, alive and with
+/// work since that checkpoint lost, and the kill lands in the hold.
+const STALL_K: u64 = 4;
+
+/// One run with a kill `delay` after `plan`'s cue, or with `stall` in the stall
+/// failpoint's hold; `None` if the run ended before the victim was killed.
+fn one_run(
+    ctx: &Context,
+    r: &AppRuns,
+    plan: Plan,
+    delay: Duration,
+    stall: bool,
+) -> Result<Option<Recovery>> {
     let every = checkpoint_every(ctx.options.quick);
     let mut launch = Mode::On.launch(&r.app, every);
+    if stall {
+        launch.env.push((
+            "LAZARUS_FAILPOINT".into(),
+            format!("stall:{VICTIM}:{STALL_K}:30000"),
+        ));
+    }
+    let stalls = format!("failpoint: node {VICTIM} stalls ");
     // Failure-free reference time, for the timeout of a run that goes wrong.
     let free = r.median_of(Mode::On, |s| Ok(s.run.wall.as_secs_f64()))?;
     launch.timeout = Duration::from_secs_f64(60.0 + 10.0 * free);
@@ -122,11 +141,21 @@ fn one_run(ctx: &Context, r: &AppRuns, plan: Plan, delay: Duration) -> Result<Op
             finished = true;
             return Some(Cue::Cancel { rank: VICTIM });
         }
-        (!cued && !finished && plan.is_cue(line)).then(|| {
+        let cue = if stall {
+            line.contains(&stalls)
+        } else {
+            plan.is_cue(line)
+        };
+        (!cued && !finished && cue).then(|| {
             cued = true;
             Cue::Kill {
                 rank: VICTIM,
-                after: delay,
+                // In a stall: once the checkpoint before it has committed.
+                after: if stall {
+                    Duration::from_millis(200)
+                } else {
+                    delay
+                },
             }
         })
     })?;
@@ -245,25 +274,35 @@ pub fn section(ctx: &Context, runs: &[AppRuns]) -> Result<Section> {
     let every = checkpoint_every(ctx.options.quick);
     let plans: Vec<Plan> = runs.iter().map(|r| plan(r, every)).collect();
     let mut missed = 0;
+    let mut stalled: Vec<&str> = Vec::new();
     let mut results: Vec<Vec<Recovery>> = runs.iter().map(|_| Vec::new()).collect();
     for rep in 0..ctx.options.reps {
         for (i, r) in runs.iter().enumerate() {
             let mut rec = None;
-            for attempt in 0..ATTEMPTS {
-                let delay = if attempt + 1 == ATTEMPTS {
+            for attempt in 0..=ATTEMPTS {
+                let stall = attempt == ATTEMPTS;
+                let delay = if attempt + 1 >= ATTEMPTS {
                     Duration::ZERO
                 } else {
                     plans[i].delay / 2u32.pow(attempt)
                 };
-                rec = one_run(ctx, r, plans[i], delay).map_err(|e| e.context(r.app.name))?;
+                rec = one_run(ctx, r, plans[i], delay, stall).map_err(|e| e.context(r.app.name))?;
                 if rec.is_some() {
+                    if stall {
+                        stalled.push(r.app.name);
+                    }
                     break;
                 }
                 missed += 1;
                 ctx.progress(&format!(
-                    "rep {} {}: the run ended before node {VICTIM} was killed; again with a shorter delay",
+                    "rep {} {}: the run ended before node {VICTIM} was killed; again {}",
                     rep + 1,
-                    r.app.name
+                    r.app.name,
+                    if attempt + 1 == ATTEMPTS {
+                        "with the stall failpoint"
+                    } else {
+                        "with a shorter delay"
+                    }
                 ));
             }
             let rec = rec.ok_or_else(|| {
@@ -354,7 +393,10 @@ pub fn section(ctx: &Context, runs: &[AppRuns]) -> Result<Section> {
          its start to the quickest one's RESULT: it then restarts from the beginning), \
          cued on the run's own output because start-up times vary on a loaded host. Runs that \
          ended before their kill was due are repeated with half the delay (the last time \
-         none); in this report: {missed}. Phases, from the launcher's timeline \
+         none); in this report: {missed}. A run that still ended first is repeated with the \
+         `stall` failpoint (`LAZARUS_FAILPOINT=stall:{VICTIM}:{STALL_K}:30000`: node {VICTIM} \
+         takes a checkpoint after {STALL_K} handler calls, makes {STALL_K} more, then holds) and \
+         killed 200 ms into the hold; runs killed that way: {stalled}. Phases, from the launcher's timeline \
          (`timeline ...` lines, built from the nodes' `lazarus-event` lines): \
          **detection** = kill → the supervisor sees the process die (the kill's time is put on \
          the launcher's clock from the arrival times of its timeline lines, to within a few \
@@ -375,6 +417,11 @@ pub fn section(ctx: &Context, runs: &[AppRuns]) -> Result<Section> {
          ![recovery]({file})\n\n{table}\n_{provenance}._\n",
         every = every.as_millis(),
         file = super::file_name(&svg),
+        stalled = if stalled.is_empty() {
+            "none".to_string()
+        } else {
+            stalled.join(", ")
+        },
     );
     Ok(Section {
         title: "5. Recovery timeline".into(),
