@@ -192,12 +192,14 @@ fn one_run(
     };
     let after = |e: &TimelineEntry| e.at >= killed - 0.002;
     // No death after the kill: the victim had already finished its work.
-    let Some(died) = victim(&timeline, |e| after(e) && e.what.starts_with(DIED))
-        .next()
-        .map(|e| e.at)
-    else {
+    let Some(died) = victim(&timeline, |e| after(e) && e.what.starts_with(DIED)).next() else {
         return Ok(None);
     };
+    // Killed as the run ended (every other node had finished): nothing to recover.
+    if died.what.contains("not restarted") {
+        return Ok(None);
+    }
+    let died = died.at;
     let loaded = victim(&timeline, |e| after(e) && e.is_event("loaded"))
         .next()
         .ok_or_else(|| missing("loading its checkpoint"))?;

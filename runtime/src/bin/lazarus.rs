@@ -375,13 +375,35 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             }
             // Killed after its shutdown: the cluster has passed its last barrier without
             // needing it again, and a replacement would wait for peers that have left.
-            let done = launch
-                .out
-                .finished
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains(&(node.rank, node.incarnation));
-            if done && !status.success() {
+            let (done, others_done) = {
+                let finished = launch
+                    .out
+                    .finished
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                let others_done = (0..args.nodes)
+                    .filter(|r| *r != node.rank)
+                    .all(|r| finished.iter().any(|(f, _)| *f == r));
+                (
+                    finished.contains(&(node.rank, node.incarnation)),
+                    others_done,
+                )
+            };
+            // Every other node has passed the last barrier and left: the run is over, and
+            // a replacement would wait for peers that are gone.
+            let orphaned = !done && !status.success() && others_done && status.code().is_none();
+            if orphaned {
+                launch.out.timeline(
+                    started.elapsed(),
+                    &format!(
+                        "node {}: died ({}) after every other node had finished; not restarted",
+                        node.rank,
+                        describe(status)
+                    ),
+                );
+            }
+            let done = done || orphaned;
+            if done && !status.success() && !orphaned {
                 launch.out.timeline(
                     started.elapsed(),
                     &format!(
