@@ -109,6 +109,19 @@ pub fn on_exit(success: bool, recovery: bool, incarnation: u32) -> OnExit {
     }
 }
 
+/// Whether every rank of `0..nodes` but `rank` has printed its final totals (in any of its
+/// incarnations): the cluster has passed its last barrier and left, so a replacement for
+/// `rank` would wait for peers that are gone.
+pub fn others_finished(
+    rank: u16,
+    nodes: u16,
+    finished: &std::collections::HashSet<(u16, u32)>,
+) -> bool {
+    (0..nodes)
+        .filter(|r| *r != rank)
+        .all(|r| finished.iter().any(|(f, _)| *f == r))
+}
+
 /// One parsed `lazarus-event ms=<unix ms> rank=<r> <what...>` line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeEvent {
@@ -167,6 +180,21 @@ pub fn describe_event(e: &NodeEvent) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_node_is_orphaned_only_once_every_other_node_has_finished() {
+        let finished: std::collections::HashSet<(u16, u32)> =
+            [(0, 0), (1, 2), (3, 0)].into_iter().collect();
+        assert!(super::others_finished(2, 4, &finished));
+        assert!(
+            !super::others_finished(1, 4, &finished),
+            "node 2 is still running"
+        );
+        assert!(
+            super::others_finished(0, 1, &finished),
+            "alone: nobody to wait for"
+        );
+    }
+
     use super::*;
 
     #[test]

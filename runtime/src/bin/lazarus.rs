@@ -381,12 +381,9 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                     .finished
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
-                let others_done = (0..args.nodes)
-                    .filter(|r| *r != node.rank)
-                    .all(|r| finished.iter().any(|(f, _)| *f == r));
                 (
                     finished.contains(&(node.rank, node.incarnation)),
-                    others_done,
+                    supervisor::others_finished(node.rank, args.nodes, &finished),
                 )
             };
             // Every other node has passed the last barrier and left: the run is over, and
