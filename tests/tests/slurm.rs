@@ -1,4 +1,4 @@
-//! The same app binary forms its cluster from Slurm's environment under a real `srun`,
+//! The same app binary (ring, pingpong, the NPB kernels) forms its cluster from Slurm's environment under a real `srun`,
 //! with no extra flags. Needs the single-host Slurm that `scripts/slurm-setup.sh` starts;
 //! `scripts/test.sh` runs it and sets `LAZARUS_TEST_SLURM=1`.
 
@@ -78,4 +78,42 @@ fn pingpong_under_srun_measures_between_nodes_zero_and_one() {
     let result = stdout.lines().find_map(parse_result).expect("RESULT");
     assert_eq!(result["mode"], "inter-node");
     assert_eq!(result["verified"], "true");
+}
+
+#[test]
+fn npb_kernels_under_srun_verify_with_the_values_of_a_run_alone() {
+    if !slurm_available() {
+        return;
+    }
+    // Each kernel's verification quantities (bit-identical for any node count).
+    let kernels: [(&str, &[&str]); 4] = [
+        ("npb-ep", &["sx", "sy", "counts"]),
+        ("npb-cg", &["zeta", "rnorm"]),
+        ("npb-is", &["ranks", "passed", "full_verify"]),
+        ("npb-mg", &["rnm2", "rnmu"]),
+    ];
+    for (app, values) in kernels {
+        let path = bin(app);
+        let out = srun(&[path.to_str().unwrap(), "--class", "S"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{app} under srun failed: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let result = stdout
+            .lines()
+            .find_map(parse_result)
+            .unwrap_or_else(|| panic!("{app}: no RESULT line in: {stdout}"));
+        assert_eq!(result["nodes"], "4", "{app}: {stdout}");
+        assert_eq!(result["verified"], "true", "{app}: {stdout}");
+        let alone = support::output(Command::new(&path).args(["--class", "S"])).unwrap();
+        let alone = String::from_utf8_lossy(&alone.stdout)
+            .lines()
+            .find_map(parse_result)
+            .unwrap_or_else(|| panic!("{app} alone: no RESULT line"));
+        for v in values {
+            assert_eq!(result[*v], alone[*v], "{app}: {v}");
+        }
+    }
 }
