@@ -1,6 +1,7 @@
-//! The same app binary (ring, pingpong, the NPB kernels) forms its cluster from Slurm's environment under a real `srun`,
-//! with no extra flags. Needs the single-host Slurm that `scripts/slurm-setup.sh` starts;
-//! `scripts/test.sh` runs it and sets `LAZARUS_TEST_SLURM=1`.
+//! The same app binary (ring, pingpong, the NPB kernels) forms its cluster from Slurm's
+//! environment under a real `srun`, with no extra flags. Needs the single-host Slurm that
+//! `scripts/slurm-setup.sh` starts; `scripts/test.sh` runs it and sets
+//! `LAZARUS_TEST_SLURM=1`.
 
 mod support;
 
