@@ -1,64 +1,22 @@
 //! `jacobi2d` verifies against its sequential reference, and its checksum is bit-identical
 //! whatever the number of nodes and the tile grid.
 
-use lazarus_apps::parse_result_line;
+mod support;
+
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::process::Command;
+use support::{check_success, launcher, result_of};
 
 const APP: &str = env!("CARGO_BIN_EXE_jacobi2d");
 
-/// The `lazarus` launcher, from the same target directory and profile as the app. It lives
-/// in another package, so Cargo does not build it for this test: build it if missing.
-fn launcher() -> &'static Path {
-    static LAUNCHER: OnceLock<PathBuf> = OnceLock::new();
-    LAUNCHER.get_or_init(|| {
-        let path = Path::new(APP)
-            .parent()
-            .expect("the app lives in a directory")
-            .join("lazarus");
-        if !path.exists() {
-            let mut cmd = Command::new(option_env!("CARGO").unwrap_or("cargo"));
-            cmd.args(["build", "--quiet", "-p", "lazarus", "--bin", "lazarus"]);
-            if APP.contains("/release/") {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("cargo runs");
-            assert!(status.success(), "building the launcher failed");
-        }
-        assert!(path.exists(), "{} was not built", path.display());
-        path
-    })
-}
-
-fn check_success(what: &str, out: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-fn result_of(stdout: &str) -> HashMap<String, String> {
-    let last = stdout.lines().last().expect("some output");
-    parse_result_line(last)
-        .unwrap_or_else(|| panic!("last line is not a RESULT line: {last}\n{stdout}"))
-        .into_iter()
-        .collect()
-}
-
 /// Runs the app alone.
 fn alone(args: &[&str]) -> HashMap<String, String> {
-    let out = Command::new(APP).args(args).output().expect("app starts");
-    result_of(&check_success(&format!("jacobi2d {args:?}"), &out))
+    support::alone(APP, args)
 }
 
 /// Runs the app as a cluster of `nodes` processes under `lazarus run`.
 fn cluster(nodes: usize, args: &[&str]) -> HashMap<String, String> {
-    let out = Command::new(launcher())
+    let out = Command::new(launcher(APP))
         .args(["run", "-n", &nodes.to_string(), "--", APP])
         .args(args)
         .output()

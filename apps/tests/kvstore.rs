@@ -2,65 +2,23 @@
 //! request is answered once, every client's replies agree with what each shard says it
 //! sent, and the final store is the one the puts' replies imply.
 
-use lazarus_apps::parse_result_line;
+mod support;
+
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::process::Command;
+use support::{check_success, launcher, result_of};
 
 const APP: &str = env!("CARGO_BIN_EXE_kvstore");
 
-/// The `lazarus` launcher, from the same target directory and profile as the app. It lives
-/// in another package, so Cargo does not build it for this test: build it if missing.
-fn launcher() -> &'static Path {
-    static LAUNCHER: OnceLock<PathBuf> = OnceLock::new();
-    LAUNCHER.get_or_init(|| {
-        let path = Path::new(APP)
-            .parent()
-            .expect("the app lives in a directory")
-            .join("lazarus");
-        if !path.exists() {
-            let mut cmd = Command::new(option_env!("CARGO").unwrap_or("cargo"));
-            cmd.args(["build", "--quiet", "-p", "lazarus", "--bin", "lazarus"]);
-            if APP.contains("/release/") {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("cargo runs");
-            assert!(status.success(), "building the launcher failed");
-        }
-        assert!(path.exists(), "{} was not built", path.display());
-        path
-    })
-}
-
-fn check_success(what: &str, out: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-fn result_of(stdout: &str) -> HashMap<String, String> {
-    let last = stdout.lines().last().expect("some output");
-    parse_result_line(last)
-        .unwrap_or_else(|| panic!("last line is not a RESULT line: {last}\n{stdout}"))
-        .into_iter()
-        .collect()
-}
-
 /// Runs the app alone.
 fn alone(args: &[&str]) -> HashMap<String, String> {
-    let out = Command::new(APP).args(args).output().expect("app starts");
-    result_of(&check_success(&format!("kvstore {args:?}"), &out))
+    support::alone(APP, args)
 }
 
 /// Runs the app on 4 nodes under `lazarus run` with `launcher_args`; returns its RESULT
 /// and the launcher's whole standard output.
 fn four_nodes(launcher_args: &[&str], args: &[&str]) -> (HashMap<String, String>, String) {
-    let out = Command::new(launcher())
+    let out = Command::new(launcher(APP))
         .args(["run", "-n", "4"])
         .args(launcher_args)
         .arg("--")

@@ -3,11 +3,12 @@
 //! whatever the number of nodes and workers. (With recovery on and a node killed mid-run:
 //! `tests/tests/npb_recovery.rs`.)
 
-use lazarus_apps::parse_result_line;
+mod support;
+
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+use support::{alone, check_success, launcher, result_of};
 
 const EP: &str = env!("CARGO_BIN_EXE_npb-ep");
 const CG: &str = env!("CARGO_BIN_EXE_npb-cg");
@@ -23,56 +24,9 @@ fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The `lazarus` launcher, from the same target directory and profile as the apps. It lives
-/// in another package, so Cargo does not build it for this test: build it if missing.
-fn launcher() -> &'static Path {
-    static LAUNCHER: OnceLock<PathBuf> = OnceLock::new();
-    LAUNCHER.get_or_init(|| {
-        let path = Path::new(EP)
-            .parent()
-            .expect("the app lives in a directory")
-            .join("lazarus");
-        if !path.exists() {
-            let mut cmd = Command::new(option_env!("CARGO").unwrap_or("cargo"));
-            cmd.args(["build", "--quiet", "-p", "lazarus", "--bin", "lazarus"]);
-            if EP.contains("/release/") {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("cargo runs");
-            assert!(status.success(), "building the launcher failed");
-        }
-        assert!(path.exists(), "{} was not built", path.display());
-        path
-    })
-}
-
-fn check_success(what: &str, out: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-fn result_of(stdout: &str) -> HashMap<String, String> {
-    let last = stdout.lines().last().expect("some output");
-    parse_result_line(last)
-        .unwrap_or_else(|| panic!("last line is not a RESULT line: {last}\n{stdout}"))
-        .into_iter()
-        .collect()
-}
-
-/// Runs `app` alone (one node on all cores).
-fn alone(app: &str, args: &[&str]) -> HashMap<String, String> {
-    let out = Command::new(app).args(args).output().expect("app starts");
-    result_of(&check_success(&format!("{app} {args:?}"), &out))
-}
-
 /// Runs `app` as a cluster of `nodes` processes under `lazarus run`.
 fn cluster(nodes: usize, app: &str, args: &[&str]) -> HashMap<String, String> {
-    let out = Command::new(launcher())
+    let out = Command::new(launcher(EP))
         .args(["run", "-n", &nodes.to_string(), "--", app])
         .args(args)
         .output()
