@@ -34,6 +34,9 @@ use tokio::sync::{mpsc, oneshot, Notify};
 pub const BAD_FRAMES: &str = "lazarus_transport_bad_frames_total";
 /// Connection attempts refused during the TLS handshake (unauthenticated peers).
 pub const HANDSHAKE_FAILURES: &str = "lazarus_transport_handshake_failures_total";
+/// Connections refused because both nodes dialed each other at once (the higher rank's
+/// dial is kept).
+pub const CROSSED_DIALS: &str = "lazarus_transport_crossed_dials_total";
 /// Envelopes for actors that do not exist here or have another type, by `reason`.
 pub const UNDELIVERABLE: &str = "lazarus_transport_undeliverable_total";
 /// Frames and bytes sent and received.
@@ -861,16 +864,6 @@ async fn net_main(
     } else {
         rank
     };
-    for peer in (0..dial_upto).filter(|p| *p != rank) {
-        tokio::spawn(dial(
-            endpoint.clone(),
-            conn_tx.clone(),
-            peer,
-            config.addrs[peer as usize],
-            config.connect_timeout,
-        ));
-    }
-
     // Every connection: open our outbound stream (Hello first), read theirs.
     let rv = Arc::new(Rendezvous {
         t: Arc::clone(&t),
@@ -889,7 +882,19 @@ async fn net_main(
                 .filter_map(|(r, o)| o.map(|rx| (r as u16, rx)))
                 .collect(),
         ),
+        dialing: Mutex::new(HashSet::new()),
     });
+    for peer in (0..dial_upto).filter(|p| *p != rank) {
+        rv.begin_dial(peer);
+        tokio::spawn(dial(
+            Arc::clone(&rv),
+            endpoint.clone(),
+            conn_tx.clone(),
+            peer,
+            config.addrs[peer as usize],
+            config.connect_timeout,
+        ));
+    }
     {
         let rv = Arc::clone(&rv);
         tokio::spawn(async move {
@@ -908,6 +913,7 @@ async fn net_main(
     let endpoint_for_redial = endpoint.clone();
     let conn_tx_for_redial = conn_tx.clone();
     let addrs_for_redial = config.addrs.clone();
+    let rv_for_redial = Arc::clone(&rv);
     drop(conn_tx);
     {
         let t = Arc::clone(&t);
@@ -933,7 +939,9 @@ async fn net_main(
                         t.node_failed(s.rank, s.silent_for);
                         // With recovery on the rank comes back: the higher rank dials.
                         if t.reconnect && s.rank < rank {
+                            rv_for_redial.begin_dial(s.rank);
                             tokio::spawn(dial(
+                                Arc::clone(&rv_for_redial),
                                 endpoint_for_redial.clone(),
                                 conn_tx_for_redial.clone(),
                                 s.rank,
@@ -1003,6 +1011,7 @@ async fn net_main(
 /// Connects to `peer` at `addr`, retrying until it listens or `patience` runs out, and
 /// hands the connection to the connection tasks.
 async fn dial(
+    rv: Arc<Rendezvous>,
     endpoint: quinn::Endpoint,
     conn_tx: mpsc::UnboundedSender<(u16, quinn::Connection)>,
     peer: u16,
@@ -1017,7 +1026,10 @@ async fn dial(
         };
         match attempt {
             Ok(conn) => {
-                let _ = conn_tx.send((peer, conn));
+                // The dial ends when serve_connection has seen the peer's Hello (or not).
+                if conn_tx.send((peer, conn)).is_err() {
+                    rv.end_dial(peer);
+                }
                 return;
             }
             Err(e) if Instant::now() < deadline && !conn_tx.is_closed() => {
@@ -1026,6 +1038,7 @@ async fn dial(
             }
             Err(e) => {
                 tracing::error!(peer, "could not connect to node {peer} at {addr}: {e}");
+                rv.end_dial(peer);
                 return;
             }
         }
@@ -1048,9 +1061,37 @@ struct Rendezvous {
     /// when that connection breaks, for the peer's next incarnation).
     outbox_slots: Mutex<HashMap<u16, mpsc::Receiver<SplitFrame>>>,
     outbox_returned: Notify,
+    /// Peers this node is dialing and has not yet heard a Hello from on that dial. When
+    /// two nodes dial each other at once (two restarted nodes; a restarted node and a
+    /// survivor that saw it fail), both keep the connection dialed by the higher rank.
+    dialing: Mutex<HashSet<u16>>,
 }
 
 impl Rendezvous {
+    fn begin_dial(&self, peer: u16) {
+        self.dialing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(peer);
+    }
+
+    fn end_dial(&self, peer: u16) {
+        self.dialing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&peer);
+    }
+
+    /// Whether a connection dialed by `peer` loses against this node's own dial to it.
+    fn crossed_dial_wins(&self, peer: u16) -> bool {
+        self.rank > peer
+            && self
+                .dialing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&peer)
+    }
+
     /// Takes `peer`'s outbound queue, waiting up to `wait` for a broken connection's
     /// writer to give it back.
     async fn take_outbox(&self, peer: u16, wait: Duration) -> Option<mpsc::Receiver<SplitFrame>> {
@@ -1075,13 +1116,13 @@ impl Rendezvous {
     /// back to the slot when the connection breaks.
     fn start_writer(
         self: &Arc<Self>,
-        conn: quinn::Connection,
+        send: quinn::SendStream,
         outbox: mpsc::Receiver<SplitFrame>,
         peer: u16,
     ) {
         let rv = Arc::clone(self);
         let w = tokio::spawn(async move {
-            let back = write_loop(conn, outbox, rv.rank, rv.size, rv.incarnation).await;
+            let back = write_loop(send, outbox).await;
             if let Some(rx) = back.filter(|_| rv.t.reconnect) {
                 rv.outbox_slots
                     .lock()
@@ -1108,19 +1149,29 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
     } else {
         Duration::ZERO
     };
-    // The dialer knows its peer and opens its stream at once; the acceptor learns the
-    // peer's rank from the Hello on that stream, then opens its own.
+    // The dialer opens its stream with a Hello at once; the acceptor learns the peer's
+    // rank from that Hello, decides whether to keep the connection, and only then opens
+    // its own. Neither side hands its queued frames to a connection before it has the
+    // other's Hello, so a connection refused as a duplicate loses no frame.
+    let dial_guard = DialGuard {
+        rv: Arc::clone(&rv),
+        peer: dialed,
+    };
+    let mut dialer_stream = None;
     if dialed != u16::MAX {
-        let Some(outbox) = rv.take_outbox(dialed, handover).await else {
-            conn.close(1u32.into(), b"duplicate");
-            return;
-        };
-        rv.start_writer(conn.clone(), outbox, dialed);
+        match open_with_hello(&conn, rank, size, rv.incarnation).await {
+            Ok(send) => dialer_stream = Some(send),
+            Err(e) => {
+                tracing::debug!(peer = dialed, "cannot open stream: {e}");
+                return;
+            }
+        }
     }
     let mut recv = match conn.accept_uni().await {
         Ok(r) => r,
         Err(e) => {
-            tracing::warn!("peer closed before opening its stream: {e}");
+            // A refused crossed dial ends here too (the peer kept its own dial).
+            tracing::debug!("peer closed before opening its stream: {e}");
             return;
         }
     };
@@ -1158,6 +1209,15 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         conn.close(1u32.into(), b"identity mismatch");
         return;
     }
+    if dialed == u16::MAX && t.reconnect && rv.crossed_dial_wins(peer) {
+        tracing::debug!(
+            peer,
+            "node {peer} dialed while this node dials it; keeping ours"
+        );
+        counter!(CROSSED_DIALS).increment(1);
+        conn.close(1u32.into(), b"crossed dial");
+        return;
+    }
     // A newer incarnation of a peer we still think alive: the old one died (faster than
     // its heartbeats could tell).
     let previous = t
@@ -1191,18 +1251,33 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         }
         _ => {}
     }
-    if dialed == u16::MAX {
-        let Some(outbox) = rv.take_outbox(peer, handover).await else {
-            tracing::warn!(peer, "duplicate connection from node {peer}; closing it");
-            conn.close(1u32.into(), b"duplicate");
-            return;
-        };
-        rv.start_writer(conn.clone(), outbox, peer);
-    }
+    let Some(outbox) = rv.take_outbox(peer, handover).await else {
+        tracing::warn!(peer, "duplicate connection from node {peer}; closing it");
+        conn.close(1u32.into(), b"duplicate");
+        return;
+    };
+    let send = match dialer_stream {
+        Some(send) => send,
+        None => match open_with_hello(&conn, rank, size, rv.incarnation).await {
+            Ok(send) => send,
+            Err(e) => {
+                tracing::warn!(peer, "cannot open stream: {e}");
+                rv.outbox_slots
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(peer, outbox);
+                rv.outbox_returned.notify_waiters();
+                return;
+            }
+        },
+    };
+    rv.start_writer(send, outbox, peer);
     t.conns
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(peer, (incarnation, conn.clone()));
+    // From here a crossed connection from the peer meets this one in `conns`.
+    drop(dial_guard);
     if let Ok(link) = t.link(peer) {
         link.state.store(LINK_UP, Ordering::Release);
     }
@@ -1284,22 +1359,16 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
 
 /// Writes `outbox` to the peer. Returns the queue if the connection broke (it can serve
 /// the peer's next incarnation), `None` once the stream was finished on purpose.
-async fn write_loop(
-    conn: quinn::Connection,
-    mut outbox: mpsc::Receiver<SplitFrame>,
+/// Opens this node's stream on `conn` and writes its Hello.
+async fn open_with_hello(
+    conn: &quinn::Connection,
     rank: u16,
     size: usize,
     incarnation: u32,
-) -> Option<mpsc::Receiver<SplitFrame>> {
-    let mut send = match conn.open_uni().await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!("cannot open stream: {e}");
-            return Some(outbox);
-        }
-    };
+) -> Result<quinn::SendStream, String> {
+    let mut send = conn.open_uni().await.map_err(|e| e.to_string())?;
     let mut hello = Vec::new();
-    if frame::encode(
+    frame::encode(
         &FrameBody::Hello {
             rank,
             size: size as u16,
@@ -1307,11 +1376,30 @@ async fn write_loop(
         },
         &mut hello,
     )
-    .is_err()
-        || send.write_all(&hello).await.is_err()
-    {
-        return Some(outbox);
+    .map_err(|e| e.to_string())?;
+    send.write_all(&hello).await.map_err(|e| e.to_string())?;
+    Ok(send)
+}
+
+/// Ends this node's dial to a peer when the connection task that took it over is done
+/// with the handshake, however it ends.
+struct DialGuard {
+    rv: Arc<Rendezvous>,
+    peer: u16,
+}
+
+impl Drop for DialGuard {
+    fn drop(&mut self) {
+        if self.peer != u16::MAX {
+            self.rv.end_dial(self.peer);
+        }
     }
+}
+
+async fn write_loop(
+    mut send: quinn::SendStream,
+    mut outbox: mpsc::Receiver<SplitFrame>,
+) -> Option<mpsc::Receiver<SplitFrame>> {
     let mut frames: Vec<SplitFrame> = Vec::with_capacity(64);
     let mut batch: Vec<Bytes> = Vec::with_capacity(128);
     let mut finished = false;
