@@ -76,6 +76,14 @@ impl<A: Actor> ActorRef<A> {
         }
     }
 
+    /// The actor's cell when it lives on this node.
+    pub(crate) fn local_cell(&self) -> Option<&Arc<ActorCell<A>>> {
+        match &self.route {
+            Route::Local(cell) => Some(cell),
+            Route::Remote(_) => None,
+        }
+    }
+
     pub(crate) fn remote(id: ActorId, node: NodeHandle, ask_timeout: Duration) -> Self {
         ActorRef {
             route: Route::Remote(Arc::new(RemoteTarget {

@@ -1,11 +1,13 @@
 //! What a handler can reach besides its own state: its own reference, its node, its core,
-//! the means to stop itself, and the nondeterministic inputs (time, random numbers) that
-//! recovery logs and replays.
+//! the means to stop itself, timers, and the nondeterministic inputs (time, random
+//! numbers) that recovery logs and replays.
 
-use crate::actor::Actor;
+use crate::actor::{Actor, Message};
 use crate::actor_id::ActorId;
 use crate::actor_ref::ActorRef;
 use crate::node::{CoreId, NodeHandle};
+use crate::reply::ReplyTo;
+use crate::timer::TimerId;
 use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -52,6 +54,51 @@ impl<A: Actor> Context<A> {
     /// [`crate::AskError::ActorStopped`].
     pub fn stop(&mut self) {
         self.stop_requested = true;
+    }
+
+    /// Sends `msg` to this actor after `delay` (a timer). The message is handled like any
+    /// other, after `delay` at the earliest; cancel it with [`Context::cancel_timer`].
+    ///
+    /// With recovery on a pending timer survives a failure (the checkpoint holds it and
+    /// the restore re-arms it with the delay it had left), and in an order-sensitive actor
+    /// the point at which a timer is handled among the other messages is logged and
+    /// replayed exactly. In a send-deterministic actor that point is free after a restore:
+    /// only use timers there for what does not change the messages it sends.
+    pub fn send_after<M: Message<A>>(&mut self, delay: Duration, msg: M) -> TimerId {
+        let set = msg.into_set(ReplyTo::none());
+        match self.myself.local_cell() {
+            Some(cell) => cell.arm_timer(delay, set),
+            // A context always belongs to a local actor.
+            None => TimerId(0),
+        }
+    }
+
+    /// Cancels a timer of this actor: true if its message had not been handled yet (it
+    /// now never will be), false if it already was (or the id is not one of its timers).
+    pub fn cancel_timer(&mut self, timer: TimerId) -> bool {
+        self.myself
+            .local_cell()
+            .is_some_and(|cell| cell.cancel_timer(timer))
+    }
+
+    /// Whether messages are waiting in this actor's mailbox: a probe, the try-receive of
+    /// an actor (it takes no message; return from the handler to get the next one). For
+    /// handlers that work in slices and yield only when there is something to serve.
+    ///
+    /// The answer depends on timing, so with recovery on it is an event of an
+    /// order-sensitive actor: "messages waiting" is logged, and runs of "nothing waiting"
+    /// are logged lazily (one determinant per run, and only once a message leaves the node
+    /// after them); a restored actor's probes return the logged answers. In an actor that
+    /// is not order-sensitive the answer is not logged, so its sends must not depend on it.
+    pub fn messages_waiting(&mut self) -> bool {
+        let Some(cell) = self.myself.local_cell() else {
+            return false;
+        };
+        let fresh = || !cell.mailbox.is_empty();
+        match self.node.recovery_layer() {
+            Some(layer) if A::ORDER_SENSITIVE => layer.probe(self.myself.id(), fresh),
+            _ => fresh(),
+        }
     }
 
     pub(crate) fn stop_requested(&self) -> bool {

@@ -56,6 +56,7 @@ pub mod reply;
 pub mod supervision;
 pub mod supervisor;
 pub mod telemetry;
+pub mod timer;
 pub mod topology;
 pub mod transport;
 pub mod wire;

@@ -16,12 +16,14 @@ use crate::mailbox::{Mailbox, Signal, Stamp, Status};
 use crate::node::{CoreId, NodeHandle};
 use crate::supervision::{panic_text, FailureKind, SupervisionEvent};
 use crate::telemetry::ActorStats;
+use crate::timer::{TimerId, TimerTarget, Timers};
 use crate::transport::frame::{Envelope, RemoteError};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// Messages handled per turn before the core moves on to other actors.
@@ -54,6 +56,10 @@ pub(crate) struct ActorImage {
     /// For an order-sensitive actor: each pending message's channel stamp (same order).
     #[serde(default)]
     pub(crate) stamps: Vec<Option<Stamp>>,
+    /// Its timers: arm count, pending ones with their remaining delay, fired ones not yet
+    /// handled.
+    #[serde(default)]
+    pub(crate) timers: crate::timer::TimersImage,
 }
 
 /// One actor: its mailbox, its state, and where it runs.
@@ -64,6 +70,8 @@ pub(crate) struct ActorCell<A: Actor> {
     core_id: CoreId,
     node: NodeHandle,
     state: Mutex<State<A>>,
+    /// Locked apart from `state`: the timer thread fires while a handler runs.
+    timers: Mutex<Timers<A::Msg>>,
 }
 
 enum Phase {
@@ -112,7 +120,42 @@ impl<A: Actor> ActorCell<A> {
                 stats,
                 stash: VecDeque::new(),
             }),
+            timers: Mutex::new(Timers::default()),
         })
+    }
+
+    /// Arms a timer that sends `msg` to this actor after `delay`.
+    pub(crate) fn arm_timer(self: &Arc<Self>, delay: Duration, msg: A::Msg) -> TimerId {
+        let deadline = Instant::now() + delay;
+        let seq = self
+            .timers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .arm(deadline, msg);
+        let weak: Weak<dyn TimerTarget> = Arc::downgrade(self) as Weak<dyn TimerTarget>;
+        crate::timer::schedule(deadline, seq, weak);
+        TimerId(seq)
+    }
+
+    /// Cancels a timer: true if its message had not been handled (and now never will be).
+    pub(crate) fn cancel_timer(&self, id: TimerId) -> bool {
+        self.timers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cancel(id.0)
+    }
+
+    /// Whether the message with `stamp`, just taken out of the mailbox, is to be handled
+    /// (false for a timer cancelled after it fired).
+    fn handle_now(&self, stamp: Option<Stamp>) -> bool {
+        match stamp {
+            Some(s) if crate::timer::is_source(s.from) => self
+                .timers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .handle(s.index),
+            _ => true,
+        }
     }
 
     /// The node the actor lives on.
@@ -213,7 +256,7 @@ impl<A: Actor> ActorCell<A> {
         for _ in 0..BATCH {
             let stashed = layer.and_then(|l| take_admitted(l, id, stash));
             let signal = match stashed {
-                Some(msg) => Signal::Msg(msg),
+                Some((msg, stamp)) => Signal::Stamped(msg, stamp),
                 None => {
                     let Some(signal) = self.mailbox.pop() else {
                         break;
@@ -224,20 +267,31 @@ impl<A: Actor> ActorCell<A> {
                         // makes it the next delivery; a held one keeps its place.
                         (Signal::Stamped(msg, stamp), Some(l)) => {
                             if stash.is_empty() && l.admit(id, stamp) {
-                                Signal::Msg(msg)
+                                Signal::Stamped(msg, stamp)
                             } else {
                                 stash.push_back((msg, stamp));
                                 continue;
                             }
                         }
-                        (Signal::Stamped(msg, _), None) => Signal::Msg(msg),
                         (other, _) => other,
                     }
                 }
             };
-            match signal {
-                Signal::Stamped(..) => {}
-                Signal::Msg(msg) => {
+            let (msg, stamp) = match signal {
+                Signal::Msg(msg) => (Some(msg), None),
+                Signal::Stamped(msg, stamp) => (Some(msg), Some(stamp)),
+                other => {
+                    if let Some(e) = self.control(other, stats) {
+                        exit = Some(e);
+                        break;
+                    }
+                    (None, None)
+                }
+            };
+            match msg {
+                Some(msg) if !self.handle_now(stamp) => drop(msg),
+                None => {}
+                Some(msg) => {
                     let message_type = msg.type_name();
                     let started = stats.start_handler();
                     let id = self.mailbox.id;
@@ -258,13 +312,6 @@ impl<A: Actor> ActorCell<A> {
                         break;
                     }
                 }
-                Signal::Stop => {
-                    exit = Some(Exit::Stopped);
-                    break;
-                }
-                Signal::Barrier(ack) => {
-                    let _ = ack.send(stats.total_delivered);
-                }
             }
         }
         if !stash.is_empty() {
@@ -275,6 +322,18 @@ impl<A: Actor> ActorCell<A> {
         let depth = self.mailbox.len() as u64;
         stats.flush(dequeued, depth, self.mailbox.signals_pushed());
         exit
+    }
+
+    /// Acts on a control signal; returns how the actor ends if it does.
+    fn control(&self, signal: Signal<A::Msg>, stats: &ActorStats) -> Option<Exit> {
+        match signal {
+            Signal::Stop => Some(Exit::Stopped),
+            Signal::Barrier(ack) => {
+                let _ = ack.send(stats.total_delivered);
+                None
+            }
+            Signal::Msg(_) | Signal::Stamped(..) => None,
+        }
     }
 
     fn exit(&self, state: &mut State<A>, exit: Exit) {
@@ -323,21 +382,24 @@ impl<A: Actor> ActorCell<A> {
 }
 
 /// The first held message of an order-sensitive actor that its delivery order admits
-/// now (only the oldest held message of each channel is a candidate: channels stay FIFO).
+/// now (only the oldest held message of each channel is a candidate: channels stay FIFO;
+/// timers fire in deadline order, not arm order, so every held timer is one).
 fn take_admitted<M>(
     layer: &crate::recovery_layer::RecoveryLayer,
     id: ActorId,
     stash: &mut VecDeque<(M, Stamp)>,
-) -> Option<M> {
+) -> Option<(M, Stamp)> {
     let mut seen: Vec<ActorId> = Vec::new();
     let pos = stash.iter().position(|(_, stamp)| {
-        if seen.contains(&stamp.from) {
-            return false;
+        if !crate::timer::is_source(stamp.from) {
+            if seen.contains(&stamp.from) {
+                return false;
+            }
+            seen.push(stamp.from);
         }
-        seen.push(stamp.from);
         layer.admit(id, *stamp)
     })?;
-    stash.remove(pos).map(|(m, _)| m)
+    stash.remove(pos)
 }
 
 /// Accounts for messages that will never be handled: counted, logged, and their askers'
@@ -371,6 +433,24 @@ impl<A: Actor> Runnable for ActorCell<A> {
         }
         self.scheduled.store(false, Ordering::SeqCst);
         if !self.mailbox.is_empty() {
+            self.notify();
+        }
+    }
+}
+
+impl<A: Actor> TimerTarget for ActorCell<A> {
+    fn fire(self: Arc<Self>, seq: u64) {
+        // The push happens under the timers lock (see `checkpoint_image`).
+        let mut timers = self.timers.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(msg) = timers.take_fired(seq) else {
+            return; // cancelled
+        };
+        let stamp = Stamp {
+            from: crate::timer::source_of(self.mailbox.id),
+            index: seq,
+        };
+        if self.mailbox.push_stamped(msg, stamp).is_ok() {
+            drop(timers);
             self.notify();
         }
     }
@@ -468,6 +548,9 @@ impl<A: Actor> Control for ActorCell<A> {
             Phase::Running => true,
             Phase::Exited => return Ok(None),
         };
+        // Timers first: the timer thread pushes a fired one under this lock, so the image
+        // holds each timer either pending or in the mailbox, never both or neither.
+        let timers = self.timers.lock().unwrap_or_else(|e| e.into_inner());
         let mut signals = Vec::with_capacity(self.mailbox.len());
         while let Some(s) = self.mailbox.pop() {
             signals.push(s);
@@ -488,12 +571,16 @@ impl<A: Actor> Control for ActorCell<A> {
                 mailbox.push(crate::payload::Payload(bytes));
                 stamps.push(stamp);
             }
-            Ok::<_, String>((state_bytes, mailbox, stamps))
+            let timers = timers
+                .image(Instant::now(), |m| crate::wire::encode(m))
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>((state_bytes, mailbox, stamps, timers))
         });
         for s in signals {
             self.mailbox.requeue(s);
         }
-        let (state_bytes, mailbox, stamps) =
+        drop(timers);
+        let (state_bytes, mailbox, stamps, timers) =
             encoded.map_err(|e| format!("actor {} ({}): {e}", self.mailbox.id, A::NAME))?;
         Ok(Some(ActorImage {
             id: self.mailbox.id,
@@ -502,6 +589,7 @@ impl<A: Actor> Control for ActorCell<A> {
             state: crate::payload::Payload(state_bytes),
             mailbox,
             stamps,
+            timers,
         }))
     }
 
@@ -525,6 +613,20 @@ impl<A: Actor> Control for ActorCell<A> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if !matches!(state.phase, Phase::NotStarted) {
             return Err(format!("actor {id} already runs: too late to restore it"));
+        }
+        if !image.timers.is_empty() {
+            let due = self
+                .timers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .restore(&image.timers, Instant::now(), |b| {
+                    crate::wire::decode::<A::Msg>(b)
+                })
+                .map_err(|e| format!("actor {id} ({}): timer message: {e}", A::NAME))?;
+            for (seq, deadline) in due {
+                let weak: Weak<dyn TimerTarget> = Arc::downgrade(&self) as Weak<dyn TimerTarget>;
+                crate::timer::schedule(deadline, seq, weak);
+            }
         }
         state.actor = Some(actor);
         if image.started {

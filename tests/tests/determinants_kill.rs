@@ -1,6 +1,6 @@
 //! Exact recovery of an order-sensitive actor with real processes: `master-worker` on 4
-//! nodes under `lazarus run --ft on`, whose master hands out tasks in arrival order and
-//! salts each with `ctx.random()`. Nodes are SIGKILLed by PID from outside. The run must
+//! nodes under `lazarus run --ft on`, whose master hands out tasks in arrival order,
+//! salts each with `ctx.random()` and stamps each with the epoch of its timer. Nodes are SIGKILLed by PID from outside. The run must
 //! end with every task done exactly once (the answer) and with the recovered master's
 //! ledger agreeing with what every worker received (`consistent=true`): no survivor holds
 //! a hand-out that the recovered run contradicts.
@@ -71,6 +71,14 @@ fn the_masters_node_sigkilled_mid_run_hands_out_exactly_what_the_workers_receive
     );
     // The workers' nodes logged the master's determinants and released them again.
     assert!(finals[&0]["determinants"] > 0);
+    // Its epoch timer fired among the requests; the restored master handled the timer
+    // messages at the logged points (the epochs are in every hand-out the workers hold).
+    assert!(result["epochs"].parse::<u64>().unwrap() > 1, "{result:?}");
+    assert!(
+        finals[&0]["timers_replayed"] > 0,
+        "the restored master replayed its timer deliveries: {:?}",
+        finals[&0]
+    );
 }
 
 #[test]

@@ -4,6 +4,14 @@
 //! task depends on timing — so with recovery on its deliveries and draws are logged as
 //! determinants and replayed after a failure.
 //!
+//! The master also runs a timer: every `--epoch-ms` its epoch advances, and every
+//! hand-out carries the mark of the epoch it was made in. At each epoch the master audits
+//! its ledger in slices for as long as no request is waiting (`ctx.messages_waiting()`,
+//! the actor's try-receive), and the number of slices it got done goes into the mark.
+//! Where the timer's deliveries fall among the requests, and what each probe found, are
+//! nondeterministic too, so with recovery on they are logged and replayed like the
+//! arrivals; once every task is handed out the master cancels its timer.
+//!
 //! Workers run on every node but the master's (with one node, next to it).
 //!
 //! The RESULT line holds the answer (the sum of every task's result: each task must be
@@ -13,11 +21,12 @@
 //! contradicts.
 
 use clap::Parser;
+use lazarus::timer::TimerId;
 use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Context, Node, ReplyTo};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::time::{Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 /// Hand out tasks in arrival order from one master to workers on every node.
 #[derive(Parser, Debug)]
@@ -32,6 +41,9 @@ struct Args {
     /// Workers per node.
     #[arg(long, default_value_t = 1)]
     workers_per_node: u64,
+    /// Period of the master's epoch timer, in milliseconds.
+    #[arg(long, default_value_t = 5)]
+    epoch_ms: u64,
 }
 
 /// What the master reports when every worker has finished.
@@ -43,6 +55,8 @@ struct Outcome {
     handed_out: u64,
     /// Fewest and most tasks any worker got.
     spread: (u64, u64),
+    /// Epochs the timer started.
+    epochs: u64,
 }
 
 #[derive(Actor, Serialize, Deserialize)]
@@ -61,6 +75,14 @@ struct Master {
     outcome: Option<Outcome>,
     #[serde(skip)]
     waiting: ReplyTo<Outcome>,
+    epoch: u64,
+    /// The current epoch's mark: its number and the audit slices done at its start.
+    mark: u64,
+    /// Audit slices done so far (each a bit of hashing over the ledger).
+    audited: u64,
+    epoch_ms: u64,
+    /// The armed epoch timer, if any.
+    ticking: Option<TimerId>,
 }
 
 #[messages]
@@ -78,8 +100,14 @@ impl Master {
             self.answer = self.answer.wrapping_add(v);
         }
         if self.next >= self.tasks {
+            if let Some(timer) = self.ticking.take() {
+                ctx.cancel_timer(timer);
+            }
             let _ = from.tell(Stop {});
             return;
+        }
+        if self.epoch == 0 {
+            self.next_epoch(ctx);
         }
         let task = self.next;
         self.next += 1;
@@ -88,11 +116,24 @@ impl Master {
             .now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
-        self.ledger = mix(mix(mix(mix(self.ledger, worker), task), salt), at);
+        let epoch = self.mark;
+        self.ledger = mix(
+            mix(mix(mix(mix(self.ledger, worker), task), salt), at),
+            epoch,
+        );
         let mine = self.per_worker.entry(worker).or_default();
-        *mine = (mine.0 + 1, mix(mix(mine.1, task), salt));
-        if from.tell(Task { task, salt }).is_err() {
+        *mine = (mine.0 + 1, mix(mix(mix(mine.1, task), salt), epoch));
+        if from.tell(Task { task, salt, epoch }).is_err() {
             tracing::error!(worker, "worker unreachable");
+        }
+    }
+
+    /// The epoch timer fired: hand-outs from now on belong to the next epoch.
+    #[message]
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        self.ticking = None;
+        if self.next < self.tasks {
+            self.next_epoch(ctx);
         }
     }
 
@@ -121,6 +162,7 @@ impl Master {
                     self.per_worker.values().map(|w| w.0).min().unwrap_or(0),
                     self.per_worker.values().map(|w| w.0).max().unwrap_or(0),
                 ),
+                epochs: self.epoch,
             };
             let _ = std::mem::take(&mut self.waiting).send(outcome.clone());
             self.outcome = Some(outcome);
@@ -136,6 +178,20 @@ impl Master {
             }
             None => self.waiting = reply,
         }
+    }
+}
+
+impl Master {
+    fn next_epoch(&mut self, ctx: &mut Context<Self>) {
+        self.epoch += 1;
+        // Audit while nobody waits for a task, at most a few slices.
+        let mut slices = 0u64;
+        while slices < 8 && !ctx.messages_waiting() {
+            slices += 1;
+            self.audited = (0..2_000).fold(mix(self.audited, self.ledger), mix);
+        }
+        self.mark = mix(self.epoch, slices);
+        self.ticking = Some(ctx.send_after(Duration::from_millis(self.epoch_ms), Tick {}));
     }
 }
 
@@ -161,9 +217,9 @@ impl Worker {
     }
 
     #[message]
-    fn task(&mut self, task: u64, salt: u64, ctx: &mut Context<Self>) {
+    fn task(&mut self, task: u64, salt: u64, epoch: u64, ctx: &mut Context<Self>) {
         self.received += 1;
-        self.digest = mix(mix(self.digest, task), salt);
+        self.digest = mix(mix(mix(self.digest, task), salt), epoch);
         let value = compute(task, self.work);
         if let Some(m) = &self.master {
             let _ = m.tell(Request {
@@ -218,6 +274,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             consistent: true,
             outcome: None,
             waiting: ReplyTo::none(),
+            epoch: 0,
+            mark: 0,
+            audited: 0,
+            epoch_ms: args.epoch_ms.max(1),
+            ticking: None,
         })?;
         expect_id(m, master_id, "master")?;
     }
@@ -265,6 +326,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                     "tasks_per_worker",
                     format!("{}..{}", outcome.spread.0, outcome.spread.1)
                 )
+                .field("epochs", outcome.epochs)
                 .field("elapsed_s", format!("{elapsed:.6}"))
                 .field("tasks_per_s", format!("{:.0}", args.tasks as f64 / elapsed))
                 .finish(verified)

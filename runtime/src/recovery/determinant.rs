@@ -31,6 +31,9 @@ pub enum Event {
     /// Every poll at ticks up to and including this one that has no determinant of its
     /// own found the mailbox empty (lazy logging of empty polls: one event for a run).
     EmptyUpTo(u64),
+    /// A probe found messages waiting without taking one (which one is delivered next is
+    /// a delivery event of its own).
+    Waiting,
 }
 
 /// One determinant: actor, tick, outcome.
@@ -70,6 +73,8 @@ pub enum ReplayPoll {
     },
     /// The original poll found the mailbox empty.
     Empty,
+    /// The original probe found messages waiting (and took none).
+    Waiting,
     /// Not covered: poll for real (and record).
     Free,
 }
@@ -189,6 +194,7 @@ impl ReplayScript {
                 channel,
                 send_index,
             }),
+            Some((Some(Event::Waiting), _)) => Ok(ReplayPoll::Waiting),
             Some((Some(other), _)) => Err(Diverged {
                 actor,
                 tick,
@@ -264,6 +270,38 @@ mod tests {
         ));
         assert_eq!(s.poll(actor(1), 11), Ok(ReplayPoll::Free));
         assert_eq!(s.horizon(actor(1)), 10);
+    }
+
+    #[test]
+    fn a_probe_that_found_messages_replays_as_waiting_and_empty_runs_around_it_as_empty() {
+        let dets = [
+            Determinant {
+                actor: actor(1),
+                tick: 1,
+                event: Event::EmptyUpTo(2),
+            },
+            Determinant {
+                actor: actor(1),
+                tick: 3,
+                event: Event::Waiting,
+            },
+            Determinant {
+                actor: actor(1),
+                tick: 4,
+                event: delivery(3, 1),
+            },
+        ];
+        let s = ReplayScript::new(&dets);
+        assert_eq!(s.poll(actor(1), 2), Ok(ReplayPoll::Empty));
+        assert_eq!(s.poll(actor(1), 3), Ok(ReplayPoll::Waiting));
+        assert!(
+            s.delivery(actor(1), 3).is_err(),
+            "a probe is not a delivery"
+        );
+        assert!(matches!(
+            s.delivery(actor(1), 4),
+            Ok(ReplayDelivery::Forced { send_index: 1, .. })
+        ));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::mailbox::Stamp;
 use crate::node::NodeHandle;
 use crate::recovery::{
     ChannelId, Determinant, Event, EventLogging, EventMessage, EventSnapshot, EventStore,
-    ReplayDelivery, SetId,
+    ReplayDelivery, ReplayPoll, SetId,
 };
 use crate::transport::frame::FrameBody;
 use metrics::counter;
@@ -59,6 +59,8 @@ pub(crate) struct Events {
     early: Vec<(u16, EventMessage)>,
     /// Frames that had to wait for stable determinants.
     gated: u64,
+    /// Timer deliveries a restored actor was forced to repeat at their logged point.
+    timers_replayed: u64,
 }
 
 /// What a node's checkpoint records of its determinants.
@@ -93,6 +95,7 @@ impl Events {
             waiting: HashSet::new(),
             early: Vec::new(),
             gated: 0,
+            timers_replayed: 0,
         }
     }
 
@@ -100,9 +103,10 @@ impl Events {
     pub(crate) fn report(&self) -> String {
         let s = self.logging.as_ref().map(|l| l.stats()).unwrap_or_default();
         format!(
-            "determinants={} determinants_replayed={} determinants_shipped={} gated_sends={} held_now={} logger_keeps={}",
+            "determinants={} determinants_replayed={} timers_replayed={} determinants_shipped={} gated_sends={} held_now={} logger_keeps={}",
             s.recorded,
             s.replayed,
+            self.timers_replayed,
             s.shipped,
             self.gated,
             self.held.len(),
@@ -174,6 +178,9 @@ impl RecoveryLayer {
                 if next {
                     logging.note_replayed();
                     counter!(DETERMINANTS_REPLAYED).increment(1);
+                    if crate::timer::is_source(stamp.from) {
+                        events.timers_replayed += 1;
+                    }
                 }
                 next
             }
@@ -240,6 +247,49 @@ impl RecoveryLayer {
                 });
                 counter!(DETERMINANTS).increment(1);
                 v
+            }
+        }
+    }
+
+    /// A probe of order-sensitive `actor`'s mailbox: whether messages are waiting. During
+    /// its replay the logged answer; past it `fresh()`, recorded (a run of empty answers
+    /// lazily, as one determinant, and only if a message leaves the node after it).
+    pub(crate) fn probe(&self, actor: ActorId, fresh: impl FnOnce() -> bool) -> bool {
+        let mut core = self.lock();
+        let Core { events, .. } = &mut *core;
+        let Some(logging) = events.logging.as_mut() else {
+            return fresh();
+        };
+        let tick = events.clocks.get(&actor).copied().unwrap_or(0) + 1;
+        events.clocks.insert(actor, tick);
+        match logging.script().poll(actor, tick) {
+            Ok(ReplayPoll::Empty) => {
+                logging.note_replayed();
+                counter!(DETERMINANTS_REPLAYED).increment(1);
+                false
+            }
+            Ok(ReplayPoll::Waiting | ReplayPoll::Forced { .. }) => {
+                logging.note_replayed();
+                counter!(DETERMINANTS_REPLAYED).increment(1);
+                true
+            }
+            other => {
+                if let Err(e) = other {
+                    counter!(DIVERGENCES).increment(1);
+                    tracing::error!("{e}; the actor runs free from here");
+                }
+                let waiting = fresh();
+                if waiting {
+                    logging.record(Determinant {
+                        actor,
+                        tick,
+                        event: Event::Waiting,
+                    });
+                    counter!(DETERMINANTS).increment(1);
+                } else {
+                    logging.empty_poll(actor, tick);
+                }
+                waiting
             }
         }
     }
