@@ -572,7 +572,7 @@ impl<A: Actor> Control for ActorCell<A> {
                 stamps.push(stamp);
             }
             let timers = timers
-                .image(Instant::now(), |m| crate::wire::encode(m))
+                .image(Instant::now(), crate::wire::encode)
                 .map_err(|e| e.to_string())?;
             Ok::<_, String>((state_bytes, mailbox, stamps, timers))
         });
