@@ -197,6 +197,21 @@ thread_local! {
     static CURRENT: RefCell<Option<NodeHandle>> = const { RefCell::new(None) };
 }
 
+/// Makes a node the thread's current one until dropped (then the previous one is back).
+pub(crate) struct CurrentNode(Option<NodeHandle>);
+
+impl CurrentNode {
+    pub(crate) fn enter(node: &NodeHandle) -> Self {
+        CurrentNode(NodeHandle::set_current(Some(node.clone())))
+    }
+}
+
+impl Drop for CurrentNode {
+    fn drop(&mut self) {
+        NodeHandle::set_current(self.0.take());
+    }
+}
+
 impl NodeHandle {
     /// The node whose executor (or [`Node::block_on`]) is running on this thread.
     pub fn current() -> Option<NodeHandle> {

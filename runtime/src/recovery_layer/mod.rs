@@ -26,7 +26,7 @@ pub mod set_checkpoint;
 use crate::actor_id::ActorId;
 use crate::checkpoint::DirectoryStore;
 use crate::lifecycle::{ActorImage, Control};
-use crate::node::NodeHandle;
+use crate::node::{CurrentNode, NodeHandle};
 use crate::recovery::{
     Action, ChannelId, ControlMessage, Incarnation, MessageMeta, SendOutcome, SetId, SetProtocol,
 };
@@ -414,15 +414,17 @@ impl RecoveryLayer {
         let rank = env.to.rank();
         let frame = {
             let mut core = self.lock();
-            Self::log_send(&mut core, from, env).and_then(|f| self.gate(&mut core, rank, f))
+            Self::log_send(&mut core, from, env).and_then(|f| self.gate_ahead(&mut core, rank, f))
         };
         match (frame, self.transport()) {
-            (Some(frame), Some(t)) => match t.send_body(rank, &frame) {
-                Ok(()) => Ok(()),
-                // Logged: the peer gets it again when its replacement rolls back.
-                Err(crate::transport::TransportError::PeerDown(_)) => Ok(()),
-                Err(e) => Err(e.to_string()),
-            },
+            (Some((ahead, frame)), Some(t)) => {
+                match t.send_body_after(rank, ahead.as_ref(), &frame) {
+                    Ok(()) => Ok(()),
+                    // Logged: the peer gets it again when its replacement rolls back.
+                    Err(crate::transport::TransportError::PeerDown(_)) => Ok(()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
             (None, _) => Ok(()),
             (Some(_), None) => Err("no transport".into()),
         }
@@ -465,6 +467,9 @@ impl RecoveryLayer {
             return 0;
         };
         let mut deepest = 0;
+        // Messages hold actor references, which resolve against the current node: the
+        // caller may be a thread of no node (the app's main during a restore).
+        let _current = CurrentNode::enter(node);
         while let Some(d) = protocol.poll_delivery() {
             let to = d.payload.to;
             let stamp = crate::mailbox::Stamp {

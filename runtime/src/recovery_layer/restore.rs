@@ -152,7 +152,7 @@ impl RecoveryLayer {
         let deferred = std::mem::take(&mut core.deferred);
         let mut images = std::mem::take(&mut core.images);
         // States hold actor references: they resolve against this node.
-        let previous = NodeHandle::set_current(Some(node.clone()));
+        let current = crate::node::CurrentNode::enter(node);
         let mut restored = 0;
         for cell in &deferred {
             if let Some(image) = images.remove(&cell.id()) {
@@ -165,7 +165,7 @@ impl RecoveryLayer {
                 }
             }
         }
-        NodeHandle::set_current(previous);
+        drop(current);
         for id in images.keys() {
             tracing::error!(actor = %id, "actor in the checkpoint was not spawned again by main; its state is lost");
         }
