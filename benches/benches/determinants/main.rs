@@ -6,10 +6,8 @@
 //!    with event loggers configured (the feature present) against the same with none
 //!    (`LAZARUS_EVENT_LOGGERS=0`: what recovery cost before this feature) — deterministic
 //!    deliveries must cost nothing more; and an order-sensitive receiver (each ball a
-//!    determinant) against the deterministic one — target ≤ 2×. With 2 nodes the other
-//!    node is the receiver's only logger, so its answer carries the determinant just
-//!    ahead of it; the same with that shortcut off (`LAZARUS_SHIP_AHEAD=0`: the answer
-//!    waits for the logger's acknowledgement) is measured too.
+//!    determinant, its answer held until two loggers acknowledged) against the
+//!    deterministic one — target ≤ 2×.
 //! 2. `kvstore` throughput (4 nodes, order-sensitive shards) with recovery on against off.
 //!
 //! Writes `target/criterion/lazarus-determinants-summary.md`. `LAZARUS_BENCH_REPS` sets
@@ -32,10 +30,6 @@ struct Variant {
 }
 
 fn pingpong(order_sensitive: bool, loggers: &str) -> Launch {
-    pingpong_with(order_sensitive, loggers, true)
-}
-
-fn pingpong_with(order_sensitive: bool, loggers: &str, ship_ahead: bool) -> Launch {
     let mut args = vec!["--min-size", "8", "--max-size", "8", "--iters", "4000"];
     if order_sensitive {
         args.push("--order-sensitive");
@@ -43,9 +37,6 @@ fn pingpong_with(order_sensitive: bool, loggers: &str, ship_ahead: bool) -> Laun
     let mut l = Launch::new("pingpong", 2, &args);
     l.recovery = Some(Duration::ZERO);
     l.env.push(("LAZARUS_EVENT_LOGGERS".into(), loggers.into()));
-    if !ship_ahead {
-        l.env.push(("LAZARUS_SHIP_AHEAD".into(), "0".into()));
-    }
     l
 }
 
@@ -95,11 +86,6 @@ fn main() -> Result<()> {
             launch: pingpong(true, "2"),
             field: "min_latency_us",
         },
-        Variant {
-            name: "order-sensitive, waiting for the ack",
-            launch: pingpong_with(true, "2", false),
-            field: "min_latency_us",
-        },
     ];
     let lat = measure(&bins, &latency, reps)?;
     let throughput = [
@@ -122,8 +108,7 @@ fn main() -> Result<()> {
          |---|---|---|---|\n\
          | deterministic receiver, no event loggers | {:.1} | 1.00 | |\n\
          | deterministic receiver, 2 event loggers | {:.1} | {:.2} vs no loggers | ≤ 1.0× (+noise): {} |\n\
-         | order-sensitive receiver, 2 event loggers (determinant ahead of the answer) | {:.1} | {:.2} vs deterministic | ≤ 2×: {} |\n\
-         | order-sensitive receiver, answer waits for the logger's ack (`LAZARUS_SHIP_AHEAD=0`) | {:.1} | {:.2} vs deterministic | |\n\n\
+         | order-sensitive receiver, 2 event loggers | {:.1} | {:.2} vs deterministic | ≤ 2×: {} |\n\n\
          | kvstore, 4 nodes, 3000 ops/client | ops/s | on/off |\n\
          |---|---|---|\n\
          | recovery off | {:.0} | |\n\
@@ -137,8 +122,6 @@ fn main() -> Result<()> {
         lat[2],
         lat[2] / lat[1],
         verdict(lat[2] / lat[1] <= 2.0),
-        lat[3],
-        lat[3] / lat[1],
         tput[0],
         tput[1],
         tput[1] / tput[0],

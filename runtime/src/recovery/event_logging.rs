@@ -377,47 +377,6 @@ impl EventLogging {
         self.next_seq
     }
 
-    /// The shortcut of the pessimistic rule for a message to `to`, one of this set's
-    /// loggers, that waits for `needed`: if every *other* logger already holds everything
-    /// below `needed`, returns the determinants below `needed` that `to` has not
-    /// acknowledged, as one `Log` to be written on the same ordered stream immediately
-    /// ahead of the message, in the same write (so both reach the same incarnation of
-    /// `to`, or neither does). The message may then leave at once: the logger journals
-    /// the determinants before it takes the message, and a logger that lost them (it
-    /// restarted) lost the message too. `None` when the shortcut does not apply.
-    pub fn ship_ahead(&mut self, to: SetId, needed: u64) -> Option<EventMessage> {
-        if self.fetching.is_some() || !self.loggers.contains(&to) {
-            return None;
-        }
-        let others_hold = self
-            .loggers
-            .iter()
-            .filter(|l| **l != to)
-            .all(|l| self.acked_below.get(l).copied().unwrap_or(0) >= needed);
-        if !others_hold {
-            return None;
-        }
-        let from = self
-            .acked_below
-            .get(&to)
-            .copied()
-            .unwrap_or(0)
-            .max(self.released_below);
-        let dets: Vec<(u64, Determinant)> = self
-            .retained
-            .range(from..needed)
-            .map(|(&s, &d)| (s, d))
-            .collect();
-        let sent = self.sent_below.entry(to).or_default();
-        *sent = (*sent).max(needed);
-        self.stats.shipped += dets.len() as u64;
-        self.stats.shipped_bytes += dets.len() as u64 * DETERMINANT_BYTES;
-        Some(EventMessage::Log {
-            incarnation: self.incarnation,
-            dets,
-        })
-    }
-
     /// Every determinant numbered below this is held by every logger (all of them, with
     /// no loggers: nobody outside can depend on what a lone set did).
     pub fn stable_below(&self) -> u64 {
@@ -908,57 +867,6 @@ mod tests {
         assert_eq!(again.len(), 1);
         pump(&mut sets, &mut stores, again, &[]);
         assert!(sets[0].is_stable(needed));
-    }
-
-    #[test]
-    fn a_message_to_the_only_logger_carries_its_determinants_ahead_and_need_not_wait() {
-        let (mut sets, mut stores) = cluster(2, 1);
-        sets[0].record(det(1, 1));
-        let needed = sets[0].before_send();
-        // Shipped once already (that copy may be lost with a connection): shipped again.
-        let _in_flight = sets[0].poll_transmit();
-        let Some(ahead) = sets[0].ship_ahead(SetId(1), needed) else {
-            panic!("the shortcut applies to the only logger");
-        };
-        let EventMessage::Log { dets, .. } = &ahead else {
-            panic!("a Log: {ahead:?}");
-        };
-        assert_eq!(dets.len(), 1);
-        // The logger takes the Log before the message it precedes.
-        pump(
-            &mut sets,
-            &mut stores,
-            vec![(SetId(0), SetId(1), ahead)],
-            &[],
-        );
-        assert_eq!(stores[1].len(), 1);
-        assert!(sets[0].is_stable(needed));
-        assert!(
-            sets[0].poll_transmit().is_empty(),
-            "nothing left to ship to the logger"
-        );
-    }
-
-    #[test]
-    fn the_shortcut_waits_for_the_other_loggers_and_never_applies_to_non_loggers() {
-        let (mut sets, mut stores) = cluster(4, 2);
-        sets[0].record(det(1, 1));
-        let needed = sets[0].before_send();
-        assert_eq!(
-            sets[0].ship_ahead(SetId(3), needed),
-            None,
-            "3 is no logger of 0"
-        );
-        assert_eq!(
-            sets[0].ship_ahead(SetId(1), needed),
-            None,
-            "logger 2 does not hold them yet"
-        );
-        let batches = from(SetId(0), sets[0].poll_transmit());
-        let to_two: Vec<_> = batches.into_iter().filter(|b| b.1 == SetId(2)).collect();
-        pump(&mut sets, &mut stores, to_two, &[]);
-        assert!(!sets[0].is_stable(needed));
-        assert!(sets[0].ship_ahead(SetId(1), needed).is_some());
     }
 
     #[test]

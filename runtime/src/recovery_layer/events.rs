@@ -35,17 +35,8 @@ pub const DETERMINANTS: &str = "lazarus_recovery_determinants_total";
 pub const DETERMINANTS_REPLAYED: &str = "lazarus_recovery_determinants_replayed_total";
 /// Frames to other nodes that had to wait for their determinants to be acknowledged.
 pub const GATED_SENDS: &str = "lazarus_recovery_gated_sends_total";
-/// Messages to an event logger that carried their determinants ahead instead of waiting.
-pub const SHIPPED_AHEAD: &str = "lazarus_recovery_shipped_ahead_total";
 /// A restored actor asked for another event than the one logged (contract broken).
 pub const DIVERGENCES: &str = "lazarus_recovery_divergences_total";
-
-/// Whether messages to a logger may carry their determinants ahead (on unless
-/// `LAZARUS_SHIP_AHEAD=0`, which the benchmark uses for its baseline).
-fn ship_ahead_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("LAZARUS_SHIP_AHEAD").map_or(true, |v| v != "0"))
-}
 
 /// Journal size above which it is rewritten as one snapshot of the store.
 const COMPACT_AT: u64 = 8 << 20;
@@ -70,8 +61,6 @@ pub(crate) struct Events {
     gated: u64,
     /// Timer deliveries a restored actor was forced to repeat at their logged point.
     timers_replayed: u64,
-    /// Frames that went to a logger with their determinants ahead of them.
-    shipped_ahead: u64,
 }
 
 /// What a node's checkpoint records of its determinants.
@@ -107,7 +96,6 @@ impl Events {
             early: Vec::new(),
             gated: 0,
             timers_replayed: 0,
-            shipped_ahead: 0,
         }
     }
 
@@ -115,13 +103,12 @@ impl Events {
     pub(crate) fn report(&self) -> String {
         let s = self.logging.as_ref().map(|l| l.stats()).unwrap_or_default();
         format!(
-            "determinants={} determinants_replayed={} timers_replayed={} determinants_shipped={} gated_sends={} shipped_ahead={} held_now={} logger_keeps={}",
+            "determinants={} determinants_replayed={} timers_replayed={} determinants_shipped={} gated_sends={} held_now={} logger_keeps={}",
             s.recorded,
             s.replayed,
             self.timers_replayed,
             s.shipped,
             self.gated,
-            self.shipped_ahead,
             self.held.len(),
             self.store.len()
         )
@@ -325,33 +312,6 @@ impl RecoveryLayer {
         let batches = events.batches();
         self.emit(batches);
         None
-    }
-
-    /// Like [`RecoveryLayer::gate`], for an actor's message: when the message goes to one
-    /// of this node's event loggers and every other logger already holds the
-    /// determinants it depends on, it leaves at once with those determinants written just
-    /// ahead of it (returned as the first frame, to be sent in the same write); no wait
-    /// for the logger's acknowledgement. `LAZARUS_SHIP_AHEAD=0` turns this off.
-    pub(crate) fn gate_ahead(
-        &self,
-        core: &mut Core,
-        to: u16,
-        frame: FrameBody,
-    ) -> Option<(Option<FrameBody>, FrameBody)> {
-        let events = &mut core.events;
-        if let Some(logging) = events.logging.as_mut() {
-            if events.held.is_empty() && ship_ahead_enabled() {
-                let needed = logging.before_send();
-                if !logging.is_stable(needed) {
-                    if let Some(log) = logging.ship_ahead(SetId(to), needed) {
-                        counter!(SHIPPED_AHEAD).increment(1);
-                        events.shipped_ahead += 1;
-                        return Some((Some(FrameBody::Events(log)), frame));
-                    }
-                }
-            }
-        }
-        self.gate(core, to, frame).map(|f| (None, f))
     }
 
     /// Protocol frames (resends, control) keep their order behind held frames.

@@ -414,17 +414,15 @@ impl RecoveryLayer {
         let rank = env.to.rank();
         let frame = {
             let mut core = self.lock();
-            Self::log_send(&mut core, from, env).and_then(|f| self.gate_ahead(&mut core, rank, f))
+            Self::log_send(&mut core, from, env).and_then(|f| self.gate(&mut core, rank, f))
         };
         match (frame, self.transport()) {
-            (Some((ahead, frame)), Some(t)) => {
-                match t.send_body_after(rank, ahead.as_ref(), &frame) {
-                    Ok(()) => Ok(()),
-                    // Logged: the peer gets it again when its replacement rolls back.
-                    Err(crate::transport::TransportError::PeerDown(_)) => Ok(()),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
+            (Some(frame), Some(t)) => match t.send_body(rank, &frame) {
+                Ok(()) => Ok(()),
+                // Logged: the peer gets it again when its replacement rolls back.
+                Err(crate::transport::TransportError::PeerDown(_)) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            },
             (None, _) => Ok(()),
             (Some(_), None) => Err("no transport".into()),
         }

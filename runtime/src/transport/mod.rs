@@ -463,31 +463,6 @@ impl Transport {
         self.send_frame(rank, frame)
     }
 
-    /// Sends `body` with `ahead` (if any) written just before it in the same queue entry:
-    /// both go out in one write on the same connection, so the peer cannot receive
-    /// `body` without `ahead`.
-    pub(crate) fn send_body_after(
-        &self,
-        rank: u16,
-        ahead: Option<&FrameBody>,
-        body: &FrameBody,
-    ) -> Result<(), TransportError> {
-        let Some(ahead) = ahead else {
-            return self.send_body(rank, body);
-        };
-        let mut head = Vec::new();
-        frame::encode(ahead, &mut head).map_err(|e| TransportError::Encode(e.to_string()))?;
-        let f = frame::encode_split(body).map_err(|e| TransportError::Encode(e.to_string()))?;
-        head.extend_from_slice(&f.head);
-        self.send_frame(
-            rank,
-            SplitFrame {
-                head: Bytes::from(head),
-                tail: f.tail,
-            },
-        )
-    }
-
     /// Sends an application envelope to the node that hosts `env.to`.
     pub(crate) fn send_envelope(&self, env: Envelope) -> Result<(), TransportError> {
         let rank = env.to.rank();

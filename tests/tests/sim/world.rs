@@ -879,6 +879,7 @@ impl World {
             }
             Packet::Event(message) => {
                 let kind = message.kind();
+                let dbg = self.trace.is_some().then(|| format!("{message:?}"));
                 let node = &mut self.nodes[usize::from(to)];
                 let Some(ev) = node.events.as_mut() else {
                     return;
@@ -886,7 +887,11 @@ impl World {
                 match ev.on_message(SetId(from), message, &mut node.store) {
                     Ok(out) => {
                         self.note(|| {
-                            format!("S{from}->S{to} event {kind} -> {} replies", out.len())
+                            format!(
+                                "S{from}->S{to} event {kind} {} -> {} replies",
+                                dbg.unwrap_or_default(),
+                                out.len()
+                            )
                         });
                         for (dst, m) in out {
                             self.push(to, dst.0, Packet::Event(m));
