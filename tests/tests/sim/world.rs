@@ -45,7 +45,7 @@ use super::rng::{mix, Rng};
 use lazarus::recovery::{
     Action, ChannelId, CheckpointId, Config, ControlMessage, DependencyRule, Determinant, Event,
     EventLogging, EventMessage, EventSnapshot, EventStore, Incarnation, MessageMeta, ProtocolStats,
-    ReplayDelivery, SendOutcome, SetId, SetProtocol, Snapshot,
+    ReplayDelivery, ReplayPoll, SendOutcome, SetId, SetProtocol, Snapshot,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -690,6 +690,37 @@ impl World {
                 let Some(ev) = events.as_mut() else {
                     return 0;
                 };
+                if tick % 3 == 0 {
+                    // Every third event is a mailbox probe (`ctx.messages_waiting()`): a
+                    // "waiting" answer is logged, empty ones lazily, as runs.
+                    return match ev.script().poll(id, tick) {
+                        Ok(ReplayPoll::Empty) => {
+                            ev.note_replayed();
+                            0
+                        }
+                        Ok(ReplayPoll::Waiting | ReplayPoll::Forced { .. }) => {
+                            ev.note_replayed();
+                            1
+                        }
+                        Ok(ReplayPoll::Free) => {
+                            let waiting = rng.chance(1, 2);
+                            if waiting {
+                                ev.record(Determinant {
+                                    actor: id,
+                                    tick,
+                                    event: Event::Waiting,
+                                });
+                            } else {
+                                ev.empty_poll(id, tick);
+                            }
+                            u64::from(waiting)
+                        }
+                        Err(e) => {
+                            diverged.get_or_insert(e.to_string());
+                            0
+                        }
+                    };
+                }
                 match ev.script().value(id, tick) {
                     Ok(Some(v)) => {
                         ev.note_replayed();
