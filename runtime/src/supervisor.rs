@@ -122,6 +122,20 @@ pub fn others_finished(
         .all(|r| finished.iter().any(|(f, _)| *f == r))
 }
 
+/// Whether a running replacement of `rank` is stranded: every other rank has printed its
+/// final totals and its process has exited successfully (`left`). Nobody is left to resend
+/// it what it must replay, and it is not needed: the others passed the last barrier, which
+/// its previous incarnation had reached too.
+pub fn stranded(
+    rank: u16,
+    nodes: u16,
+    finished: &std::collections::HashSet<(u16, u32)>,
+    left: &[u16],
+) -> bool {
+    others_finished(rank, nodes, finished)
+        && (0..nodes).filter(|r| *r != rank).all(|r| left.contains(&r))
+}
+
 /// One parsed `lazarus-event ms=<unix ms> rank=<r> <what...>` line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeEvent {
@@ -180,6 +194,22 @@ pub fn describe_event(e: &NodeEvent) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_replacement_is_stranded_only_once_every_other_node_has_finished_and_left() {
+        let finished: std::collections::HashSet<(u16, u32)> =
+            [(0, 0), (1, 0), (3, 0)].into_iter().collect();
+        assert!(super::stranded(2, 4, &finished, &[0, 1, 3]));
+        assert!(
+            !super::stranded(2, 4, &finished, &[0, 1]),
+            "node 3 printed its totals but has not exited yet"
+        );
+        let not_all: std::collections::HashSet<(u16, u32)> = [(0, 0), (1, 0)].into_iter().collect();
+        assert!(
+            !super::stranded(2, 4, &not_all, &[0, 1, 3]),
+            "node 3 exited without finishing: a failure, not the end of the run"
+        );
+    }
+
     #[test]
     fn a_node_is_orphaned_only_once_every_other_node_has_finished() {
         let finished: std::collections::HashSet<(u16, u32)> =

@@ -119,6 +119,9 @@ fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
         .collect()
 }
 
+/// How long a replacement may go on once every other node has finished and left.
+const STRANDED_GRACE: Duration = Duration::from_secs(3);
+
 struct Node {
     rank: u16,
     pid: u32,
@@ -320,6 +323,9 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     let mut first_failure: Option<(u16, ExitStatus, Instant)> = None;
     let mut stopping = false;
     let mut restarts = 0;
+    // Restarted nodes still running while every other node has finished and left, and
+    // since when.
+    let mut stranded: std::collections::HashMap<u16, Instant> = std::collections::HashMap::new();
     loop {
         while let Some(k) = kills.next_if(|k| started.elapsed() >= k.at) {
             if let Some(node) = nodes
@@ -445,6 +451,45 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         }
         if nodes.iter().all(|n| n.status.is_some()) {
             break;
+        }
+        // A replacement whose peers have all finished and left cannot replay (nobody is
+        // left to resend it anything) and is not needed: the others passed the last
+        // barrier, so its previous incarnation had done its part. Stop it after a grace
+        // period (it may still finish on its own); its exit then counts as "the run is
+        // over" above.
+        let left: Vec<u16> = nodes
+            .iter()
+            .filter(|n| n.status.is_some_and(|s| s.success()))
+            .map(|n| n.rank)
+            .collect();
+        for node in nodes
+            .iter_mut()
+            .filter(|n| n.status.is_none() && n.incarnation > 0)
+        {
+            let stranded_now = {
+                let finished = launch
+                    .out
+                    .finished
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                supervisor::stranded(node.rank, args.nodes, &finished, &left)
+            };
+            if !stranded_now {
+                stranded.remove(&node.rank);
+                continue;
+            }
+            let since = *stranded.entry(node.rank).or_insert_with(Instant::now);
+            if since.elapsed() > STRANDED_GRACE {
+                launch.out.timeline(
+                    started.elapsed(),
+                    &format!(
+                        "node {}: every other node has finished and left while it recovers; stopping it (the run is over)",
+                        node.rank
+                    ),
+                );
+                let _ = node.child.kill();
+                stranded.remove(&node.rank);
+            }
         }
         if let Some((rank, _, at)) = first_failure {
             if at.elapsed() > grace && !stopping {
