@@ -114,6 +114,15 @@ impl Events {
         )
     }
 
+    /// Advances `actor`'s event clock for a value read or a probe: its logging and the
+    /// new tick; `None` while there is no logging (a restarted node still loading).
+    fn tick(&mut self, actor: ActorId) -> Option<(&mut EventLogging, u64)> {
+        let logging = self.logging.as_mut()?;
+        let clock = self.clocks.entry(actor).or_insert(0);
+        *clock += 1;
+        Some((logging, *clock))
+    }
+
     /// Determinant batches to ship now.
     fn batches(&mut self) -> Vec<(u16, FrameBody)> {
         self.logging
@@ -222,12 +231,9 @@ impl RecoveryLayer {
     /// from the log during a replay, else `fresh()`, recorded.
     pub(crate) fn value(&self, actor: ActorId, fresh: impl FnOnce() -> u64) -> u64 {
         let mut core = self.lock();
-        let Core { events, .. } = &mut *core;
-        let Some(logging) = events.logging.as_mut() else {
+        let Some((logging, tick)) = core.events.tick(actor) else {
             return fresh();
         };
-        let tick = events.clocks.get(&actor).copied().unwrap_or(0) + 1;
-        events.clocks.insert(actor, tick);
         match logging.script().value(actor, tick) {
             Ok(Some(v)) => {
                 logging.note_replayed();
@@ -256,12 +262,9 @@ impl RecoveryLayer {
     /// lazily, as one determinant, and only if a message leaves the node after it).
     pub(crate) fn probe(&self, actor: ActorId, fresh: impl FnOnce() -> bool) -> bool {
         let mut core = self.lock();
-        let Core { events, .. } = &mut *core;
-        let Some(logging) = events.logging.as_mut() else {
+        let Some((logging, tick)) = core.events.tick(actor) else {
             return fresh();
         };
-        let tick = events.clocks.get(&actor).copied().unwrap_or(0) + 1;
-        events.clocks.insert(actor, tick);
         match logging.script().poll(actor, tick) {
             Ok(ReplayPoll::Empty) => {
                 logging.note_replayed();
