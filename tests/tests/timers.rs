@@ -53,6 +53,15 @@ fn node() -> Node {
     Node::builder().build().expect("node starts")
 }
 
+/// Arms a timer on `alarm` that rings `label` after `ms`.
+fn arm(node: &Node, alarm: &lazarus::ActorRef<Alarm>, label: &str, ms: u64) -> TimerId {
+    node.block_on(alarm.ask(Arm {
+        label: label.into(),
+        ms,
+    }))
+    .unwrap()
+}
+
 fn wait_for_log(node: &Node, alarm: &lazarus::ActorRef<Alarm>, len: usize) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -69,11 +78,7 @@ fn a_timer_message_is_handled_after_its_delay_and_not_before() {
     let node = node();
     let alarm = node.spawn(Alarm::default()).unwrap();
     let started = Instant::now();
-    node.block_on(alarm.ask(Arm {
-        label: "ring".into(),
-        ms: 80,
-    }))
-    .unwrap();
+    arm(&node, &alarm, "ring", 80);
     alarm
         .tell(Note {
             label: "told".into(),
@@ -90,11 +95,7 @@ fn timers_ring_in_deadline_order_not_in_the_order_they_were_armed() {
     let node = node();
     let alarm = node.spawn(Alarm::default()).unwrap();
     for (label, ms) in [("late", 120), ("early", 10), ("middle", 60)] {
-        node.block_on(alarm.ask(Arm {
-            label: label.into(),
-            ms,
-        }))
-        .unwrap();
+        arm(&node, &alarm, label, ms);
     }
     assert_eq!(wait_for_log(&node, &alarm, 3), ["early", "middle", "late"]);
     node.shutdown();
@@ -104,18 +105,8 @@ fn timers_ring_in_deadline_order_not_in_the_order_they_were_armed() {
 fn a_cancelled_timer_never_rings_and_cancelling_reports_whether_it_still_could_have() {
     let node = node();
     let alarm = node.spawn(Alarm::default()).unwrap();
-    let doomed = node
-        .block_on(alarm.ask(Arm {
-            label: "doomed".into(),
-            ms: 30,
-        }))
-        .unwrap();
-    let kept = node
-        .block_on(alarm.ask(Arm {
-            label: "kept".into(),
-            ms: 60,
-        }))
-        .unwrap();
+    let doomed = arm(&node, &alarm, "doomed", 30);
+    let kept = arm(&node, &alarm, "kept", 60);
     assert!(node.block_on(alarm.ask(Cancel { timer: doomed })).unwrap());
     assert_eq!(wait_for_log(&node, &alarm, 1), ["kept"]);
     std::thread::sleep(Duration::from_millis(50));
@@ -131,12 +122,7 @@ fn a_cancelled_timer_never_rings_and_cancelling_reports_whether_it_still_could_h
 fn a_timer_that_fired_while_its_actor_was_busy_can_still_be_cancelled() {
     let node = node();
     let alarm = node.spawn(Alarm::default()).unwrap();
-    let timer = node
-        .block_on(alarm.ask(Arm {
-            label: "fired".into(),
-            ms: 5,
-        }))
-        .unwrap();
+    let timer = arm(&node, &alarm, "fired", 5);
     // The timer fires during this handler: its message waits in the mailbox behind
     // the cancel, which removes it.
     alarm.tell(Busy { ms: 60 }).unwrap();
@@ -154,19 +140,11 @@ fn a_timer_that_fired_while_its_actor_was_busy_can_still_be_cancelled() {
 fn a_timer_of_an_actor_that_has_stopped_goes_nowhere_and_other_timers_still_ring() {
     let node = node();
     let gone = node.spawn(Alarm::default()).unwrap();
-    node.block_on(gone.ask(Arm {
-        label: "orphan".into(),
-        ms: 10,
-    }))
-    .unwrap();
+    arm(&node, &gone, "orphan", 10);
     gone.stop();
     std::thread::sleep(Duration::from_millis(40));
     let alarm = node.spawn(Alarm::default()).unwrap();
-    node.block_on(alarm.ask(Arm {
-        label: "still".into(),
-        ms: 10,
-    }))
-    .unwrap();
+    arm(&node, &alarm, "still", 10);
     assert_eq!(wait_for_log(&node, &alarm, 1), ["still"]);
     node.shutdown();
 }
