@@ -10,6 +10,7 @@ pub mod criterion_data;
 pub mod error;
 pub mod local_messaging;
 pub mod machine;
+pub mod paired;
 pub mod report;
 pub mod runs;
 pub mod stats;

@@ -6,19 +6,23 @@
 //!
 //! Both sides run in this process on separate threads, as two nodes / two endpoints, over
 //! 127.0.0.1. Each measurement is `K` round trips of an `n`-byte payload each way;
-//! latency is half the round trip, bandwidth is `n / (round trip / 2)`. After criterion
-//! finishes, a ratio table (medians) is printed and written to
-//! `<criterion dir>/lazarus-internode-summary.md`.
+//! latency is half the round trip, bandwidth is `n / (round trip / 2)`. Criterion gives
+//! each variant's statistics; the ratios come from paired measurements (baseline and
+//! candidate in alternating turns, `lazarus_benches::paired`), because on a shared VM two
+//! criterion runs minutes apart differ by more than the effect measured. The ratio table
+//! is printed and written to `<criterion dir>/lazarus-internode-summary.md`.
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use lazarus::cluster::{ClusterSpec, Launcher};
 use lazarus::transport::credentials::{self, Credentials};
 use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, Node, Payload, ReplyTo};
-use lazarus_benches::criterion_data::{self, criterion_dir};
+use lazarus_benches::criterion_data::criterion_dir;
+use lazarus_benches::machine::Machine;
+use lazarus_benches::paired::{paired, Paired};
 use serde::{Deserialize, Serialize};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 const SECRET: &[u8] = b"internode benchmark secret 32 by";
 const SIZES: [usize; 2] = [8, 1 << 20];
@@ -177,6 +181,13 @@ struct RawPair {
     _server_thread: std::thread::JoinHandle<()>,
 }
 
+/// Binds the calling thread to core `index`, as a one-core node's thread is bound: the
+/// raw pair runs where the two Lazarus nodes run (node 0 on core 0, node 1 on core 1).
+fn pin_to_core(index: usize) {
+    let cores = lazarus::topology::allowed_cores().expect("topology");
+    lazarus::topology::bind_current_thread(&cores[index % cores.len()]).expect("pinning");
+}
+
 fn raw_pair() -> RawPair {
     let addr = free_addrs(1)[0];
     let server_creds = Credentials::for_node(SECRET, 1).unwrap();
@@ -192,6 +203,7 @@ fn raw_pair() -> RawPair {
     server_config.transport_config(Arc::clone(&transport));
     // Echo server: its own thread and current-thread runtime, like a node's net thread.
     let server_thread = std::thread::spawn(move || {
+        pin_to_core(1);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -216,6 +228,8 @@ fn raw_pair() -> RawPair {
             }
         });
     });
+    // The client runs on the calling thread.
+    pin_to_core(0);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -280,16 +294,55 @@ impl RawPair {
 
 // ---------- measurement ----------
 
-fn bench(c: &mut Criterion) {
+/// Rounds of each paired comparison (see [`paired`]).
+const ROUNDS: usize = 21;
+
+/// Round trips per measurement so that one takes about 150 ms (calibrated on 20).
+fn iters_for(mut measure: impl FnMut(u64) -> Duration) -> u64 {
+    let per = measure(20).as_secs_f64() / 20.0;
+    ((0.15 / per) as u64).clamp(5, 200_000)
+}
+
+/// One paired comparison per size: baseline and candidate alternate, `ROUNDS` times.
+fn compare(
+    what: &'static str,
+    mut baseline: impl FnMut(usize, u64) -> Duration,
+    mut candidate: impl FnMut(usize, u64) -> Duration,
+) -> Vec<(&'static str, usize, Paired)> {
+    SIZES
+        .iter()
+        .map(|&size| {
+            let iters = iters_for(|k| baseline(size, k));
+            let per_trip = |d: Duration| d.as_nanos() as f64 / iters as f64;
+            let p = paired(
+                ROUNDS,
+                || per_trip(baseline(size, iters)),
+                || per_trip(candidate(size, iters)),
+            );
+            println!(
+                "{what} {size} B: {iters} round trips per turn, baseline {:.1} µs, candidate {:.1} µs, ratio {:.3}",
+                p.baseline / 1e3,
+                p.candidate / 1e3,
+                p.ratio
+            );
+            (what, size, p)
+        })
+        .collect()
+}
+
+fn configure(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
+    g.sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+}
+
+/// Criterion's per-benchmark statistics, then the paired comparisons the summary reports.
+fn bench(c: &mut Criterion) -> Vec<(&'static str, usize, Paired)> {
     // Recovery off first: once a node with recovery on exists in this process, every
-    // tell checks (one relaxed load) whether it is a driver send.
+    // tell checks (one relaxed load) whether it is a driver send, and its checkpoints
+    // run in the background.
     let lazarus = lazarus_pair(false);
     let mut raw = raw_pair();
-    let configure = |g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>| {
-        g.sample_size(20)
-            .warm_up_time(Duration::from_secs(1))
-            .measurement_time(Duration::from_secs(4));
-    };
     let mut group = c.benchmark_group("internode_pingpong");
     configure(&mut group);
     for size in SIZES {
@@ -310,8 +363,13 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
-    lazarus.node1.shutdown();
-    lazarus.node0.shutdown();
+    let raw = std::cell::RefCell::new(raw);
+    let mut results = compare(
+        "between nodes: Lazarus / raw quinn",
+        |size, iters| raw.borrow_mut().round_trips(size, iters),
+        |size, iters| lazarus.round_trips(size, iters),
+    );
+    drop(raw);
 
     let ft = lazarus_pair(true);
     let mut group = c.benchmark_group("internode_pingpong");
@@ -331,86 +389,67 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
+    results.extend(compare(
+        "between nodes: recovery on / off",
+        |size, iters| lazarus.round_trips(size, iters),
+        |size, iters| ft.round_trips(size, iters),
+    ));
+    results.extend(compare(
+        "inside a node: recovery on / off",
+        |size, iters| lazarus.round_trips_with(&lazarus.local_pong, size, iters),
+        |size, iters| ft.round_trips_with(&ft.local_pong, size, iters),
+    ));
     ft.node1.shutdown();
     ft.node0.shutdown();
+    lazarus.node1.shutdown();
+    lazarus.node0.shutdown();
+    results
 }
 
-fn summary(since: SystemTime) {
-    let dir = criterion_dir();
-    let median_ns = |id: &str| criterion_data::median_ns(&dir, id, since);
-    let mut md = String::from(
-        "| size | raw quinn RTT (µs) | Lazarus RTT (µs) | latency ratio Lazarus/raw | raw MB/s | Lazarus MB/s | bandwidth ratio | target |\n|---|---|---|---|---|---|---|---|\n",
+/// The ratio table (paired medians), printed and written next to criterion's reports.
+fn summary(results: &[(&'static str, usize, Paired)]) {
+    let mut md = format!(
+        "Ping-pong over loopback ({}; commit {}). Each row: baseline and candidate timed in \
+         alternating turns of ~150 ms, {ROUNDS} rounds; medians of the round trip time and \
+         median of the per-round ratios.\n\n\
+         | comparison | size | baseline RTT (µs) | candidate RTT (µs) | time ratio | bandwidth ratio | target |\n\
+         |---|---|---|---|---|---|---|\n",
+        Machine::this().describe(),
+        lazarus_benches::machine::git_commit(),
     );
-    for size in SIZES {
-        let (Some(raw), Some(laz)) = (
-            median_ns(&format!("internode_pingpong/raw_quinn/{size}")),
-            median_ns(&format!("internode_pingpong/lazarus/{size}")),
-        ) else {
-            continue;
-        };
-        let mbps = |rtt_ns: f64| size as f64 / (rtt_ns / 2.0 / 1e9) / 1e6;
-        let (target, ok) = if size == 8 {
-            ("latency ≤ 1.2× raw", laz / raw <= 1.2)
-        } else {
-            ("bandwidth ≥ 0.9× raw", mbps(laz) / mbps(raw) >= 0.9)
+    for (what, size, p) in results {
+        let (target, ok) = match (
+            what.starts_with("between nodes: Lazarus"),
+            what.starts_with("between"),
+            *size,
+        ) {
+            (true, _, 8) => ("latency ≤ 1.2×", p.ratio <= 1.2),
+            (true, _, _) => ("bandwidth ≥ 0.9×", 1.0 / p.ratio >= 0.9),
+            (false, true, 8) => ("(reported)", true),
+            (false, true, _) => ("bandwidth ≥ 0.9× off", 1.0 / p.ratio >= 0.9),
+            (false, false, _) => ("≤ 1.03× off", p.ratio <= 1.03),
         };
         md.push_str(&format!(
-            "| {size} B | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} | {:.2} | {target}: {} |\n",
-            raw / 1e3,
-            laz / 1e3,
-            laz / raw,
-            mbps(raw),
-            mbps(laz),
-            mbps(laz) / mbps(raw),
+            "| {what} | {size} B | {:.1} | {:.1} | {:.3} | {:.3} | {target}: {} |\n",
+            p.baseline / 1e3,
+            p.candidate / 1e3,
+            p.ratio,
+            1.0 / p.ratio,
             if ok { "PASS" } else { "MISS" }
         ));
     }
-    md.push_str(
-        "\n| ping-pong | size | recovery off RTT (µs) | recovery on RTT (µs) | on/off time | target |\n|---|---|---|---|---|---|\n",
-    );
-    for (group, what) in [
-        ("internode_pingpong", "between nodes"),
-        ("intranode_pingpong", "inside a node"),
-    ] {
-        for size in SIZES {
-            let off_id = if group == "internode_pingpong" {
-                "lazarus"
-            } else {
-                "recovery_off"
-            };
-            let (Some(off), Some(on)) = (
-                median_ns(&format!("{group}/{off_id}/{size}")),
-                median_ns(&format!("{group}/recovery_on/{size}")),
-            ) else {
-                continue;
-            };
-            let (target, ok) = match (group, size) {
-                ("internode_pingpong", s) if s > 8 => ("bandwidth ≥ 0.9× off", off / on >= 0.9),
-                ("intranode_pingpong", _) => ("≤ 1.03× off", on / off <= 1.03),
-                _ => ("(reported)", true),
-            };
-            md.push_str(&format!(
-                "| {what} | {size} B | {:.2} | {:.2} | {:.3} | {target}: {} |\n",
-                off / 1e3,
-                on / 1e3,
-                on / off,
-                if ok { "PASS" } else { "MISS" }
-            ));
-        }
-    }
-    println!("\nPing-pong over loopback (medians):\n{md}");
-    let out = dir.join("lazarus-internode-summary.md");
+    println!("\n{md}");
+    let out = criterion_dir().join("lazarus-internode-summary.md");
     if let Err(e) = std::fs::write(&out, md) {
         eprintln!("could not write {}: {e}", out.display());
     }
 }
 
 fn main() {
-    let started = SystemTime::now();
     let mut c = Criterion::default()
         .output_directory(&criterion_dir())
         .configure_from_args();
-    bench(&mut c);
+    let results = bench(&mut c);
     c.final_summary();
-    summary(started);
+    summary(&results);
 }

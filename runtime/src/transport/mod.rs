@@ -418,7 +418,7 @@ impl Transport {
         if link.state.load(Ordering::Acquire) == LINK_DOWN {
             return Err(TransportError::PeerDown(rank));
         }
-        match link.tx.try_send(frame) {
+        match crate::executor::in_engine_context(|| link.tx.try_send(frame)) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(TransportError::PeerDown(rank)),
             Err(mpsc::error::TrySendError::Full(frame)) => {
