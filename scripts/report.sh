@@ -20,7 +20,7 @@ cargo build --release --quiet -p lazarus-benches --bin lazarus-report
 # Compile the criterion benchmarks last, so that the generator's `cargo bench` finds them
 # up to date and only runs them.
 cargo bench --quiet -p lazarus-benches --no-run \
-    --bench local_messaging --bench checkpoint_coordination
+    --bench local_messaging --bench checkpoint_coordination --bench internode
 # The generator finds the release binaries in the target directory the same way:
 # CARGO_TARGET_DIR, else what cargo reports.
 target_dir="${CARGO_TARGET_DIR:-$(cargo metadata --format-version 1 --no-deps |

@@ -407,14 +407,14 @@ fn bench(c: &mut Criterion) -> Vec<(&'static str, usize, Paired)> {
 }
 
 /// The ratio table (paired medians), printed and written next to criterion's reports.
-fn summary(results: &[(&'static str, usize, Paired)]) {
+fn summary(machine: &Machine, results: &[(&'static str, usize, Paired)]) {
     let mut md = format!(
         "Ping-pong over loopback ({}; commit {}). Each row: baseline and candidate timed in \
          alternating turns of ~150 ms, {ROUNDS} rounds; medians of the round trip time and \
          median of the per-round ratios.\n\n\
          | comparison | size | baseline RTT (µs) | candidate RTT (µs) | time ratio | bandwidth ratio | target |\n\
          |---|---|---|---|---|---|---|\n",
-        Machine::this().describe(),
+        machine.describe(),
         lazarus_benches::machine::git_commit(),
     );
     for (what, size, p) in results {
@@ -446,10 +446,12 @@ fn summary(results: &[(&'static str, usize, Paired)]) {
 }
 
 fn main() {
+    // Before the raw pair pins this thread to one core.
+    let machine = Machine::this();
     let mut c = Criterion::default()
         .output_directory(&criterion_dir())
         .configure_from_args();
     let results = bench(&mut c);
     c.final_summary();
-    summary(&results);
+    summary(&machine, &results);
 }

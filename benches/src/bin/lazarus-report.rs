@@ -26,13 +26,20 @@ struct Args {
     /// (default: `release/` in the target directory: CARGO_TARGET_DIR or cargo's).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
-    /// Run only these sections (apps, recovery, pingpong, coordination, local);
+    /// Run only these sections (apps, recovery, pingpong, coordination, local, scaling);
     /// repeatable. The page then holds only them.
     #[arg(long)]
     only: Vec<String>,
 }
 
-const SECTIONS: [&str; 5] = ["apps", "recovery", "pingpong", "coordination", "local"];
+const SECTIONS: [&str; 6] = [
+    "apps",
+    "recovery",
+    "pingpong",
+    "coordination",
+    "local",
+    "scaling",
+];
 
 fn main() -> ExitCode {
     let args = Args::parse();

@@ -6,7 +6,8 @@
 //! - [`recovery`]: the same apps with a node SIGKILLed mid-run: the recovery timeline;
 //! - [`pingpong`]: latency and bandwidth against message size;
 //! - [`coordination`]: set checkpoint coordination time against actors per node;
-//! - [`local`]: local messaging against other actor runtimes.
+//! - [`local`]: local messaging against other actor runtimes;
+//! - [`scaling`]: jacobi2d strong scaling over nodes and cores.
 //!
 //! [`markdown`] assembles the page, [`plot`] draws the figures. Every number on the page
 //! comes from a run made by the same invocation; nothing is carried over.
@@ -18,6 +19,7 @@ pub mod markdown;
 pub mod pingpong;
 pub mod plot;
 pub mod recovery;
+pub mod scaling;
 
 use crate::error::{Error, Result};
 use crate::machine::{git_commit, Machine};
@@ -220,6 +222,13 @@ pub fn generate(options: Options) -> Result<()> {
             "local",
             "Local messaging",
             local::section(&ctx).map(|s| vec![s]),
+        );
+    }
+    if wanted("scaling") {
+        record(
+            "scaling",
+            "7. Strong scaling",
+            scaling::section(&ctx).map(|s| vec![s]),
         );
     }
     // Measured in the order the data needs (recovery reuses the app runs), shown in the

@@ -235,8 +235,36 @@ pub fn section(ctx: &Context) -> Result<Section> {
         super::file_name(&latency_svg),
         super::file_name(&bandwidth_svg),
     );
+    let body = format!("{body}\n{}", against_raw_quinn(ctx)?);
     Ok(Section {
         title: "3. Ping-pong latency and bandwidth".into(),
         body,
     })
+}
+
+/// The `internode` criterion benchmark: Lazarus between two nodes against a raw quinn
+/// ping-pong, and recovery on against off, in paired turns; its ratio table.
+fn against_raw_quinn(ctx: &Context) -> Result<String> {
+    let args = if ctx.options.quick {
+        super::QUICK_CRITERION
+    } else {
+        &[]
+    };
+    let since = std::time::SystemTime::now();
+    ctx.cargo_bench("internode", args)?;
+    let path = crate::criterion_data::criterion_dir().join("lazarus-internode-summary.md");
+    let fresh = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t >= since);
+    let table = std::fs::read_to_string(&path)
+        .ok()
+        .filter(|_| fresh)
+        .ok_or_else(|| Error::new(format!("the internode bench wrote no {}", path.display())))?;
+    Ok(format!(
+        "### Against raw QUIC, and recovery on against off\n\n\
+         `cargo bench -p lazarus-benches --bench internode`: both nodes (one pinned core \
+         each) in the bench process over loopback with mutual TLS, against a ping-pong over \
+         one raw quinn stream with the same TLS and window settings, its two endpoints \
+         pinned to the same cores. {table}"
+    ))
 }
