@@ -324,11 +324,13 @@ impl Cluster {
         } else {
             let mut config =
                 TransportConfig::new(spec.rank, spec.addrs.clone(), spec.secret.clone());
-            config.net_mode = spec.net.unwrap_or_else(|| match spec.recovery {
-                // Heartbeats must go on while a checkpoint pauses the cores.
-                Some(_) => NetMode::Thread,
-                None => NetMode::default_for(node.num_cores()),
-            });
+            // With recovery on too: a checkpoint stops core 0's network (heartbeats
+            // included) only while it reads the set's states (milliseconds for tens of MB;
+            // storing happens after the cores resume), far below the failure timeout, and
+            // the network on core 0 saves a thread hand-off per message.
+            config.net_mode = spec
+                .net
+                .unwrap_or_else(|| NetMode::default_for(node.num_cores()));
             // The layer exists before the first frame can arrive.
             if let Some(fp) = std::env::var("LAZARUS_FAILPOINT")
                 .ok()
