@@ -306,6 +306,9 @@ impl RemoteTarget {
         let payload = crate::wire::encode(set).map_err(|e| e.to_string())?;
         Ok(Envelope {
             to: self.id,
+            from: crate::lifecycle::current_actor().unwrap_or_else(|| {
+                crate::recovery_layer::RecoveryLayer::driver_id(self.node.rank())
+            }),
             type_tag: self.type_tag,
             request,
             payload: payload.into(),

@@ -17,6 +17,8 @@ pub struct Context<A: Actor> {
     node: NodeHandle,
     core: CoreId,
     stop_requested: bool,
+    /// Selective receive: the only sender whose messages are delivered now.
+    receive_only: Option<ActorId>,
 }
 
 impl<A: Actor> Context<A> {
@@ -26,6 +28,7 @@ impl<A: Actor> Context<A> {
             node,
             core,
             stop_requested: false,
+            receive_only: None,
         }
     }
 
@@ -99,6 +102,48 @@ impl<A: Actor> Context<A> {
             Some(layer) if A::ORDER_SENSITIVE => layer.probe(self.myself.id(), fresh),
             _ => fresh(),
         }
+    }
+
+    /// Selective receive: from the next delivery on, handle only messages sent by
+    /// `sender` (an actor on any node, or a node's `main` by
+    /// [`Context::driver_of`]); messages from anyone else, timers included, wait in the
+    /// mailbox in arrival order until [`Context::receive_from_anyone`]. The actor's own
+    /// messages from `sender` keep their send order, as always.
+    ///
+    /// With recovery on, a delivery made while a sender is named is determined by that
+    /// channel's FIFO order alone, so, unlike other deliveries to an order-sensitive actor,
+    /// it is not logged (no determinant, nothing to wait for) and a restored actor makes
+    /// the same one again. The named sender survives a checkpoint with the actor.
+    ///
+    /// Only order-sensitive actors (`#[actor(order_sensitive)]`) can do this: the
+    /// messages of the others do not carry their sender.
+    pub fn receive_only_from(&mut self, sender: ActorId) -> Result<(), crate::ReceiveError> {
+        if !A::ORDER_SENSITIVE {
+            return Err(crate::ReceiveError::NotOrderSensitive(A::NAME));
+        }
+        self.receive_only = Some(sender);
+        Ok(())
+    }
+
+    /// Ends a selective receive: every sender's messages are delivered again, those that
+    /// waited first, in arrival order.
+    pub fn receive_from_anyone(&mut self) {
+        self.receive_only = None;
+    }
+
+    /// The sender a selective receive waits for, if one is set.
+    pub fn receive_filter(&self) -> Option<ActorId> {
+        self.receive_only
+    }
+
+    /// The id that stands for `main` of node `rank` as a sender (for
+    /// [`Context::receive_only_from`]).
+    pub fn driver_of(rank: u16) -> ActorId {
+        crate::recovery_layer::RecoveryLayer::driver_id(rank)
+    }
+
+    pub(crate) fn set_receive_filter(&mut self, sender: Option<ActorId>) {
+        self.receive_only = sender;
     }
 
     pub(crate) fn stop_requested(&self) -> bool {

@@ -96,6 +96,17 @@ pub enum AskError {
     NoTimer,
 }
 
+/// Why a selective receive ([`crate::Context::receive_only_from`]) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReceiveError {
+    /// Only order-sensitive actors know the sender of each message they receive.
+    #[error(
+        "actor type {0} is not order-sensitive: its messages do not carry their sender \
+         (declare it with #[actor(order_sensitive)] to receive selectively)"
+    )]
+    NotOrderSensitive(&'static str),
+}
+
 /// Why an actor could not be spawned.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum SpawnError {

@@ -66,7 +66,7 @@ pub use actor_id::ActorId;
 pub use actor_ref::{ActorRef, Ask};
 pub use cluster::{Cluster, ClusterError, ClusterSpec};
 pub use context::Context;
-pub use error::{AskError, NodeError, SendError, SpawnError};
+pub use error::{AskError, NodeError, ReceiveError, SendError, SpawnError};
 pub use lazarus_macros::{messages, Actor};
 pub use node::{CoreId, Node, NodeBuilder, NodeHandle};
 pub use payload::Payload;

@@ -60,6 +60,9 @@ pub(crate) struct ActorImage {
     /// handled.
     #[serde(default)]
     pub(crate) timers: crate::timer::TimersImage,
+    /// The sender its selective receive waited for, if one was set.
+    #[serde(default)]
+    pub(crate) receive_only: Option<ActorId>,
 }
 
 /// One actor: its mailbox, its state, and where it runs.
@@ -85,9 +88,13 @@ struct State<A: Actor> {
     actor: Option<A>,
     ctx: Option<Context<A>>,
     stats: ActorStats,
-    /// Order-sensitive actors during a replay: messages taken out of the mailbox that the
-    /// logged delivery order does not allow yet, in arrival order.
-    stash: VecDeque<(A::Msg, Stamp)>,
+    /// Order-sensitive actors: messages taken out of the mailbox that cannot be delivered
+    /// yet (the logged delivery order of a replay does not allow them, or a selective
+    /// receive waits for another sender), in arrival order.
+    stash: VecDeque<(A::Msg, Option<Stamp>)>,
+    /// The last turn ended with held messages it had no time for: run again even if the
+    /// mailbox is empty.
+    rerun: bool,
 }
 
 /// How a turn ended the actor.
@@ -119,6 +126,7 @@ impl<A: Actor> ActorCell<A> {
                 ctx: None,
                 stats,
                 stash: VecDeque::new(),
+                rerun: false,
             }),
             timers: Mutex::new(Timers::default()),
         })
@@ -177,13 +185,15 @@ impl<A: Actor> ActorCell<A> {
     #[inline]
     pub(crate) fn send(self: &Arc<Self>, msg: A::Msg) -> Result<(), (A::Msg, Status)> {
         if A::ORDER_SENSITIVE {
-            if let Some(layer) = self.node.recovery_layer() {
-                let from = current_actor().unwrap_or_else(|| {
-                    crate::recovery_layer::RecoveryLayer::driver_id(self.node.rank())
-                });
-                let stamp = layer.stamp_local(from, self.mailbox.id);
-                return self.send_stamped(msg, stamp);
-            }
+            let from = current_actor().unwrap_or_else(|| {
+                crate::recovery_layer::RecoveryLayer::driver_id(self.node.rank())
+            });
+            let stamp = match self.node.recovery_layer() {
+                Some(layer) => layer.stamp_local(from, self.mailbox.id),
+                // Without recovery only the sender matters (selective receive).
+                None => Stamp { from, index: 0 },
+            };
+            return self.send_stamped(msg, stamp);
         }
         self.mailbox.push_msg(msg)?;
         self.notify();
@@ -247,33 +257,50 @@ impl<A: Actor> ActorCell<A> {
         let id = self.mailbox.id;
         // Only order-sensitive actors with recovery on consult the delivery order.
         let layer = if A::ORDER_SENSITIVE {
-            self.node.recovery_layer()
+            self.node.recovery_layer().map(|l| &**l)
         } else {
             None
         };
         let mut dequeued = 0u64;
         let mut exit = None;
+        // The mailbox ran dry: held messages (if any) were not deliverable either.
+        let mut drained = false;
         for _ in 0..BATCH {
-            let stashed = layer.and_then(|l| take_admitted(l, id, stash));
+            // Selective receive: while set, only this sender's messages are delivered.
+            let only = ctx.receive_filter();
+            let holding = layer.is_some() || only.is_some() || !stash.is_empty();
+            let stashed = if holding {
+                take_next(layer, id, stash, only)
+            } else {
+                None
+            };
             let signal = match stashed {
-                Some((msg, stamp)) => Signal::Stamped(msg, stamp),
+                Some((msg, Some(stamp))) => Signal::Stamped(msg, stamp),
+                Some((msg, None)) => Signal::Msg(msg),
                 None => {
                     let Some(signal) = self.mailbox.pop() else {
+                        drained = true;
                         break;
                     };
                     dequeued += 1;
-                    match (signal, layer) {
-                        // Held back unless the logged order (or, past it, this moment)
-                        // makes it the next delivery; a held one keeps its place.
-                        (Signal::Stamped(msg, stamp), Some(l)) => {
-                            if stash.is_empty() && l.admit(id, stamp) {
+                    match signal {
+                        // Held back unless the filter and the logged order (or, past it,
+                        // this moment) make it the next delivery; a held one keeps its
+                        // place.
+                        Signal::Stamped(msg, stamp) if holding => {
+                            if stash.is_empty() && may_deliver(layer, id, stamp, only) {
                                 Signal::Stamped(msg, stamp)
                             } else {
-                                stash.push_back((msg, stamp));
+                                stash.push_back((msg, Some(stamp)));
                                 continue;
                             }
                         }
-                        (other, _) => other,
+                        // No sender known: never the one a filter waits for.
+                        Signal::Msg(msg) if only.is_some() || !stash.is_empty() => {
+                            stash.push_back((msg, None));
+                            continue;
+                        }
+                        other => other,
                     }
                 }
             };
@@ -318,6 +345,7 @@ impl<A: Actor> ActorCell<A> {
             if let Some(l) = layer {
                 l.note_waiting(id);
             }
+            state.rerun = !drained && exit.is_none();
         }
         let depth = self.mailbox.len() as u64;
         stats.flush(dequeued, depth, self.mailbox.signals_pushed());
@@ -381,23 +409,45 @@ impl<A: Actor> ActorCell<A> {
     }
 }
 
-/// The first held message of an order-sensitive actor that its delivery order admits
-/// now (only the oldest held message of each channel is a candidate: channels stay FIFO;
-/// timers fire in deadline order, not arm order, so every held timer is one).
-fn take_admitted<M>(
-    layer: &crate::recovery_layer::RecoveryLayer,
+/// Whether an order-sensitive actor may handle the message with `stamp` now: from the
+/// sender a selective receive names, if any, and admitted by the delivery order (a
+/// selected delivery is determined by its channel's FIFO order, so it logs nothing).
+fn may_deliver(
+    layer: Option<&crate::recovery_layer::RecoveryLayer>,
     id: ActorId,
-    stash: &mut VecDeque<(M, Stamp)>,
-) -> Option<(M, Stamp)> {
+    stamp: Stamp,
+    only: Option<ActorId>,
+) -> bool {
+    match (only, layer) {
+        (Some(sender), _) if stamp.from != sender => false,
+        (Some(_), Some(l)) => l.admit_selected(id, stamp),
+        (None, Some(l)) => l.admit(id, stamp),
+        (_, None) => true,
+    }
+}
+
+/// The first held message of an order-sensitive actor that may be delivered now (only the
+/// oldest held message of each channel is a candidate: channels stay FIFO; timers fire
+/// in deadline order, not arm order, so every held timer is one). Messages without a
+/// stamp go in arrival order when no filter is set.
+fn take_next<M>(
+    layer: Option<&crate::recovery_layer::RecoveryLayer>,
+    id: ActorId,
+    stash: &mut VecDeque<(M, Option<Stamp>)>,
+    only: Option<ActorId>,
+) -> Option<(M, Option<Stamp>)> {
     let mut seen: Vec<ActorId> = Vec::new();
     let pos = stash.iter().position(|(_, stamp)| {
+        let Some(stamp) = stamp else {
+            return only.is_none();
+        };
         if !crate::timer::is_source(stamp.from) {
             if seen.contains(&stamp.from) {
                 return false;
             }
             seen.push(stamp.from);
         }
-        layer.admit(id, *stamp)
+        may_deliver(layer, id, *stamp, only)
     })?;
     stash.remove(pos)
 }
@@ -426,13 +476,14 @@ fn drain_dead_letters<A: Actor>(mailbox: &Mailbox<A::Msg>, stats: &mut ActorStat
 
 impl<A: Actor> Runnable for ActorCell<A> {
     fn run(self: Arc<Self>) {
-        {
-            // Handlers run under catch_unwind, so the lock is never poisoned by them.
+        // Handlers run under catch_unwind, so the lock is never poisoned by them.
+        let rerun = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             self.turn(&mut state);
-        }
+            std::mem::take(&mut state.rerun)
+        };
         self.scheduled.store(false, Ordering::SeqCst);
-        if !self.mailbox.is_empty() {
+        if rerun || !self.mailbox.is_empty() {
             self.notify();
         }
     }
@@ -510,6 +561,14 @@ impl<A: Actor> Control for ActorCell<A> {
         // remote asker that the actor is gone.
         let pushed = match stamp {
             Some(stamp) if A::ORDER_SENSITIVE => self.send_stamped(msg, stamp),
+            // Without recovery only the sender matters (selective receive).
+            None if A::ORDER_SENSITIVE && self.node.recovery_layer().is_none() => {
+                let stamp = Stamp {
+                    from: env.from,
+                    index: 0,
+                };
+                self.send_stamped(msg, stamp)
+            }
             _ => self.mailbox.push_msg(msg).map(|()| self.notify()),
         };
         pushed.map_err(|_| RemoteError::ActorGone(id))
@@ -560,7 +619,7 @@ impl<A: Actor> Control for ActorCell<A> {
             let mut mailbox = Vec::new();
             let mut stamps = Vec::new();
             // Held messages came out of the mailbox first: they stay ahead.
-            let held = state.stash.iter().map(|(m, s)| (m, Some(*s)));
+            let held = state.stash.iter().map(|(m, s)| (m, *s));
             let queued = signals.iter().filter_map(|s| match s {
                 Signal::Msg(m) => Some((m, None)),
                 Signal::Stamped(m, st) => Some((m, Some(*st))),
@@ -590,6 +649,7 @@ impl<A: Actor> Control for ActorCell<A> {
             mailbox,
             stamps,
             timers,
+            receive_only: state.ctx.as_ref().and_then(Context::receive_filter),
         }))
     }
 
@@ -630,11 +690,13 @@ impl<A: Actor> Control for ActorCell<A> {
         }
         state.actor = Some(actor);
         if image.started {
-            state.ctx = Some(Context::new(
+            let mut ctx = Context::new(
                 ActorRef::from_cell(Arc::clone(&self)),
                 self.node.clone(),
                 self.core_id,
-            ));
+            );
+            ctx.set_receive_filter(image.receive_only);
+            state.ctx = Some(ctx);
             state.phase = Phase::Running;
         }
         // Messages sent to it since it was spawned (none, the node was not running yet)

@@ -25,7 +25,8 @@ pub(crate) struct Stamp {
 pub(crate) enum Signal<M> {
     /// An application message.
     Msg(M),
-    /// An application message to an order-sensitive actor with recovery on.
+    /// An application message to an order-sensitive actor, with its sender (for selective
+    /// receive) and, with recovery on, its channel send index (0 with recovery off).
     Stamped(M, Stamp),
     /// Stop after everything enqueued before this signal.
     Stop,

@@ -189,6 +189,7 @@ fn the_cluster_rejects_outsiders_and_bad_frames_and_keeps_running() {
             .unwrap();
         let stray = Envelope {
             to: ActorId::new(0, 99).unwrap(),
+            from: ActorId::new(1, 0).unwrap(),
             type_tag: 0,
             request: None,
             payload: vec![].into(),
@@ -198,6 +199,7 @@ fn the_cluster_rejects_outsiders_and_bad_frames_and_keeps_running() {
             .unwrap();
         let mistyped = Envelope {
             to: counter.id(),
+            from: ActorId::new(1, 0).unwrap(),
             type_tag: 12345,
             request: None,
             payload: vec![1, 2, 3].into(),

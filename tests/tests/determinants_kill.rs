@@ -73,6 +73,14 @@ fn the_masters_node_sigkilled_mid_run_hands_out_exactly_what_the_workers_receive
         "the restored master replayed its timer deliveries: {:?}",
         finals[&0]
     );
+    // It wound down in worker order with selective receives: every worker's report (at
+    // least) was delivered that way, unlogged.
+    let workers: u64 = result["workers"].parse().unwrap();
+    assert!(
+        finals[&0]["selected_deliveries"] >= workers,
+        "{workers} workers, {:?}",
+        finals[&0]
+    );
 }
 
 #[test]

@@ -12,6 +12,12 @@
 //! nondeterministic too, so with recovery on they are logged and replayed like the
 //! arrivals; once every task is handed out the master cancels its timer.
 //!
+//! When the tasks run out the master winds down in worker order: it receives only from
+//! the first worker (selective receive, `ctx.receive_only_from`) until that worker's
+//! final report is in, then only from the next, and so on. Each worker's last request
+//! (answered with `Stop`) and its report come in its channel's FIFO order, so these
+//! deliveries are deterministic and log nothing, even in this order-sensitive actor.
+//!
 //! Workers run on every node but the master's (with one node, next to it).
 //!
 //! The RESULT line holds the answer (the sum of every task's result: each task must be
@@ -83,6 +89,10 @@ struct Master {
     epoch_ms: u64,
     /// The armed epoch timer, if any.
     ticking: Option<TimerId>,
+    /// Workers per node (worker `i` is actor `first + i % per` of node `i / per`).
+    per_node: u64,
+    /// Winding down: the index of the worker whose report the master waits for.
+    draining: Option<u64>,
 }
 
 #[messages]
@@ -104,6 +114,9 @@ impl Master {
                 ctx.cancel_timer(timer);
             }
             let _ = from.tell(Stop {});
+            if self.draining.is_none() {
+                self.drain(self.first_worker(), ctx);
+            }
             return;
         }
         if self.epoch == 0 {
@@ -139,7 +152,11 @@ impl Master {
 
     /// A worker got `Stop`: what it received, by its own count.
     #[message]
-    fn finished(&mut self, worker: u64, count: u64, digest: u64) {
+    fn finished(&mut self, worker: u64, count: u64, digest: u64, ctx: &mut Context<Self>) {
+        if self.draining == Some(worker) {
+            let next = worker + 1;
+            self.drain(next, ctx);
+        }
         let handed = self.per_worker.get(&worker).copied().unwrap_or_default();
         if handed != (count, digest) {
             tracing::error!(
@@ -182,6 +199,37 @@ impl Master {
 }
 
 impl Master {
+    /// The lowest worker index: node 0 has workers only when it is alone.
+    fn first_worker(&self) -> u64 {
+        if self.workers == self.per_node {
+            0
+        } else {
+            self.per_node
+        }
+    }
+
+    /// Receives only from worker `index` until its report is in; past the last worker,
+    /// from anyone again.
+    fn drain(&mut self, index: u64, ctx: &mut Context<Self>) {
+        let (node, k) = (index / self.per_node, index % self.per_node);
+        let first = u64::from(node == 0);
+        let worker = u16::try_from(node)
+            .ok()
+            .and_then(|node| ActorId::new(node, first + k));
+        match worker {
+            Some(id) if index < self.first_worker() + self.workers => {
+                self.draining = Some(index);
+                if let Err(e) = ctx.receive_only_from(id) {
+                    tracing::error!("{e}");
+                }
+            }
+            _ => {
+                self.draining = Some(u64::MAX);
+                ctx.receive_from_anyone();
+            }
+        }
+    }
+
     fn next_epoch(&mut self, ctx: &mut Context<Self>) {
         self.epoch += 1;
         // Audit while nobody waits for a task, at most a few slices.
@@ -279,6 +327,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             audited: 0,
             epoch_ms: args.epoch_ms.max(1),
             ticking: None,
+            per_node: per,
+            draining: None,
         })?;
         expect_id(m, master_id, "master")?;
     }

@@ -63,12 +63,14 @@ fn main() {
                 &stream(&[
                     FrameBody::Envelope(Envelope {
                         to: id,
+                        from: id,
                         type_tag: 42,
                         request: Some(7),
                         payload: vec![1, 2, 3, 4, 5].into(),
                     }),
                     FrameBody::Envelope(Envelope {
                         to: id,
+                        from: id,
                         type_tag: u64::MAX,
                         request: None,
                         payload: vec![].into(),

@@ -19,7 +19,7 @@ use crate::actor_id::ActorId;
 use crate::mailbox::Stamp;
 use crate::node::NodeHandle;
 use crate::recovery::{
-    ChannelId, Determinant, Event, EventLogging, EventMessage, EventSnapshot, EventStore,
+    ChannelId, Determinant, Diverged, Event, EventLogging, EventMessage, EventSnapshot, EventStore,
     ReplayDelivery, ReplayPoll, SetId,
 };
 use crate::transport::frame::FrameBody;
@@ -37,6 +37,9 @@ pub const DETERMINANTS_REPLAYED: &str = "lazarus_recovery_determinants_replayed_
 pub const GATED_SENDS: &str = "lazarus_recovery_gated_sends_total";
 /// A restored actor asked for another event than the one logged (contract broken).
 pub const DIVERGENCES: &str = "lazarus_recovery_divergences_total";
+/// Deliveries of selective receives (order-sensitive actors; determined by the channel,
+/// so not logged).
+pub const SELECTED_DELIVERIES: &str = "lazarus_recovery_selected_deliveries_total";
 
 /// Journal size above which it is rewritten as one snapshot of the store.
 const COMPACT_AT: u64 = 8 << 20;
@@ -61,6 +64,8 @@ pub(crate) struct Events {
     gated: u64,
     /// Timer deliveries a restored actor was forced to repeat at their logged point.
     timers_replayed: u64,
+    /// Deliveries of selective receives (not logged).
+    pub(crate) selected: u64,
 }
 
 /// What a node's checkpoint records of its determinants.
@@ -96,6 +101,7 @@ impl Events {
             early: Vec::new(),
             gated: 0,
             timers_replayed: 0,
+            selected: 0,
         }
     }
 
@@ -103,10 +109,11 @@ impl Events {
     pub(crate) fn report(&self) -> String {
         let s = self.logging.as_ref().map(|l| l.stats()).unwrap_or_default();
         format!(
-            "determinants={} determinants_replayed={} timers_replayed={} determinants_shipped={} gated_sends={} held_now={} logger_keeps={}",
+            "determinants={} determinants_replayed={} timers_replayed={} selected_deliveries={} determinants_shipped={} gated_sends={} held_now={} logger_keeps={}",
             s.recorded,
             s.replayed,
             self.timers_replayed,
+            self.selected,
             s.shipped,
             self.gated,
             self.held.len(),
@@ -219,6 +226,43 @@ impl RecoveryLayer {
         let batches = events.batches();
         drop(core);
         self.emit(batches);
+        true
+    }
+
+    /// Whether order-sensitive `actor`, in a selective receive, may handle the message with
+    /// `stamp` (from the sender it named) now. The delivery is determined by the channel's
+    /// FIFO order, so nothing is logged: the actor's event clock just moves on, in the
+    /// original run and in a replay alike. While the node fetches its log: no (the clock
+    /// must not move before the script is known).
+    pub(crate) fn admit_selected(&self, actor: ActorId, stamp: Stamp) -> bool {
+        let mut core = self.lock();
+        let Core { events, .. } = &mut *core;
+        let Some(logging) = events.logging.as_mut() else {
+            return false;
+        };
+        if logging.is_fetching() {
+            return false;
+        }
+        let tick = events.clocks.get(&actor).copied().unwrap_or(0) + 1;
+        // A logged event at this tick means the original run did something else here.
+        match logging.script().delivery(actor, tick) {
+            Ok(ReplayDelivery::Free) => {}
+            Err(Diverged {
+                logged: Event::EmptyUpTo(_),
+                ..
+            }) => {}
+            other => {
+                counter!(DIVERGENCES).increment(1);
+                tracing::error!(
+                    "actor {actor} at tick {tick}: a selective receive from {} where the \
+                     log holds {other:?}; the actor runs free from here",
+                    stamp.from
+                );
+            }
+        }
+        events.clocks.insert(actor, tick);
+        counter!(SELECTED_DELIVERIES).increment(1);
+        events.selected += 1;
         true
     }
 

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Version of [`SetImage`]'s layout.
-pub const SET_IMAGE_FORMAT: u16 = 2;
+pub const SET_IMAGE_FORMAT: u16 = 3;
 
 /// Everything a node's checkpoint holds.
 #[derive(Debug, Serialize, Deserialize)]

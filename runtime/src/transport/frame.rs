@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 /// First two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"LZ";
 /// Wire protocol version; peers with another version are refused.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// Bytes of the fixed header.
 pub const HEADER_LEN: usize = 8;
 /// Default largest accepted body (64 MiB).
@@ -110,6 +110,9 @@ pub struct ReplicaChunk {
 pub struct Envelope {
     /// The addressee.
     pub to: ActorId,
+    /// The sending actor (or the sending node's driver pseudo-actor for `main`): with
+    /// `to`, the message's channel, which selective receive filters on.
+    pub from: ActorId,
     /// Fingerprint of the addressee's message type, checked on delivery.
     pub type_tag: u64,
     /// Set for `ask`: where the reply goes on the sending node.
@@ -480,6 +483,7 @@ mod tests {
     fn envelope(payload: Vec<u8>) -> FrameBody {
         FrameBody::Envelope(Envelope {
             to: ActorId::new(3, 9).unwrap(),
+            from: ActorId::new(1, 2).unwrap(),
             type_tag: 42,
             request: Some(7),
             payload: payload.into(),
