@@ -130,6 +130,14 @@ impl Events {
         Some((logging, *clock))
     }
 
+    /// The tick `actor`'s next delivery would take; `None` while deliveries must wait (a
+    /// restarted node without its logging yet, or fetching its log). The clock moves only
+    /// once a delivery is admitted.
+    fn delivery_tick(&self, actor: ActorId) -> Option<u64> {
+        let logging = self.logging.as_ref()?;
+        (!logging.is_fetching()).then(|| self.clocks.get(&actor).copied().unwrap_or(0) + 1)
+    }
+
     /// Determinant batches to ship now.
     fn batches(&mut self) -> Vec<(u16, FrameBody)> {
         self.logging
@@ -177,13 +185,10 @@ impl RecoveryLayer {
     pub(crate) fn admit(&self, actor: ActorId, stamp: Stamp) -> bool {
         let mut core = self.lock();
         let Core { events, .. } = &mut *core;
-        let Some(logging) = events.logging.as_mut() else {
+        let (Some(tick), Some(logging)) = (events.delivery_tick(actor), events.logging.as_mut())
+        else {
             return false;
         };
-        if logging.is_fetching() {
-            return false;
-        }
-        let tick = events.clocks.get(&actor).copied().unwrap_or(0) + 1;
         let channel = ChannelId::new(stamp.from, actor);
         let admitted = match logging.script().delivery(actor, tick) {
             Ok(ReplayDelivery::Forced {
@@ -237,13 +242,10 @@ impl RecoveryLayer {
     pub(crate) fn admit_selected(&self, actor: ActorId, stamp: Stamp) -> bool {
         let mut core = self.lock();
         let Core { events, .. } = &mut *core;
-        let Some(logging) = events.logging.as_mut() else {
+        let (Some(tick), Some(logging)) = (events.delivery_tick(actor), events.logging.as_mut())
+        else {
             return false;
         };
-        if logging.is_fetching() {
-            return false;
-        }
-        let tick = events.clocks.get(&actor).copied().unwrap_or(0) + 1;
         // A logged event at this tick means the original run did something else here.
         match logging.script().delivery(actor, tick) {
             Ok(ReplayDelivery::Free) => {}
