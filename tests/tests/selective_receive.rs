@@ -139,6 +139,14 @@ fn only_order_sensitive_actors_can_receive_selectively() {
     node.shutdown();
 }
 
+/// Where the nodes of [`two_nodes`] keep checkpoints and event journals.
+fn checkpoint_dir(recovery: bool) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "lazarus-selective-{}-{recovery}",
+        std::process::id()
+    ))
+}
+
 /// Two nodes in this process over loopback QUIC, recovery on or off.
 fn two_nodes(recovery: bool) -> (Cluster, Cluster) {
     let addrs: Vec<_> = (0..2)
@@ -147,10 +155,7 @@ fn two_nodes(recovery: bool) -> (Cluster, Cluster) {
         .iter()
         .map(|s| s.local_addr().unwrap())
         .collect();
-    let dir = std::env::temp_dir().join(format!(
-        "lazarus-selective-{}-{recovery}",
-        std::process::id()
-    ));
+    let dir = checkpoint_dir(recovery);
     let spec = |rank: u16| ClusterSpec {
         launcher: Launcher::Lazarus,
         rank,
@@ -255,6 +260,7 @@ fn with_recovery_on_a_selective_receive_logs_no_determinant() {
         lazarus::recovery_layer::events::DETERMINANTS,
         None,
     );
+    let _ = std::fs::remove_dir_all(checkpoint_dir(true));
     assert_eq!(
         selected, 2,
         "a1 and a2 were delivered by the selective receive"
