@@ -25,6 +25,9 @@ pub struct Launch {
     /// Recovery on with this checkpoint period (`--ft on --checkpoint-every`; zero: no
     /// periodic checkpoint); `None`: recovery off.
     pub recovery: Option<Duration>,
+    /// Checkpoints also replicated to the buddy node (`--buddy on`; otherwise the
+    /// launcher's default, off on one host).
+    pub buddy: bool,
     /// A planned SIGKILL by the launcher: rank and seconds after launch (`--kill R@S`).
     pub kill: Option<(u16, Duration)>,
     /// Extra environment of the nodes.
@@ -44,6 +47,7 @@ impl Launch {
             nodes,
             cores_per_node: None,
             recovery: None,
+            buddy: false,
             kill: None,
             env: Vec::new(),
             app: app.to_string(),
@@ -79,6 +83,9 @@ impl Launch {
                 "--checkpoint-every".into(),
                 format!("{}ms", every.as_millis()),
             ]);
+            if self.buddy {
+                a.extend(["--buddy".into(), "on".into()]);
+            }
         }
         if let Some((rank, at)) = self.kill {
             a.extend(["--kill".into(), format!("{rank}@{:.3}", at.as_secs_f64())]);

@@ -225,7 +225,13 @@ fn a_node_whose_checkpoint_directory_is_lost_restores_from_its_buddys_replica() 
         true,
         ITERS,
         &[],
-        &["--checkpoint-dir".as_ref(), dir.as_os_str()],
+        &[
+            "--checkpoint-dir".as_ref(),
+            dir.as_os_str(),
+            // One host: the replica is only kept when asked for.
+            "--buddy".as_ref(),
+            "on".as_ref(),
+        ],
     );
     run.wait_started();
     run.wait_for("a checkpoint of node 2", |l| {

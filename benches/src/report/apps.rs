@@ -64,8 +64,12 @@ pub fn checkpoint_every(quick: bool) -> Duration {
 pub enum Mode {
     /// No recovery layer.
     Off,
-    /// Correlated sets: messages between nodes are logged, each node checkpoints.
+    /// Correlated sets: messages between nodes are logged, each node checkpoints into
+    /// the checkpoint directory.
     On,
+    /// As `On`, and each checkpoint is also copied into the memory of the next node
+    /// (`--buddy on`; by default only when that node is on another host).
+    OnBuddy,
     /// As `On` without periodic checkpoints: the cost of logging alone, and a log that is
     /// never released, so its size at the end is everything logged.
     LoggingAlone,
@@ -76,9 +80,10 @@ pub enum Mode {
 }
 
 /// Every mode, in the order of tables and plots.
-pub const MODES: [Mode; 5] = [
+pub const MODES: [Mode; 6] = [
     Mode::Off,
     Mode::On,
+    Mode::OnBuddy,
     Mode::LoggingAlone,
     Mode::LogEverything,
     Mode::LogEverythingAlone,
@@ -90,6 +95,7 @@ impl Mode {
         match self {
             Mode::Off => "off",
             Mode::On => "on (sets)",
+            Mode::OnBuddy => "on (sets) + buddy replica",
             Mode::LoggingAlone => "on, no checkpoints",
             Mode::LogEverything => "log everything",
             Mode::LogEverythingAlone => "log everything, no checkpoints",
@@ -108,9 +114,10 @@ impl Mode {
     pub fn apply(self, launch: &mut Launch, every: Duration) {
         launch.recovery = match self {
             Mode::Off => None,
-            Mode::On | Mode::LogEverything => Some(every),
+            Mode::On | Mode::OnBuddy | Mode::LogEverything => Some(every),
             Mode::LoggingAlone | Mode::LogEverythingAlone => Some(Duration::ZERO),
         };
+        launch.buddy = self == Mode::OnBuddy;
         if matches!(self, Mode::LogEverything | Mode::LogEverythingAlone) {
             launch
                 .env
@@ -321,7 +328,10 @@ fn overhead(ctx: &Context, runs: &[AppRuns]) -> Result<Section> {
          measures its computation (`elapsed_s` of its RESULT line). Modes: **off** (no \
          recovery layer); **on (sets)** (`--ft on --checkpoint-every {every}ms`: each node \
          is one correlated set, only messages between nodes are logged, each node \
-         checkpoints periodically); **on, no checkpoints** (`--checkpoint-every 0`: the \
+         checkpoints periodically into its directory); **on (sets) + buddy replica** \
+         (the same with `--buddy on`: each checkpoint is also copied over the network into \
+         the next node's memory, the default when that node is on another host); **on, no \
+         checkpoints** (`--checkpoint-every 0`: the \
          cost of logging alone); **log everything** (`{k}={v}`, the same with every message \
          logged, also between actors of one node: what correlated sets save); **log \
          everything, no checkpoints**. Cells: median time in seconds (ratio to off).\n\n\

@@ -37,6 +37,25 @@ enum Ft {
     Off,
 }
 
+/// Whether checkpoints are also kept in the memory of the next node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum BuddyArg {
+    /// When the next node runs on another host (never under `lazarus run`: one host).
+    Auto,
+    On,
+    Off,
+}
+
+impl BuddyArg {
+    fn as_env(self) -> &'static str {
+        match self {
+            BuddyArg::Auto => "auto",
+            BuddyArg::On => "on",
+            BuddyArg::Off => "off",
+        }
+    }
+}
+
 #[derive(clap::Args, Clone)]
 struct RunArgs {
     /// Number of nodes (processes).
@@ -61,6 +80,10 @@ struct RunArgs {
     /// Where checkpoints are stored (default: a fresh directory under the temp dir).
     #[arg(long)]
     checkpoint_dir: Option<PathBuf>,
+    /// Also keep each checkpoint in the memory of the next node (rank + 1), so a node
+    /// whose checkpoint directory is lost restores from that copy.
+    #[arg(long, value_enum, default_value_t = BuddyArg::Auto)]
+    buddy: BuddyArg,
     /// SIGKILL nodes at given times: RANK@SECONDS[,RANK@SECONDS...].
     #[arg(long, value_parser = parse_kill_list)]
     kill: Option<KillList>,
@@ -218,6 +241,7 @@ impl Launch<'_> {
                     args.checkpoint_every.as_millis().to_string(),
                 )
                 .env("LAZARUS_CHECKPOINT_DIR", &self.checkpoint_dir)
+                .env("LAZARUS_BUDDY", args.buddy.as_env())
                 .env("LAZARUS_INCARNATION", incarnation.to_string());
         }
         if self.oversubscribed {
@@ -560,6 +584,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         ft: Ft::Off,
         checkpoint_every: Duration::from_secs(1),
         checkpoint_dir: None,
+        buddy: BuddyArg::Auto,
         kill: None,
         app: app_args,
     };

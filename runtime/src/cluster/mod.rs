@@ -207,6 +207,9 @@ impl ClusterSpec {
                 }
             }
         }
+        if let Some(rc) = spec.recovery.as_mut() {
+            rc.buddy = rc.buddy_mode.resolve(&spec.addrs, spec.rank);
+        }
         if spec.launcher != Launcher::Alone && spec.rank as usize >= spec.addrs.len() {
             return Err(ClusterError::Environment(format!(
                 "rank {} is outside a cluster of {} nodes",
@@ -504,6 +507,32 @@ mod tests {
         let ports: Vec<u16> = s.addrs.iter().map(|a| a.port()).collect();
         let base = 20_000 + 12 * 7 * 32; // job 12, step 0
         assert_eq!(ports, [base, base + 1, base + 2, base + 3]);
+    }
+
+    #[test]
+    fn the_buddy_replica_is_kept_by_default_only_when_the_buddy_is_on_another_host() {
+        let buddy = |rank: &str, peers: &str, mode: Option<&str>| {
+            let mut vars = vec![
+                ("LAZARUS_RANK", rank),
+                ("LAZARUS_PEERS", peers),
+                ("LAZARUS_SECRET", "00112233445566778899aabbccddeeff"),
+                ("LAZARUS_FT", "on"),
+            ];
+            vars.extend(mode.map(|m| ("LAZARUS_BUDDY", m)));
+            spec(&vars).map(|s| s.recovery.expect("recovery is on").buddy)
+        };
+        let one_host = "127.0.0.1:4000,127.0.0.1:4001";
+        let two_hosts = "127.0.0.1:4000,127.0.0.1:4001,127.0.0.2:4000";
+        assert!(!buddy("0", one_host, None).unwrap());
+        assert!(!buddy("0", one_host, Some("auto")).unwrap());
+        assert!(buddy("0", one_host, Some("on")).unwrap());
+        // Rank 1's buddy (rank 2) is on the other host, rank 0's (rank 1) is not.
+        assert!(buddy("1", two_hosts, None).unwrap());
+        assert!(!buddy("0", two_hosts, None).unwrap());
+        assert!(buddy("2", two_hosts, None).unwrap());
+        assert!(!buddy("1", two_hosts, Some("off")).unwrap());
+        let err = buddy("0", one_host, Some("sometimes")).unwrap_err();
+        assert!(err.to_string().contains("LAZARUS_BUDDY=sometimes"), "{err}");
     }
 
     #[test]

@@ -113,7 +113,12 @@ pub struct RecoveryConfig {
     /// This process's incarnation of its rank: 0 at launch, one more per restart.
     pub incarnation: u32,
     /// Also keep each checkpoint in the memory of the next node (rank + 1).
+    /// `LAZARUS_BUDDY=on|off`; unset or `auto` resolves to [`Buddy::Auto`], which the
+    /// cluster turns into on exactly when that node lives on another host (see
+    /// [`Buddy::resolve`]).
     pub buddy: bool,
+    /// How `buddy` was chosen.
+    pub buddy_mode: Buddy,
     /// For measurements: log and piggyback every message, also those inside the node.
     pub log_everything: bool,
     /// Event loggers per node: the nodes that keep this node's determinants.
@@ -140,6 +145,12 @@ impl RecoveryConfig {
                 .transpose()
         };
         let every = num("LAZARUS_CHECKPOINT_EVERY_MS")?.unwrap_or(1000);
+        let buddy_mode = match var("LAZARUS_BUDDY").as_deref().map(str::trim) {
+            None | Some("") | Some("auto") => Buddy::Auto,
+            Some("on") => Buddy::On,
+            Some("off") => Buddy::Off,
+            Some(other) => return Err(format!("LAZARUS_BUDDY={other}: expected auto, on or off")),
+        };
         Ok(Some(RecoveryConfig {
             checkpoint_every: (every > 0).then(|| Duration::from_millis(every)),
             dir: var("LAZARUS_CHECKPOINT_DIR")
@@ -147,11 +158,41 @@ impl RecoveryConfig {
                 .unwrap_or_else(|| std::env::temp_dir().join("lazarus-checkpoints")),
             incarnation: u32::try_from(num("LAZARUS_INCARNATION")?.unwrap_or(0))
                 .map_err(|_| "LAZARUS_INCARNATION is too large".to_string())?,
-            buddy: var("LAZARUS_BUDDY").is_none_or(|v| v.trim() != "off"),
+            buddy_mode,
+            buddy: buddy_mode == Buddy::On,
             log_everything: var("LAZARUS_LOG_EVERYTHING").is_some_and(|v| v.trim() == "on"),
             event_loggers: u16::try_from(num("LAZARUS_EVENT_LOGGERS")?.unwrap_or(2))
                 .map_err(|_| "LAZARUS_EVENT_LOGGERS is too large".to_string())?,
         }))
+    }
+}
+
+/// Whether a node's checkpoints are also replicated into its buddy's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buddy {
+    /// Always.
+    On,
+    /// Never: the checkpoint directory alone.
+    Off,
+    /// When the buddy runs on another host: a replica on the same host dies with the
+    /// host, so it would cost a copy over the network per checkpoint and protect nothing
+    /// a lost directory does not also lose (except a directory deleted under a live host).
+    Auto,
+}
+
+impl Buddy {
+    /// Whether node `rank` of the cluster at `addrs` keeps replicas at its buddy
+    /// (rank + 1 mod N).
+    pub fn resolve(self, addrs: &[std::net::SocketAddr], rank: u16) -> bool {
+        match self {
+            Buddy::On => true,
+            Buddy::Off => false,
+            Buddy::Auto => {
+                let n = addrs.len();
+                let me = usize::from(rank);
+                n > 1 && me < n && addrs[me].ip() != addrs[(me + 1) % n].ip()
+            }
+        }
     }
 }
 
@@ -696,6 +737,7 @@ mod tests {
             dir: dir.clone(),
             incarnation: 0,
             buddy: false,
+            buddy_mode: Buddy::Off,
             log_everything: false,
             event_loggers: 1,
         };
