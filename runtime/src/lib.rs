@@ -45,6 +45,7 @@ pub mod error;
 mod executor;
 pub mod failpoint;
 pub mod failure_detector;
+mod heap;
 mod lifecycle;
 mod mailbox;
 pub mod node;

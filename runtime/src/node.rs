@@ -114,6 +114,7 @@ impl NodeBuilder {
 
     /// Discovers the cores, starts the executors and returns the running node.
     pub fn build(self) -> Result<Node, NodeError> {
+        crate::heap::configure();
         let mut hw = topology::allowed_cores()?;
         let offset = self.core_offset % hw.len();
         hw.rotate_left(offset);

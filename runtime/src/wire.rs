@@ -12,6 +12,19 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, WireError> {
     Ok(postcard::to_allocvec(value)?)
 }
 
+/// Encodes `value` into `buffer`, replacing its contents and keeping its memory: a
+/// caller that encodes large values repeatedly (checkpoint images) touches fresh pages
+/// only when a value outgrows every earlier one.
+pub fn encode_into<T: Serialize + ?Sized>(
+    value: &T,
+    buffer: &mut Vec<u8>,
+) -> Result<(), WireError> {
+    let mut reused = std::mem::take(buffer);
+    reused.clear();
+    *buffer = postcard::to_extend(value, reused)?;
+    Ok(())
+}
+
 /// Decodes a whole buffer into a `T`; trailing bytes are an error.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, WireError> {
     let (value, rest) = postcard::take_from_bytes(bytes)?;

@@ -278,7 +278,9 @@ pub struct RecoveryLayer {
     outbox: Mutex<std_mpsc::Sender<(u16, FrameBody)>>,
     /// The other end of `outbox`, until the sender thread takes it.
     outbox_rx: Mutex<Option<std_mpsc::Receiver<(u16, FrameBody)>>>,
-    checkpointing: Mutex<()>,
+    /// Held by the checkpoint being taken (one at a time): the buffer its image is
+    /// encoded into, kept from one checkpoint to the next so its pages stay mapped.
+    checkpointing: Mutex<Vec<u8>>,
     stop: Arc<AtomicBool>,
     checkpoints_done: AtomicU64,
     /// Send index per channel to an order-sensitive actor of this node (its own lock: a
@@ -320,7 +322,7 @@ impl RecoveryLayer {
             replicas: replica::Replicas::default(),
             outbox: Mutex::new(outbox),
             outbox_rx: Mutex::new(Some(outbox_rx)),
-            checkpointing: Mutex::new(()),
+            checkpointing: Mutex::new(Vec::new()),
             stop: Arc::new(AtomicBool::new(false)),
             checkpoints_done: AtomicU64::new(0),
             stamps: Mutex::new(HashMap::new()),

@@ -126,7 +126,7 @@ impl RecoveryLayer {
 
     /// Takes, stores and commits one checkpoint of this node's set.
     pub fn checkpoint_now(&self, node: &NodeHandle) -> Result<CheckpointReport, CheckpointFailure> {
-        let _one_at_a_time = self.checkpointing.lock().unwrap_or_else(|e| e.into_inner());
+        let mut body = self.checkpointing.lock().unwrap_or_else(|e| e.into_inner());
         let started = Instant::now();
         let Captured {
             protocol,
@@ -150,16 +150,17 @@ impl RecoveryLayer {
             driver_sent,
             events,
         };
-        let body =
-            crate::wire::encode(&image).map_err(|e| CheckpointFailure::Encode(e.to_string()))?;
+        crate::wire::encode_into(&image, &mut body)
+            .map_err(|e| CheckpointFailure::Encode(e.to_string()))?;
         drop(image);
-        self.store.save(self.rank, id.0, &body).inspect_err(|_| {
+        let body: &[u8] = &body;
+        self.store.save(self.rank, id.0, body).inspect_err(|_| {
             counter!(CHECKPOINT_FAILURES, "reason" => "store").increment(1);
         })?;
         if self.config.buddy && self.size > 1 {
             // The commit waits for the replica: a checkpoint that the peers release their
             // logs for must survive the loss of this host's disk.
-            if !self.replicate(id.0, &body, REPLICA_TIMEOUT) {
+            if !self.replicate(id.0, body, REPLICA_TIMEOUT) {
                 counter!(CHECKPOINT_FAILURES, "reason" => "replica").increment(1);
                 tracing::warn!(
                     id = id.0,
