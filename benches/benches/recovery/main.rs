@@ -34,7 +34,13 @@ fn node2_at(r: &Run, found: impl Fn(&TimelineEntry) -> bool) -> Option<f64> {
 
 fn overhead(bins: &Bins, reps: usize, md: &mut String) -> Result<()> {
     let app_args = ["--n", "1024", "--iters", "1500", "--check", "bounds"];
-    let modes = [Mode::Off, Mode::On, Mode::LoggingAlone, Mode::LogEverything];
+    let modes = [
+        Mode::Off,
+        Mode::On,
+        Mode::OnBuddy,
+        Mode::LoggingAlone,
+        Mode::LogEverything,
+    ];
     let every = Duration::from_secs(1);
     let mut elapsed: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut last: Vec<Option<Run>> = vec![None; modes.len()];
