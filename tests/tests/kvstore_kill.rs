@@ -22,11 +22,11 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Requests per client: a few seconds of work on this machine, so that a kill shortly
 /// after the first checkpoints lands mid-run.
-const OPS: &str = "1000";
+const OPS: &str = "4000";
 
 /// Without event loggers a request costs no logger round trip: more requests keep the
 /// run going for a few seconds too.
-const OPS_WITHOUT_LOGGERS: &str = "6000";
+const OPS_WITHOUT_LOGGERS: &str = "20000";
 
 fn launch(env: &[(&str, &str)]) -> Launched {
     launch_with_ops(OPS, env)

@@ -1,9 +1,9 @@
-//! The NPB kernels under rollback recovery: each runs class S on 4 nodes under
-//! `lazarus run --ft on`, a node dies mid-run, and the run still verifies with exactly
+//! The NPB kernels under rollback recovery: each runs class S (EP) or W (CG, IS, MG) on
+//! 4 nodes under `lazarus run --ft on`, a node dies mid-run, and the run still verifies with exactly
 //! the failure-free values, with only that node restarted.
 //!
 //! Most tests SIGKILL the node by PID from this test process while it is provably
-//! mid-run. A class S run lasts a fraction of a second, too short to aim a kill at, so
+//! mid-run. Such a run lasts a fraction of a second, too short to aim a kill at, so
 //! the runtime's `stall:RANK:K:MILLIS` failpoint makes the moment: the node takes a
 //! checkpoint after `K` handler calls, makes `K` more (its later checkpoints are held
 //! uncommitted), then stalls before the next one. The test waits for the stall to begin
@@ -38,9 +38,12 @@ struct Kernel {
     app: &'static str,
     /// The RESULT fields that carry its verification values.
     values: &'static [&'static str],
+    /// The NPB class: long enough that checkpoints land inside the kernel, not only
+    /// around it (class S of CG, IS and MG runs for about 10 ms on 4 nodes).
+    class: &'static str,
     /// The stall failpoint's `K`: handler calls of the victim before its checkpoint and
-    /// again after it. A fraction of its calls in a class S run on 4 nodes (64 for EP's
-    /// node 1, about 80 for IS, 190 for MG, 3000 for CG), so the checkpoint holds
+    /// again after it. A fraction of its calls in a run on 4 nodes (64 for EP's
+    /// node 1; in class S about 80 for IS, 190 for MG, 3000 for CG), so the checkpoint holds
     /// progress, work is lost, and more is left.
     k: u64,
     /// `--checkpoint-every`: short enough that the checkpoint after `k` calls comes long
@@ -50,24 +53,28 @@ struct Kernel {
 
 const EP: Kernel = Kernel {
     app: "npb-ep",
+    class: "S",
     values: &["sx", "sy", "counts"],
     k: 8,
     checkpoint_every: "20ms",
 };
 const CG: Kernel = Kernel {
     app: "npb-cg",
+    class: "W",
     values: &["zeta", "rnorm"],
     k: 600,
     checkpoint_every: "200ms",
 };
 const IS: Kernel = Kernel {
     app: "npb-is",
+    class: "W",
     values: &["ranks", "passed", "full_verify"],
     k: 20,
     checkpoint_every: "20ms",
 };
 const MG: Kernel = Kernel {
     app: "npb-mg",
+    class: "W",
     values: &["rnm2", "rnmu"],
     k: 50,
     checkpoint_every: "20ms",
@@ -80,11 +87,11 @@ fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The kernel's class S answer without failures: the app alone (its values are
+/// The kernel's answer without failures: the app alone (its values are
 /// bit-identical for any number of nodes, which `apps/tests/npb.rs` checks).
 fn failure_free(kernel: &Kernel) -> HashMap<String, String> {
-    let out =
-        support::output(Command::new(bin(kernel.app)).args(["--class", "S"])).expect("app starts");
+    let out = support::output(Command::new(bin(kernel.app)).args(["--class", kernel.class]))
+        .expect("app starts");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}: {stdout}", kernel.app);
     let result = parse_result(stdout.lines().last().unwrap_or_default())
@@ -93,14 +100,14 @@ fn failure_free(kernel: &Kernel) -> HashMap<String, String> {
     result
 }
 
-/// Starts a class S run of `kernel` on 4 nodes with recovery on, checkpoints every
+/// Starts a run of `kernel` on 4 nodes with recovery on, checkpoints every
 /// `checkpoint_every` and `failpoint` set.
 fn launch(kernel: &Kernel, checkpoint_every: &str, failpoint: &str) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
     cmd.args(["run", "-n", "4", "--ft", "on"])
         .args(["--checkpoint-every", checkpoint_every, "--"])
         .arg(bin(kernel.app))
-        .args(["--class", "S"])
+        .args(["--class", kernel.class])
         .env("LAZARUS_FAILPOINT", failpoint);
     let mut run = Launched::spawn(cmd, 4);
     run.wait_started();
@@ -115,7 +122,7 @@ fn assert_failure_free_values(kernel: &Kernel, f: &Finished, expected: &HashMap<
     }
 }
 
-/// A class S run of `kernel` on 4 nodes with recovery on in which node `victim` is
+/// A run of `kernel` on 4 nodes with recovery on in which node `victim` is
 /// SIGKILLed mid-run, checked to end with the failure-free values. Returns the run for
 /// the kernel-specific checks.
 fn killed_mid_run(kernel: &Kernel, victim: u16) -> Finished {
