@@ -481,9 +481,11 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         // barrier, so its previous incarnation had done its part. Stop it after a grace
         // period (it may still finish on its own); its exit then counts as "the run is
         // over" above.
+        // Left: exited, whatever the status (a node that finished and then reported its
+        // result unverified, exit status 1, has left as surely as one that verified).
         let left: Vec<u16> = nodes
             .iter()
-            .filter(|n| n.status.is_some_and(|s| s.success()))
+            .filter(|n| n.status.is_some())
             .map(|n| n.rank)
             .collect();
         for node in nodes

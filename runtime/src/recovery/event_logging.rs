@@ -20,9 +20,11 @@
 //!   void rest ([`EventMessage::Resume`]).
 //!
 //! Lazy empty polls: a poll that finds nothing is only noted; a run of them becomes one
-//! determinant when the actor's set next sends to another set, and a successful event of
-//! the same actor makes it unnecessary (the script treats every uncovered tick below a
-//! logged one as an empty poll).
+//! determinant when the actor's set next sends to another set or records an event of
+//! another actor (which may depend on the poll through a message inside the set: a
+//! restored set that replays that event must also replay the poll's answer), and a
+//! successful event of the same actor makes it unnecessary (the script treats every
+//! uncovered tick below a logged one as an empty poll).
 
 use super::determinant::{Determinant, Event, ReplayScript};
 use super::error::ProtocolError;
@@ -348,6 +350,10 @@ impl EventLogging {
     pub fn record(&mut self, det: Determinant) -> u64 {
         if !matches!(det.event, Event::EmptyUpTo(_)) {
             self.lazy_empty.remove(&det.actor);
+            // Other actors' pending runs go first: this event may depend on their answers
+            // (through messages inside the set), so no replay may have it without them.
+            // Found by the simulator once actors decided from state whom to receive from.
+            self.flush_empty_polls();
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -367,6 +373,12 @@ impl EventLogging {
     /// determinants and returns the sequence number the message must wait for — it may
     /// leave once [`stable_below`](Self::stable_below) reaches it.
     pub fn before_send(&mut self) -> u64 {
+        self.flush_empty_polls();
+        self.next_seq
+    }
+
+    /// Turns every noted empty-poll run into a determinant.
+    fn flush_empty_polls(&mut self) {
         for (actor, (first, last)) in std::mem::take(&mut self.lazy_empty) {
             self.record(Determinant {
                 actor,
@@ -374,7 +386,6 @@ impl EventLogging {
                 event: Event::EmptyUpTo(last),
             });
         }
-        self.next_seq
     }
 
     /// Every determinant numbered below this is held by every logger (all of them, with
@@ -781,6 +792,31 @@ mod tests {
         sets[0].record(det(102, 1));
         sets[0].before_send();
         assert_eq!(sets[0].stats().recorded, 2);
+    }
+
+    #[test]
+    fn another_actors_event_logs_a_pending_empty_poll_run_first() {
+        let (mut sets, _) = cluster(2, 1);
+        let poller = actor(0, 2);
+        for tick in 1..=3 {
+            sets[0].empty_poll(poller, tick);
+        }
+        // Actor 0:1's delivery may depend on what 0:2 saw (a message inside the set).
+        let seq = sets[0].record(det(1, 1));
+        assert_eq!(seq, 1, "the run was recorded first, as number 0");
+        assert_eq!(sets[0].stats().recorded, 2);
+        let shipped: Vec<Determinant> = sets[0]
+            .poll_transmit()
+            .into_iter()
+            .flat_map(|(_, m)| match m {
+                EventMessage::Log { dets, .. } => dets.into_iter().map(|(_, d)| d).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(
+            shipped.first().map(|d| (d.actor, d.tick, d.event)),
+            Some((poller, 1, Event::EmptyUpTo(3)))
+        );
     }
 
     #[test]

@@ -35,7 +35,7 @@ use crate::transport::Transport;
 use metrics::{counter, gauge, histogram};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -278,6 +278,12 @@ pub struct RecoveryLayer {
     outbox: Mutex<std_mpsc::Sender<(u16, FrameBody)>>,
     /// The other end of `outbox`, until the sender thread takes it.
     outbox_rx: Mutex<Option<std_mpsc::Receiver<(u16, FrameBody)>>>,
+    /// Frames in `outbox` or being sent by the sender thread. While there are any, new
+    /// frames queue behind them (order); while there are none, [`RecoveryLayer::emit`]
+    /// hands frames straight to the peers' queues when those have room, so a
+    /// determinant, the logger's acknowledgement and the reply it releases cross no
+    /// thread on their way.
+    outbox_pending: Arc<AtomicUsize>,
     /// Held by the checkpoint being taken (one at a time): the buffer its image is
     /// encoded into, kept from one checkpoint to the next so its pages stay mapped.
     checkpointing: Mutex<Vec<u8>>,
@@ -322,6 +328,7 @@ impl RecoveryLayer {
             replicas: replica::Replicas::default(),
             outbox: Mutex::new(outbox),
             outbox_rx: Mutex::new(Some(outbox_rx)),
+            outbox_pending: Arc::new(AtomicUsize::new(0)),
             checkpointing: Mutex::new(Vec::new()),
             stop: Arc::new(AtomicBool::new(false)),
             checkpoints_done: AtomicU64::new(0),
@@ -338,12 +345,14 @@ impl RecoveryLayer {
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .ok_or("the recovery layer is attached already")?;
+        let pending = Arc::clone(&self.outbox_pending);
         std::thread::Builder::new()
             .name("lazarus-recovery".into())
             .spawn(move || {
                 for (to, body) in rx {
                     // A peer that is down gets what it needs again when it rolls back.
                     let _ = transport.send_body(to, &body);
+                    pending.fetch_sub(1, Ordering::AcqRel);
                 }
             })
             .map(|_| ())
@@ -388,11 +397,27 @@ impl RecoveryLayer {
         self.transport.get()
     }
 
-    /// Queues frames for the layer's sender thread, in order.
+    /// Sends frames in order: straight into the peers' queues while nothing waits for
+    /// the sender thread and they have room, else through the sender thread (which may
+    /// wait for room; the caller may be a network task, which must not).
     fn emit(&self, frames: impl IntoIterator<Item = (u16, FrameBody)>) {
         let tx = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
-        for f in frames {
-            let _ = tx.send(f);
+        let mut direct = self
+            .transport()
+            .filter(|_| self.outbox_pending.load(Ordering::Acquire) == 0);
+        for (to, body) in frames {
+            if let Some(t) = direct {
+                match t.offer_body(to, &body) {
+                    Ok(true) => continue,
+                    // A peer that is down gets what it needs again when it rolls back.
+                    Err(_) => continue,
+                    Ok(false) => direct = None,
+                }
+            }
+            self.outbox_pending.fetch_add(1, Ordering::AcqRel);
+            if tx.send((to, body)).is_err() {
+                self.outbox_pending.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     }
 

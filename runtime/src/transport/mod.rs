@@ -415,13 +415,9 @@ impl Transport {
     /// Queues an encoded frame for `rank`, waiting for room if its queue is full.
     pub(crate) fn send_frame(&self, rank: u16, frame: SplitFrame) -> Result<(), TransportError> {
         let link = self.link(rank)?;
-        if link.state.load(Ordering::Acquire) == LINK_DOWN {
-            return Err(TransportError::PeerDown(rank));
-        }
-        match crate::executor::in_engine_context(|| link.tx.try_send(frame)) {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(TransportError::PeerDown(rank)),
-            Err(mpsc::error::TrySendError::Full(frame)) => {
+        match Self::try_queue(rank, link, frame)? {
+            None => Ok(()),
+            Some(frame) => {
                 counter!(BACKPRESSURE_WAITS).increment(1);
                 // Backpressure: the sender waits for room. On the engine core, waiting must
                 // keep driving the engine (it is what drains the queue); elsewhere the
@@ -439,6 +435,31 @@ impl Transport {
                 sent.map_err(|_| TransportError::PeerDown(rank))
             }
         }
+    }
+
+    /// Queues `frame` on `link` if its queue has room; gives it back if the queue is full.
+    fn try_queue(
+        rank: u16,
+        link: &PeerLink,
+        frame: SplitFrame,
+    ) -> Result<Option<SplitFrame>, TransportError> {
+        if link.state.load(Ordering::Acquire) == LINK_DOWN {
+            return Err(TransportError::PeerDown(rank));
+        }
+        match crate::executor::in_engine_context(|| link.tx.try_send(frame)) {
+            Ok(()) => Ok(None),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(TransportError::PeerDown(rank)),
+            Err(mpsc::error::TrySendError::Full(frame)) => Ok(Some(frame)),
+        }
+    }
+
+    /// Encodes and queues `body` for `rank` if the peer's queue has room, without ever
+    /// waiting: `Ok(true)` when queued, `Ok(false)` when the queue is full (nothing was
+    /// queued).
+    pub(crate) fn offer_body(&self, rank: u16, body: &FrameBody) -> Result<bool, TransportError> {
+        let frame = frame::encode_split(body).map_err(|e| TransportError::Encode(e.to_string()))?;
+        let link = self.link(rank)?;
+        Ok(Self::try_queue(rank, link, frame)?.is_none())
     }
 
     /// Queues a frame without waiting; drops it (returning false) if the queue is full.

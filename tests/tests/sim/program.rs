@@ -18,7 +18,10 @@
 //! Order-sensitive actors (when the run has them) break send-determinism on purpose: they
 //! fold every delivery into an arrival-order hash and draw a nondeterministic value (a
 //! random number or a clock read, supplied by the driver) at every round, and both go into
-//! the values they send. Their runs have no oracle; what they must satisfy is that every
+//! the values they send. Now and then (when that hash says so) one receives selectively
+//! (`ctx.receive_only_from`): its next delivery must come from one named input, one of
+//! those furthest behind, so the named sender never waits for it (no deadlock); such a
+//! delivery is determined by the channel's FIFO order and logs nothing. Their runs have no oracle; what they must satisfy is that every
 //! channel's receiver saw exactly what its sender's final state says it sent.
 
 use super::rng::{mix, Rng};
@@ -128,6 +131,7 @@ impl Program {
             acc: 0,
             clock: 0,
             order: 0,
+            receive_only: None,
             sent: vec![(0, 0); self.outputs[a].len()],
             violation: None,
         }
@@ -181,7 +185,30 @@ impl Program {
             st.order = mix(st.order ^ value ^ (from as u64) << 48);
         }
         self.compute(a, st, draw, &mut out);
+        self.choose_receive_filter(a, st);
         out
+    }
+
+    /// An order-sensitive actor decides, from its state alone (so a replay decides the
+    /// same), whether its next delivery is a selective receive and from whom: one of the
+    /// inputs it has received the fewest messages from. That sender's next message needs
+    /// nothing this actor has not sent yet, so naming it can never deadlock.
+    fn choose_receive_filter(&self, a: usize, st: &mut ActorState) {
+        st.receive_only = None;
+        if !self.sensitive[a] || st.order % 3 != 0 {
+            return;
+        }
+        let Some(&least) = st.received.iter().min() else {
+            return;
+        };
+        if least > u64::from(self.rounds) {
+            return; // every input has sent its last round
+        }
+        let behind: Vec<usize> = (0..st.received.len())
+            .filter(|&p| st.received[p] == least)
+            .collect();
+        let pick = behind[(st.order >> 8) as usize % behind.len()];
+        st.receive_only = Some(self.inputs[a][pick]);
     }
 
     fn compute(
@@ -279,6 +306,9 @@ pub struct ActorState {
     pub clock: u64,
     /// Order-sensitive actors: hash of the deliveries in arrival order.
     pub order: u64,
+    /// Order-sensitive actors in a selective receive: the input (global actor number) the
+    /// next delivery must come from.
+    pub receive_only: Option<usize>,
     /// Per output: messages sent and the hash chain of their values.
     pub sent: Vec<(u64, u64)>,
     /// The first application-level violation seen (duplicate, gap, reorder, misroute).
