@@ -299,6 +299,9 @@ fn secret_from_file() -> Result<Vec<u8>, ClusterError> {
     )))
 }
 
+/// Silence after which a peer is declared failed when recovery is on (1 s without).
+pub const RECOVERY_FAILURE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// A running node that is part of a cluster (possibly of one).
 pub struct Cluster {
     node: Node,
@@ -349,6 +352,13 @@ impl Cluster {
             let layer = spec.recovery.clone().map(|rc| {
                 config.incarnation = rc.incarnation;
                 config.reconnect = true;
+                // With recovery on, a dead node is restarted by its supervisor and its peers
+                // learn of it from the replacement's Hello; silence only has to catch what
+                // nobody restarts. A false suspicion, on the other hand, costs the frames of
+                // the connection it closes (a live peer is not resynchronised): on a node
+                // whose core 0 pauses for checkpoints of hundreds of MB while its cores are
+                // oversubscribed, heartbeats can be a second late.
+                config.failure_timeout = RECOVERY_FAILURE_TIMEOUT;
                 let layer = RecoveryLayer::new(spec.rank, spec.addrs.len() as u16, rc);
                 node.handle().set_recovery_layer(Arc::clone(&layer));
                 layer
