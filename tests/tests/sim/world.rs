@@ -783,36 +783,31 @@ impl World {
             let Some(ev) = node.events.as_mut() else {
                 return Vec::new();
             };
-            if let Some(only) = selective {
-                if only != from {
+            match (selective, ev.script().delivery(id, tick)) {
+                (Some(only), _) if only != from => {
                     self.fail(format!(
                         "S{s}: actor {b} receiving only from {only} handled a message from {from}"
                     ));
                     return Vec::new();
                 }
-                // Determined by the channel's FIFO order: nothing is logged, and a replay
-                // must not hold a determinant for this tick.
-                match ev.script().delivery(id, tick) {
+                // A selective receive is determined by the channel's FIFO order: nothing is
+                // logged, and a replay must not hold a determinant for this tick.
+                (
+                    Some(_),
                     Ok(ReplayDelivery::Free)
                     | Err(Diverged {
                         logged: Event::EmptyUpTo(_),
                         ..
-                    }) => {}
-                    other => {
-                        self.fail(format!(
-                            "S{s}: actor {b} at tick {tick}: a selective receive from {from} \
-                             where the log holds {other:?}"
-                        ));
-                        return Vec::new();
-                    }
+                    }),
+                ) => self.stats.selected_deliveries += 1,
+                (Some(_), other) => {
+                    self.fail(format!(
+                        "S{s}: actor {b} at tick {tick}: a selective receive from {from} \
+                         where the log holds {other:?}"
+                    ));
+                    return Vec::new();
                 }
-                self.stats.selected_deliveries += 1;
-                return self.run_actor(s, b, |prog, st, draw| {
-                    prog.handle(b, st, from, index, payload, draw)
-                });
-            }
-            match ev.script().delivery(id, tick) {
-                Ok(ReplayDelivery::Free) => {
+                (None, Ok(ReplayDelivery::Free)) => {
                     ev.record(Determinant {
                         actor: id,
                         tick,
@@ -822,8 +817,8 @@ impl World {
                         },
                     });
                 }
-                Ok(ReplayDelivery::Forced { .. }) => ev.note_replayed(),
-                Err(e) => {
+                (None, Ok(ReplayDelivery::Forced { .. })) => ev.note_replayed(),
+                (None, Err(e)) => {
                     self.fail(format!("S{s}: {e}"));
                     return Vec::new();
                 }
