@@ -198,10 +198,21 @@ impl<A: Actor> ActorRef<A> {
         if skip {
             return Ok(());
         }
+        // Main's tell is an input to the set: what the set's actors send after it (and
+        // so the answers coming back) depends on it, and a restarted node replays those
+        // answers only once main has made the tell again.
+        if let Some(protocol) = core.protocol.as_mut() {
+            protocol.on_local_input();
+        }
         match &self.route {
             // Pushed while the layer is locked: a checkpoint sees the count and the
-            // message together or neither.
-            Route::Local(_) => self.tell_direct(msg),
+            // message together or neither; logged messages the tell let through go in
+            // after it.
+            Route::Local(_) => {
+                let sent = self.tell_direct(msg);
+                RecoveryLayer::deliver_ready(&mut core, &node);
+                sent
+            }
             Route::Remote(t) => {
                 let set = msg.into_set(ReplyTo::none());
                 let env = match t.envelope(&set, None) {

@@ -102,6 +102,28 @@ fn a_workers_node_sigkilled_mid_run_changes_nothing_the_master_saw() {
 }
 
 #[test]
+fn a_workers_node_killed_before_its_first_checkpoint_restarts_from_the_beginning() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut run = launch(&[], TASKS);
+    run.wait_started();
+    // Nodes started together take their first checkpoints spread over the second period:
+    // node 0 after one period, node 3 after 1.75. Kill node 3 in between, with tasks done.
+    run.wait_for("a checkpoint of the master's node", |l| {
+        l.contains("node 0: checkpoint committed")
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    run.kill(3);
+    let f = run.finish();
+    // Its main runs again from the top: the barrier it passed before returns at once,
+    // and the master's logged answers reach the new worker only after main has told it
+    // to begin (they depend on that tell), so it asks for work again instead of
+    // receiving answers to questions it never asked.
+    assert!(f.has("source=beginning"), "{}", f.lines.join("\n"));
+    assert_eq!(f.verified()["consistent"], "true");
+    assert_only_restarted(&f, &[3]);
+}
+
+#[test]
 fn without_event_loggers_the_recovered_master_contradicts_its_workers() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // The control experiment: the same kill with determinants kept nowhere. The restored

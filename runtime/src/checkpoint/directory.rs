@@ -1,19 +1,36 @@
 //! A directory of checkpoint files, one subdirectory per set.
+//!
+//! Files are written with `O_DIRECT` where the file system allows it: a checkpoint is
+//! written once and read only after a failure, so copying it into the page cache buys
+//! nothing and costs the writer a kernel copy of every byte (measured: the largest single
+//! cost of recovery on with 1 MiB messages, whose logs make images of 100-200 MB a
+//! second). Where `O_DIRECT` is refused (tmpfs, some network file systems) the write is
+//! buffered.
 
-use super::{CheckpointError, CheckpointStore, StoredCheckpoint, CORRUPT_CHECKPOINTS};
+use super::{CheckpointError, CheckpointStore, StoredCheckpoint};
+use super::{CHECKPOINT_WRITES, CORRUPT_CHECKPOINTS};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 const MAGIC: [u8; 4] = *b"LZCK";
 const FORMAT: u8 = 1;
 /// magic(4) format(1) pad(1) set(2) epoch(8) len(8) crc(4)
 const HEADER: usize = 28;
 
+/// Alignment of `O_DIRECT` buffers, offsets and lengths: a page, which covers devices
+/// with 512 B and 4 KiB sectors.
+const DIRECT_ALIGN: usize = 4096;
+/// Bytes staged per `O_DIRECT` write.
+const DIRECT_CHUNK: usize = 4 << 20;
+
 /// Checkpoints as files under a root directory (local disk or a shared file system).
 #[derive(Debug, Clone)]
 pub struct DirectoryStore {
     root: PathBuf,
+    /// The aligned buffer `O_DIRECT` writes are staged in, kept between saves.
+    staging: Arc<Mutex<Vec<u8>>>,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
@@ -26,7 +43,68 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
 impl DirectoryStore {
     /// A store rooted at `root` (created on first save).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        DirectoryStore { root: root.into() }
+        DirectoryStore {
+            root: root.into(),
+            staging: Arc::default(),
+        }
+    }
+
+    /// Writes `header` then `body` to a new file at `path` bypassing the page cache.
+    /// `Ok(false)` when the file system does not support it (nothing useful written).
+    #[cfg(target_os = "linux")]
+    fn write_direct(&self, path: &Path, header: &[u8], body: &[u8]) -> std::io::Result<bool> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let unsupported = |e: &std::io::Error| e.raw_os_error() == Some(libc::EINVAL);
+        let mut f = match OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+        {
+            Ok(f) => f,
+            Err(e) if unsupported(&e) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let mut staging = self.staging.lock().unwrap_or_else(|e| e.into_inner());
+        staging.resize(DIRECT_CHUNK + DIRECT_ALIGN, 0);
+        let start = staging.as_ptr().align_offset(DIRECT_ALIGN);
+        let chunk = &mut staging[start..start + DIRECT_CHUNK];
+        let total = header.len() + body.len();
+        let mut pos = 0;
+        while pos < total {
+            let n = copy_concatenated(chunk, pos, header, body);
+            pos += n;
+            // Only the last write may be short; it is padded to the alignment and the
+            // file cut back to its length below.
+            let padded = n.next_multiple_of(DIRECT_ALIGN);
+            chunk[n..padded].fill(0);
+            match f.write_all(&chunk[..padded]) {
+                Ok(()) => {}
+                Err(e) if unsupported(&e) && pos == n => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        f.set_len(total as u64)?;
+        f.sync_all()?;
+        Ok(true)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn write_direct(&self, _: &Path, _: &[u8], _: &[u8]) -> std::io::Result<bool> {
+        Ok(false)
+    }
+
+    /// Writes `header` then `body` to a new file at `path` through the page cache.
+    fn write_buffered(path: &Path, header: &[u8], body: &[u8]) -> std::io::Result<()> {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        f.write_all(header)?;
+        f.write_all(body)?;
+        f.sync_all()
     }
 
     fn set_dir(&self, set: u16) -> PathBuf {
@@ -103,17 +181,12 @@ impl CheckpointStore for DirectoryStore {
         header.extend_from_slice(&epoch.to_le_bytes());
         header.extend_from_slice(&(body.len() as u64).to_le_bytes());
         header.extend_from_slice(&crc32c::crc32c(body).to_le_bytes());
-        {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)
-                .map_err(io(&tmp))?;
-            f.write_all(&header).map_err(io(&tmp))?;
-            f.write_all(body).map_err(io(&tmp))?;
-            f.sync_all().map_err(io(&tmp))?;
+        let direct = self.write_direct(&tmp, &header, body).map_err(io(&tmp))?;
+        if !direct {
+            Self::write_buffered(&tmp, &header, body).map_err(io(&tmp))?;
         }
+        let how = if direct { "direct" } else { "buffered" };
+        metrics::counter!(CHECKPOINT_WRITES, "io" => how).increment(1);
         let dst = self.file(set, epoch);
         fs::rename(&tmp, &dst).map_err(io(&dst))?;
         // The rename is durable only once the directory entry is.
@@ -153,6 +226,22 @@ impl CheckpointStore for DirectoryStore {
         }
         Ok(())
     }
+}
+
+/// Copies into `out` the bytes of `header ++ body` from `pos` on; returns how many.
+fn copy_concatenated(out: &mut [u8], pos: usize, header: &[u8], body: &[u8]) -> usize {
+    let mut n = 0;
+    if pos < header.len() {
+        let h = &header[pos..];
+        let k = h.len().min(out.len());
+        out[..k].copy_from_slice(&h[..k]);
+        n = k;
+    }
+    let from = (pos + n).saturating_sub(header.len());
+    let b = body.get(from..).unwrap_or_default();
+    let k = b.len().min(out.len() - n);
+    out[n..n + k].copy_from_slice(&b[..k]);
+    n + k
 }
 
 #[cfg(test)]
@@ -218,6 +307,38 @@ mod tests {
         fs::write(&f, bytes).unwrap();
         assert_eq!(s.load_latest(1).unwrap().unwrap().epoch, 5);
         let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_large_image_round_trips_through_direct_io() {
+        let (s, dir) = store();
+        // Several staging chunks and a tail that is not a multiple of any sector.
+        let body: Vec<u8> = (0..(2 * DIRECT_CHUNK + 12_345))
+            .map(|i| (i * 7 + i / 4096) as u8)
+            .collect();
+        s.save(5, 1, &body).unwrap();
+        let f = s.file(5, 1);
+        assert_eq!(
+            fs::metadata(&f).unwrap().len() as usize,
+            HEADER + body.len(),
+            "no alignment padding is left in the file"
+        );
+        assert!(s.load_latest(5).unwrap().unwrap().body == body);
+        s.save(5, 2, b"tiny").unwrap();
+        assert_eq!(s.load_latest(5).unwrap().unwrap().body, b"tiny");
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn concatenation_is_copied_across_the_header_boundary() {
+        let mut out = [0u8; 4];
+        assert_eq!(copy_concatenated(&mut out, 0, b"ab", b"cdef"), 4);
+        assert_eq!(&out, b"abcd");
+        assert_eq!(copy_concatenated(&mut out, 1, b"ab", b"cdef"), 4);
+        assert_eq!(&out, b"bcde");
+        assert_eq!(copy_concatenated(&mut out, 4, b"ab", b"cdef"), 2);
+        assert_eq!(&out[..2], b"ef");
+        assert_eq!(copy_concatenated(&mut out, 6, b"ab", b"cdef"), 0);
     }
 
     #[test]

@@ -15,6 +15,10 @@ pub use directory::DirectoryStore;
 /// Checkpoints whose file failed verification on load (label `reason`).
 pub const CORRUPT_CHECKPOINTS: &str = "lazarus_checkpoint_corrupt_total";
 
+/// Checkpoint files written (label `io`: `direct` bypassing the page cache, or
+/// `buffered` where the file system refuses `O_DIRECT`).
+pub const CHECKPOINT_WRITES: &str = "lazarus_checkpoint_writes_total";
+
 /// A checkpoint store failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {

@@ -240,6 +240,12 @@ impl<P> Inbox<P> {
     /// channel's next head and releases the channels that waited for this interval.
     pub fn settle(&mut self, from: SetId, channel: ChannelId, interval: u64) {
         self.classify(from, channel, interval);
+        self.interval_raised(interval);
+    }
+
+    /// The set's interval grew to `interval` without a delivery (an input from outside
+    /// the sets): releases the channels that waited for it.
+    pub fn interval_raised(&mut self, interval: u64) {
         let still_blocked = self.blocked.split_off(&(interval + 1));
         let unblocked = std::mem::replace(&mut self.blocked, still_blocked);
         for (_, keys) in unblocked {

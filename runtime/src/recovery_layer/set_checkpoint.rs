@@ -207,17 +207,19 @@ impl RecoveryLayer {
         })
     }
 
-    /// Starts the thread that checkpoints every `checkpoint_every`.
+    /// Starts the thread that checkpoints every `checkpoint_every`, the first time after
+    /// [`first_checkpoint_after`].
     pub(crate) fn start_checkpointer(self: &Arc<Self>, node: NodeHandle) {
         let Some(every) = self.config.checkpoint_every else {
             return;
         };
         let layer = Arc::clone(self);
         let stop = Arc::clone(&self.stop);
+        let first = first_checkpoint_after(every, self.rank, self.size);
         let _ = std::thread::Builder::new()
             .name("lazarus-checkpoint".into())
             .spawn(move || {
-                let mut next = Instant::now() + every;
+                let mut next = Instant::now() + first;
                 while !stop.load(Ordering::Acquire) {
                     let now = Instant::now();
                     if now < next {
@@ -230,5 +232,37 @@ impl RecoveryLayer {
                     }
                 }
             });
+    }
+}
+
+/// When node `rank` of `size` takes its first periodic checkpoint: nodes started together
+/// are spread over the second period (rank `r` at `1 + r / size` periods) rather than left
+/// in phase. A sender's log keeps what it sent since the receiver's last committed
+/// checkpoint, so two neighbours checkpointing in the same instant each store a whole
+/// period of their messages with every image; spread evenly, a pair stores one period
+/// between them. It also keeps the nodes' checkpoint writes from contending at once.
+pub(crate) fn first_checkpoint_after(every: Duration, rank: u16, size: u16) -> Duration {
+    let size = u32::from(size.max(1));
+    every + every * (u32::from(rank) % size) / size
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_checkpoint_after;
+    use std::time::Duration;
+
+    #[test]
+    fn nodes_started_together_checkpoint_spread_over_one_period() {
+        let every = Duration::from_millis(1000);
+        let firsts: Vec<_> = (0..4)
+            .map(|r| first_checkpoint_after(every, r, 4).as_millis())
+            .collect();
+        assert_eq!(firsts, vec![1000, 1250, 1500, 1750]);
+        assert_eq!(first_checkpoint_after(every, 0, 1), every);
+        assert_eq!(
+            first_checkpoint_after(every, 0, 0),
+            every,
+            "no division by zero"
+        );
     }
 }

@@ -541,6 +541,46 @@ impl Transport {
         rx.await.unwrap_or(Err(TransportError::PeerDown(0)))
     }
 
+    /// Sends `rank` the release of barrier `epoch` without blocking the caller (a network
+    /// task, or rank 0's main). The release must not be lost: a restarted node's main
+    /// waits for it, and its queue may be full of the logged messages its peers resend
+    /// at the same moment (seen: a master-worker node restarted from the beginning hung
+    /// in its first barrier). When the queue is full a task waits for room.
+    fn send_barrier_release(&self, rank: u16, epoch: u64) {
+        let mut buf = Vec::new();
+        if frame::encode(&FrameBody::BarrierRelease { epoch }, &mut buf).is_err() {
+            return;
+        }
+        let Ok(link) = self.link(rank) else {
+            return;
+        };
+        let frame = SplitFrame::whole(Bytes::from(buf));
+        match crate::executor::in_engine_context(|| link.tx.try_send(frame)) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(frame)) => {
+                counter!(BACKPRESSURE_WAITS).increment(1);
+                let tx = link.tx.clone();
+                let wait = async move {
+                    let _ = tx.send(frame).await;
+                };
+                match tokio::runtime::Handle::try_current() {
+                    Ok(h) => drop(h.spawn(wait)),
+                    // Rank 0's main, outside the runtime: a helper thread waits instead.
+                    Err(_) => {
+                        let spawned = std::thread::Builder::new()
+                            .name("lazarus-barrier".into())
+                            .spawn(move || futures::executor::block_on(wait));
+                        if spawned.is_err() {
+                            tracing::warn!(rank, epoch, "barrier release not queued");
+                        }
+                    }
+                }
+            }
+            // The peer is gone; a replacement arrives at the barrier again.
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+
     fn barrier_arrive(&self, epoch: u64, rank: u16) {
         let complete = {
             let mut b = self.barrier.lock().unwrap_or_else(|e| e.into_inner());
@@ -548,7 +588,7 @@ impl Transport {
                 // A restarted node re-running its main passes barriers the cluster has
                 // already passed.
                 if rank != self.rank {
-                    self.try_send_body(rank, &FrameBody::BarrierRelease { epoch });
+                    self.send_barrier_release(rank, epoch);
                 }
                 drop(b);
                 if rank == self.rank {
@@ -565,18 +605,8 @@ impl Transport {
             complete
         };
         if complete {
-            let mut release = Vec::new();
-            if frame::encode(&FrameBody::BarrierRelease { epoch }, &mut release).is_ok() {
-                let release = SplitFrame::whole(Bytes::from(release));
-                for r in 0..self.size as u16 {
-                    if r != self.rank && !self.try_send_frame(r, release.clone()) {
-                        tracing::warn!(
-                            rank = r,
-                            epoch,
-                            "barrier release not queued: peer queue full"
-                        );
-                    }
-                }
+            for r in (0..self.size as u16).filter(|r| *r != self.rank) {
+                self.send_barrier_release(r, epoch);
             }
             self.barrier_release(epoch);
         }
