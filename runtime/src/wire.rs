@@ -25,6 +25,16 @@ pub fn encode_into<T: Serialize + ?Sized>(
     Ok(())
 }
 
+/// Encodes `value` into `writer` as it goes (a checkpoint image straight into its file).
+pub fn encode_to<T: Serialize + ?Sized>(
+    value: &T,
+    writer: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    postcard::to_io(value, writer)
+        .map(|_| ())
+        .map_err(std::io::Error::other)
+}
+
 /// Decodes a whole buffer into a `T`; trailing bytes are an error.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, WireError> {
     let (value, rest) = postcard::take_from_bytes(bytes)?;

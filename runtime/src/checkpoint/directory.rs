@@ -49,62 +49,36 @@ impl DirectoryStore {
         }
     }
 
-    /// Writes `header` then `body` to a new file at `path` bypassing the page cache.
-    /// `Ok(false)` when the file system does not support it (nothing useful written).
-    #[cfg(target_os = "linux")]
-    fn write_direct(&self, path: &Path, header: &[u8], body: &[u8]) -> std::io::Result<bool> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let unsupported = |e: &std::io::Error| e.raw_os_error() == Some(libc::EINVAL);
-        let mut f = match OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(path)
-        {
-            Ok(f) => f,
-            Err(e) if unsupported(&e) => return Ok(false),
-            Err(e) => return Err(e),
-        };
+    /// Writes a checkpoint file at `path` whose body `fill` produces; returns the body's
+    /// length. `direct`: bypass the page cache (`O_DIRECT`).
+    fn write_image(
+        &self,
+        path: &Path,
+        direct: bool,
+        set: u16,
+        epoch: u64,
+        fill: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+    ) -> std::io::Result<u64> {
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(target_os = "linux")]
+        if direct {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_DIRECT);
+        }
+        #[cfg(not(target_os = "linux"))]
+        if direct {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let file = options.open(path)?;
         let mut staging = self.staging.lock().unwrap_or_else(|e| e.into_inner());
         staging.resize(DIRECT_CHUNK + DIRECT_ALIGN, 0);
         let start = staging.as_ptr().align_offset(DIRECT_ALIGN);
-        let chunk = &mut staging[start..start + DIRECT_CHUNK];
-        let total = header.len() + body.len();
-        let mut pos = 0;
-        while pos < total {
-            let n = copy_concatenated(chunk, pos, header, body);
-            pos += n;
-            // Only the last write may be short; it is padded to the alignment and the
-            // file cut back to its length below.
-            let padded = n.next_multiple_of(DIRECT_ALIGN);
-            chunk[n..padded].fill(0);
-            match f.write_all(&chunk[..padded]) {
-                Ok(()) => {}
-                Err(e) if unsupported(&e) && pos == n => return Ok(false),
-                Err(e) => return Err(e),
-            }
+        let mut image = ImageWriter::new(file, &mut staging[start..start + DIRECT_CHUNK]);
+        if let Err(e) = fill(&mut image) {
+            return Err(image.failed.take().unwrap_or(e));
         }
-        f.set_len(total as u64)?;
-        f.sync_all()?;
-        Ok(true)
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn write_direct(&self, _: &Path, _: &[u8], _: &[u8]) -> std::io::Result<bool> {
-        Ok(false)
-    }
-
-    /// Writes `header` then `body` to a new file at `path` through the page cache.
-    fn write_buffered(path: &Path, header: &[u8], body: &[u8]) -> std::io::Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
-        f.write_all(header)?;
-        f.write_all(body)?;
-        f.sync_all()
+        image.finish(set, epoch)
     }
 
     fn set_dir(&self, set: u16) -> PathBuf {
@@ -171,21 +145,30 @@ impl DirectoryStore {
 
 impl CheckpointStore for DirectoryStore {
     fn save(&self, set: u16, epoch: u64, body: &[u8]) -> Result<(), CheckpointError> {
+        self.save_streamed(set, epoch, &mut |w| w.write_all(body))
+            .map(|_| ())
+    }
+
+    fn save_streamed(
+        &self,
+        set: u16,
+        epoch: u64,
+        fill: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<u64, CheckpointError> {
         let dir = self.set_dir(set);
         fs::create_dir_all(&dir).map_err(io(&dir))?;
         let tmp = dir.join(format!("ckpt-{epoch:020}.tmp"));
-        let mut header = Vec::with_capacity(HEADER);
-        header.extend_from_slice(&MAGIC);
-        header.extend_from_slice(&[FORMAT, 0]);
-        header.extend_from_slice(&set.to_le_bytes());
-        header.extend_from_slice(&epoch.to_le_bytes());
-        header.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        header.extend_from_slice(&crc32c::crc32c(body).to_le_bytes());
-        let direct = self.write_direct(&tmp, &header, body).map_err(io(&tmp))?;
-        if !direct {
-            Self::write_buffered(&tmp, &header, body).map_err(io(&tmp))?;
-        }
-        let how = if direct { "direct" } else { "buffered" };
+        let (len, how) = match self.write_image(&tmp, true, set, epoch, fill) {
+            Ok(len) => (len, "direct"),
+            // The file system refuses O_DIRECT (tmpfs, some network file systems).
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                let len = self
+                    .write_image(&tmp, false, set, epoch, fill)
+                    .map_err(io(&tmp))?;
+                (len, "buffered")
+            }
+            Err(e) => return Err(io(&tmp)(e)),
+        };
         metrics::counter!(CHECKPOINT_WRITES, "io" => how).increment(1);
         let dst = self.file(set, epoch);
         fs::rename(&tmp, &dst).map_err(io(&dst))?;
@@ -193,7 +176,7 @@ impl CheckpointStore for DirectoryStore {
         File::open(&dir)
             .and_then(|d| d.sync_all())
             .map_err(io(&dir))?;
-        Ok(())
+        Ok(len)
     }
 
     fn load_latest(&self, set: u16) -> Result<Option<StoredCheckpoint>, CheckpointError> {
@@ -228,20 +211,100 @@ impl CheckpointStore for DirectoryStore {
     }
 }
 
-/// Copies into `out` the bytes of `header ++ body` from `pos` on; returns how many.
-fn copy_concatenated(out: &mut [u8], pos: usize, header: &[u8], body: &[u8]) -> usize {
-    let mut n = 0;
-    if pos < header.len() {
-        let h = &header[pos..];
-        let k = h.len().min(out.len());
-        out[..k].copy_from_slice(&h[..k]);
-        n = k;
+/// A checkpoint file being written: the stream (header, then body) is staged in an
+/// aligned buffer and written a chunk at a time, so a body is never held whole in
+/// memory; the header, which holds the body's length and checksum, is written over the
+/// file's first block at the end.
+struct ImageWriter<'a> {
+    file: File,
+    chunk: &'a mut [u8],
+    /// Bytes staged in `chunk`.
+    filled: usize,
+    /// Stream bytes already in the file.
+    flushed: u64,
+    /// The stream's first block as written (header placeholder, start of the body).
+    first_block: Vec<u8>,
+    /// CRC-32C of the body so far.
+    crc: u32,
+    /// The file's error, kept: an encoder writing through us may report its own.
+    failed: Option<std::io::Error>,
+}
+
+impl<'a> ImageWriter<'a> {
+    fn new(file: File, chunk: &'a mut [u8]) -> Self {
+        chunk[..HEADER].fill(0);
+        ImageWriter {
+            file,
+            chunk,
+            filled: HEADER,
+            flushed: 0,
+            first_block: Vec::new(),
+            crc: 0,
+            failed: None,
+        }
     }
-    let from = (pos + n).saturating_sub(header.len());
-    let b = body.get(from..).unwrap_or_default();
-    let k = b.len().min(out.len() - n);
-    out[n..n + k].copy_from_slice(&b[..k]);
-    n + k
+
+    /// Writes the staged bytes; only the last write of a file may be short of a whole
+    /// chunk (it is padded to the alignment, and the file cut back to its length).
+    fn write_chunk(&mut self) -> std::io::Result<()> {
+        let n = self.filled;
+        let body_from = if self.flushed == 0 { HEADER } else { 0 };
+        self.crc = crc32c::crc32c_append(self.crc, &self.chunk[body_from..n]);
+        if self.flushed == 0 {
+            self.first_block = self.chunk[..n.min(DIRECT_ALIGN)].to_vec();
+        }
+        let padded = n.next_multiple_of(DIRECT_ALIGN);
+        self.chunk[n..padded].fill(0);
+        self.file.write_all(&self.chunk[..padded])?;
+        self.flushed += n as u64;
+        self.filled = 0;
+        Ok(())
+    }
+
+    /// Writes the rest and the header, cuts the padding, syncs; returns the body length.
+    fn finish(mut self, set: u16, epoch: u64) -> std::io::Result<u64> {
+        if self.filled > 0 || self.flushed == 0 {
+            self.write_chunk()?;
+        }
+        let total = self.flushed;
+        let len = total - HEADER as u64;
+        let mut header = Vec::with_capacity(HEADER);
+        header.extend_from_slice(&MAGIC);
+        header.extend_from_slice(&[FORMAT, 0]);
+        header.extend_from_slice(&set.to_le_bytes());
+        header.extend_from_slice(&epoch.to_le_bytes());
+        header.extend_from_slice(&len.to_le_bytes());
+        header.extend_from_slice(&self.crc.to_le_bytes());
+        // The first block again, from the aligned buffer, with the real header.
+        let block = &mut self.chunk[..DIRECT_ALIGN];
+        block.fill(0);
+        block[..self.first_block.len()].copy_from_slice(&self.first_block);
+        block[..HEADER].copy_from_slice(&header);
+        std::os::unix::fs::FileExt::write_all_at(&self.file, block, 0)?;
+        self.file.set_len(total)?;
+        self.file.sync_all()?;
+        Ok(len)
+    }
+}
+
+impl Write for ImageWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let k = buf.len().min(self.chunk.len() - self.filled);
+        self.chunk[self.filled..self.filled + k].copy_from_slice(&buf[..k]);
+        self.filled += k;
+        if self.filled == self.chunk.len() {
+            if let Err(e) = self.write_chunk() {
+                let kept = std::io::Error::new(e.kind(), e.to_string());
+                self.failed = Some(e);
+                return Err(kept);
+            }
+        }
+        Ok(k)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -330,15 +393,21 @@ mod tests {
     }
 
     #[test]
-    fn concatenation_is_copied_across_the_header_boundary() {
-        let mut out = [0u8; 4];
-        assert_eq!(copy_concatenated(&mut out, 0, b"ab", b"cdef"), 4);
-        assert_eq!(&out, b"abcd");
-        assert_eq!(copy_concatenated(&mut out, 1, b"ab", b"cdef"), 4);
-        assert_eq!(&out, b"bcde");
-        assert_eq!(copy_concatenated(&mut out, 4, b"ab", b"cdef"), 2);
-        assert_eq!(&out[..2], b"ef");
-        assert_eq!(copy_concatenated(&mut out, 6, b"ab", b"cdef"), 0);
+    fn a_body_written_piecemeal_is_stored_whole() {
+        let (s, dir) = store();
+        // Many small writes across chunk boundaries, as an encoder makes them.
+        let pieces: Vec<Vec<u8>> = (0..5000u32)
+            .map(|i| vec![i as u8; (i as usize * 37) % 3000])
+            .collect();
+        let whole: Vec<u8> = pieces.concat();
+        let len = s
+            .save_streamed(6, 1, &mut |w| {
+                pieces.iter().try_for_each(|p| w.write_all(p))
+            })
+            .unwrap();
+        assert_eq!(len as usize, whole.len());
+        assert!(s.load_latest(6).unwrap().unwrap().body == whole);
+        let _ = fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -48,6 +48,15 @@ pub trait CheckpointStore: Send + Sync {
     /// Stores `body` as checkpoint `epoch` of `set`, atomically.
     fn save(&self, set: u16, epoch: u64, body: &[u8]) -> Result<(), CheckpointError>;
 
+    /// Stores checkpoint `epoch` of `set`, atomically, as `fill` writes its body: the
+    /// body is written as it is produced, never held whole in memory. Returns its length.
+    fn save_streamed(
+        &self,
+        set: u16,
+        epoch: u64,
+        fill: &mut dyn FnMut(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<u64, CheckpointError>;
+
     /// The newest complete, intact checkpoint of `set`, if any.
     fn load_latest(&self, set: u16) -> Result<Option<StoredCheckpoint>, CheckpointError>;
 

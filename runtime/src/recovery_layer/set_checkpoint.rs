@@ -150,14 +150,27 @@ impl RecoveryLayer {
             driver_sent,
             events,
         };
-        crate::wire::encode_into(&image, &mut body)
-            .map_err(|e| CheckpointFailure::Encode(e.to_string()))?;
+        let replicated = self.config.buddy && self.size > 1;
+        let stored = if replicated {
+            // The replica needs the image in memory anyway.
+            crate::wire::encode_into(&image, &mut body)
+                .map_err(|e| CheckpointFailure::Encode(e.to_string()))?;
+            self.store
+                .save(self.rank, id.0, &body)
+                .map(|()| body.len() as u64)
+        } else {
+            // Encoded straight into the file: no copy of the image (mostly logged
+            // payloads) in memory first.
+            body.clear();
+            self.store
+                .save_streamed(self.rank, id.0, &mut |w| crate::wire::encode_to(&image, w))
+        };
         drop(image);
-        let body: &[u8] = &body;
-        self.store.save(self.rank, id.0, body).inspect_err(|_| {
+        let bytes = stored.inspect_err(|_| {
             counter!(CHECKPOINT_FAILURES, "reason" => "store").increment(1);
-        })?;
-        if self.config.buddy && self.size > 1 {
+        })? as usize;
+        let body: &[u8] = &body;
+        if replicated {
             // The commit waits for the replica: a checkpoint that the peers release their
             // logs for must survive the loss of this host's disk.
             if !self.replicate(id.0, body, REPLICA_TIMEOUT) {
@@ -186,14 +199,14 @@ impl RecoveryLayer {
         let total = started.elapsed();
         counter!(CHECKPOINTS).increment(1);
         histogram!(CHECKPOINT_DURATION).record(total.as_secs_f64());
-        gauge!(CHECKPOINT_BYTES).set(body.len() as f64);
+        gauge!(CHECKPOINT_BYTES).set(bytes as f64);
         self.checkpoints_done.fetch_add(1, Ordering::Relaxed);
         event(
             self.rank,
             &format!(
                 "checkpoint id={} actors={n_actors} bytes={} pause_us={} total_ms={}",
                 id.0,
-                body.len(),
+                bytes,
                 pause.as_micros(),
                 total.as_millis()
             ),
@@ -202,7 +215,7 @@ impl RecoveryLayer {
             id: id.0,
             actors: n_actors,
             pause,
-            bytes: body.len(),
+            bytes,
             total,
         })
     }
