@@ -17,7 +17,9 @@
 //!   longest gap-free run after its checkpoint (anything after a gap was never
 //!   acknowledged by all loggers, so nothing outside depends on it), and replays it
 //!   ([`ReplayScript`]); new determinants continue after that run, and loggers drop the
-//!   void rest ([`EventMessage::Resume`]).
+//!   void rest ([`EventMessage::Resume`]). A logger answering a fetch first drops what it
+//!   holds past its own first gap: it never acknowledged that, and it may be an earlier
+//!   incarnation's void rest whose `Resume` it missed.
 //!
 //! Lazy empty polls: a poll that finds nothing is only noted; a run of them becomes one
 //! determinant when the actor's set next sends to another set or records an event of
@@ -60,7 +62,7 @@ pub enum EventMessage {
         /// Determinants below this may be dropped.
         below: u64,
     },
-    /// Restored producer → logger: send back everything from `from` on.
+    /// Restored producer → logger: send back the gap-free run held from `from` on.
     Fetch {
         /// The restored producer's incarnation.
         incarnation: Incarnation,
@@ -232,11 +234,15 @@ impl EventStore {
         }
         kept.incarnation = incarnation;
         self.drop_below(from, below);
-        let dets = self.producers[&from]
-            .dets
-            .iter()
-            .map(|(&s, &(d, _))| (s, d))
-            .collect();
+        let kept = self.producers.entry(from).or_default();
+        // Past its first gap this logger never acknowledged anything, so nothing outside
+        // depends on it; but it may be a dead incarnation's void rest, whose `Resume` this
+        // logger missed while down (and whose producer failed again before resending it).
+        // Kept, it would mix two histories in this or a later replay (found by the
+        // simulator, seed 24020: a replayed actor met a tick the merged log skipped).
+        let held = kept.held_below();
+        kept.dets.split_off(&held);
+        let dets = kept.dets.iter().map(|(&s, &(d, _))| (s, d)).collect();
         Some(EventMessage::Stored {
             to_incarnation: incarnation,
             dets,
@@ -899,6 +905,69 @@ mod tests {
         assert_eq!(stores[1].len(), 5);
         assert_eq!(stores[2].len(), 5);
         assert_eq!(sets[0].record(det(6, 7)), 5);
+    }
+
+    #[test]
+    fn a_determinant_past_a_loggers_gap_never_enters_a_later_replay() {
+        use crate::recovery::determinant::ReplayDelivery;
+        let (mut sets, mut stores) = cluster(3, 2);
+        let (l1, l2) = (SetId(1), SetId(2));
+        let to = |msgs: Vec<(SetId, SetId, EventMessage)>, l: SetId| -> Vec<_> {
+            msgs.into_iter().filter(|m| m.1 == l).collect()
+        };
+        let snap = sets[0].checkpoint(|_| 0);
+        sets[0].record(det(1, 1));
+        let b = from(SetId(0), sets[0].poll_transmit());
+        pump(&mut sets, &mut stores, b, &[]);
+        // Incarnation 0's determinant 1 reaches no logger, its determinant 2 only logger 1
+        // (which thus holds it past a gap), then the set fails.
+        sets[0].record(det(2, 2));
+        let _lost = sets[0].poll_transmit();
+        sets[0].record(det(3, 3));
+        let b = to(from(SetId(0), sets[0].poll_transmit()), l1);
+        pump(&mut sets, &mut stores, b, &[]);
+
+        // Incarnation 1 replays determinant 0 only and logs its own 1 and 2; logger 1 goes
+        // down once it has answered, so it misses the `Resume` that voids the old 2.
+        let (restored, msgs) = EventLogging::restore(SetId(0), 3, 2, snap, Incarnation(1)).unwrap();
+        sets[0] = restored;
+        let mut answers = Vec::new();
+        for (_, l, m) in to(from(SetId(0), msgs.clone()), l1)
+            .into_iter()
+            .chain(to(from(SetId(0), msgs), l2))
+        {
+            let out = sets[l.index()]
+                .on_message(SetId(0), m, &mut stores[l.index()])
+                .unwrap();
+            answers.extend(out.into_iter().map(|(t, m)| (l, t, m)));
+        }
+        pump(&mut sets, &mut stores, answers, &[l1]);
+        assert!(!sets[0].is_fetching());
+        assert_eq!(sets[0].record(det(2, 5)), 1);
+        sets[0].record(det(3, 6));
+        let b = from(SetId(0), sets[0].poll_transmit());
+        pump(&mut sets, &mut stores, b, &[l1]);
+        assert!(
+            !sets[0].is_stable(3),
+            "logger 1 holds none of incarnation 1's own"
+        );
+
+        // Incarnation 2: logger 2 answers first, logger 1 last.
+        let (restored, msgs) = EventLogging::restore(SetId(0), 3, 2, snap, Incarnation(2)).unwrap();
+        sets[0] = restored;
+        let msgs = from(SetId(0), msgs);
+        pump(&mut sets, &mut stores, to(msgs.clone(), l2), &[]);
+        pump(&mut sets, &mut stores, to(msgs, l1), &[]);
+        assert!(!sets[0].is_fetching());
+        // Incarnation 1's history, or a prefix of it; never a mix with incarnation 0's.
+        for (tick, send_index) in [(2, 5), (3, 6)] {
+            match sets[0].script().delivery(actor(0, 1), tick) {
+                Ok(ReplayDelivery::Forced {
+                    send_index: got, ..
+                }) => assert_eq!(got, send_index, "tick {tick}"),
+                other => panic!("tick {tick}: {other:?}"),
+            }
+        }
     }
 
     #[test]
