@@ -24,6 +24,7 @@ pub struct Launched {
     nodes: u16,
     lines: Receiver<String>,
     seen: Vec<String>,
+    started: Instant,
 }
 
 impl Launched {
@@ -53,6 +54,7 @@ impl Launched {
             nodes,
             lines: rx,
             seen: Vec::new(),
+            started: Instant::now(),
         }
     }
 
@@ -161,6 +163,14 @@ impl Launched {
         while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
             self.seen.push(line);
         }
+        let took = self.started.elapsed();
+        if took > SLOW_RUN {
+            // Passing but slow: worth a look (shown with `--nocapture` or on failure).
+            eprintln!(
+                "slow run ({took:?}); output:\n{}",
+                self.seen.join("\n")
+            );
+        }
         let result = self
             .seen
             .iter()
@@ -175,6 +185,9 @@ impl Launched {
         }
     }
 }
+
+/// A run that takes longer than this prints its output even when it passes.
+const SLOW_RUN: Duration = Duration::from_secs(30);
 
 /// A finished `lazarus run`.
 pub struct Finished {
