@@ -166,10 +166,7 @@ impl Launched {
         let took = self.started.elapsed();
         if took > SLOW_RUN {
             // Passing but slow: worth a look (shown with `--nocapture` or on failure).
-            eprintln!(
-                "slow run ({took:?}); output:\n{}",
-                self.seen.join("\n")
-            );
+            eprintln!("slow run ({took:?}); output:\n{}", self.seen.join("\n"));
         }
         let result = self
             .seen
