@@ -206,8 +206,8 @@ impl<A: Actor> ActorRef<A> {
         }
         match &self.route {
             // Pushed while the layer is locked: a checkpoint sees the count and the
-            // message together or neither; logged messages the tell let through go in
-            // after it.
+            // message together or neither; logged messages the tell let through (on
+            // either route) go in after it.
             Route::Local(_) => {
                 let sent = self.tell_direct(msg);
                 RecoveryLayer::deliver_ready(&mut core, &node);
@@ -229,6 +229,7 @@ impl<A: Actor> ActorRef<A> {
                 let frame =
                     RecoveryLayer::log_send(&mut core, RecoveryLayer::driver_id(node.rank()), env)
                         .and_then(|f| layer.gate(&mut core, rank, f));
+                RecoveryLayer::deliver_ready(&mut core, &node);
                 drop(core);
                 if let (Some(frame), Some(tr)) = (frame, node.transport()) {
                     // Logged: a peer that is down gets it when it rolls back.
