@@ -6,6 +6,7 @@
 //! | `panic:RANK:SEQ:K` | actor `RANK:SEQ` panics in its `K`-th handler call, in the first incarnation only (a transient fault) |
 //! | `panic-always:RANK:SEQ:K` | the same in every incarnation (a deterministic bug) |
 //! | `stall:RANK:K:MILLIS` | node `RANK` takes a checkpoint after its `K`-th handler call, makes `K` more handler calls (its later checkpoints wait in their middle, uncommitted), then sleeps `MILLIS` ms before the next one, in the first incarnation only |
+//! | `stall-on:RANK:MESSAGE:MILLIS` | node `RANK` sleeps `MILLIS` ms before handling its first message of type `MESSAGE` (e.g. `Finished`), in the first incarnation only: a phase of the app a test can SIGKILL the node in |
 //!
 //! Some faults cannot be hit from outside at a precise moment (a SIGKILL "during a
 //! checkpoint" from a test races the checkpoint); a failpoint hits it every time. With no
@@ -25,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// A parsed failpoint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Failpoint {
     /// Node `rank` dies during its checkpoint `n`.
     Checkpoint {
@@ -53,6 +54,15 @@ pub enum Failpoint {
         /// How long the stall lasts, in milliseconds.
         millis: u64,
     },
+    /// Node `rank` stalls before handling its first message of type `message`.
+    StallOn {
+        /// The node.
+        rank: u16,
+        /// The message type's name, as the actor's `#[messages]` block names it.
+        message: String,
+        /// How long the stall lasts, in milliseconds.
+        millis: u64,
+    },
 }
 
 /// Parses a `LAZARUS_FAILPOINT` value.
@@ -75,6 +85,11 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
             k: num(k)?,
             millis: num(millis)?,
         }),
+        ["stall-on", r, message, millis] if !message.is_empty() => Ok(Failpoint::StallOn {
+            rank: rank(r)?,
+            message: message.to_string(),
+            millis: num(millis)?,
+        }),
         [kind @ ("panic" | "panic-always"), r, seq, k] => {
             let rank = rank(r)?;
             let actor = ActorId::new(rank, num(seq)?)
@@ -87,7 +102,7 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
         }
         _ => Err(format!(
             "failpoint `{spec}`: expected checkpoint:RANK:N, panic:RANK:SEQ:K, \
-             panic-always:RANK:SEQ:K or stall:RANK:K:MILLIS"
+             panic-always:RANK:SEQ:K, stall:RANK:K:MILLIS or stall-on:RANK:MESSAGE:MILLIS"
         )),
     }
 }
@@ -105,30 +120,40 @@ static STALL_OVER: AtomicBool = AtomicBool::new(false);
 /// Arms `point` in node `rank`'s process (`incarnation` decides whether a transient
 /// fault fires).
 pub(crate) fn arm(point: Failpoint, rank: u16, incarnation: u32) {
-    let fires = match point {
+    let fires = match &point {
         Failpoint::Panic { actor, always, .. } => {
-            actor.rank() == rank && (always || incarnation == 0)
+            actor.rank() == rank && (*always || incarnation == 0)
         }
-        Failpoint::Checkpoint { rank: r, .. } | Failpoint::Stall { rank: r, .. } => {
-            r == rank && incarnation == 0
-        }
+        Failpoint::Checkpoint { rank: r, .. }
+        | Failpoint::Stall { rank: r, .. }
+        | Failpoint::StallOn { rank: r, .. } => *r == rank && incarnation == 0,
     };
     if fires && POINT.set(point).is_ok() {
         ARMED.store(true, Ordering::Release);
     }
 }
 
-/// Called before each handler call of `actor`: panics or stalls if the failpoint says so.
+/// Called before each handler call of `actor` for a message of type `message`: panics or
+/// stalls if the failpoint says so.
 #[inline]
-pub(crate) fn before_handler(actor: ActorId) {
+pub(crate) fn before_handler(actor: ActorId, message: &str) {
     if ARMED.load(Ordering::Relaxed) {
-        handler_slow(actor);
+        handler_slow(actor, message);
     }
 }
 
 #[cold]
-fn handler_slow(actor: ActorId) {
+fn handler_slow(actor: ActorId, message: &str) {
     match POINT.get() {
+        Some(Failpoint::StallOn {
+            rank,
+            message: m,
+            millis,
+        }) if m == message && !STALLED.swap(true, Ordering::AcqRel) => {
+            eprintln!("failpoint: node {rank} stalls {millis} ms before its first {message}");
+            std::thread::sleep(std::time::Duration::from_millis(*millis));
+            eprintln!("failpoint: node {rank} stall over");
+        }
         Some(Failpoint::Panic { actor: a, k, .. })
             if *a == actor && CALLS.fetch_add(1, Ordering::Relaxed) + 1 == *k =>
         {
@@ -213,6 +238,15 @@ mod tests {
                 millis: 5000
             })
         );
+        assert_eq!(
+            parse("stall-on:0:Finished:60000"),
+            Ok(Failpoint::StallOn {
+                rank: 0,
+                message: "Finished".into(),
+                millis: 60000
+            })
+        );
+        assert!(parse("stall-on:0::10").is_err(), "a message type is needed");
         assert!(parse("panic:1").unwrap_err().contains("expected"));
         assert!(parse("stall:1:2")
             .unwrap_err()

@@ -323,7 +323,7 @@ impl<A: Actor> ActorCell<A> {
                     let started = stats.start_handler();
                     let id = self.mailbox.id;
                     let outcome = catch_unwind(AssertUnwindSafe(|| {
-                        crate::failpoint::before_handler(id);
+                        crate::failpoint::before_handler(id, message_type);
                         actor.handle(msg, ctx)
                     }));
                     stats.end_handler(started);

@@ -124,6 +124,33 @@ fn a_workers_node_killed_before_its_first_checkpoint_restarts_from_the_beginning
 }
 
 #[test]
+fn the_masters_node_killed_in_its_wind_down_replays_it_by_selective_receive() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // Every task is handed out; the master has told the first worker to stop and
+    // receives only from it. It stalls before handling that worker's report, and dies.
+    let mut run = launch(&[("LAZARUS_FAILPOINT", "stall-on:0:Finished:60000")], TASKS);
+    run.wait_started();
+    run.wait_for("the master stalled in its wind-down", |l| {
+        l.contains("failpoint: node 0 stalls")
+    });
+    run.kill(0);
+    let f = run.finish();
+    let result = f.verified();
+    assert_eq!(result["consistent"], "true");
+    assert_only_restarted(&f, &[0]);
+    let finals = f.finals();
+    // The restored master replayed its logged hand-outs, then wound down again by
+    // selective receive, in worker order, with nothing logged for those deliveries.
+    assert!(finals[&0]["determinants_replayed"] > 0, "{:?}", finals[&0]);
+    let workers: u64 = result["workers"].parse().unwrap();
+    assert!(
+        finals[&0]["selected_deliveries"] >= workers,
+        "{workers} workers, {:?}",
+        finals[&0]
+    );
+}
+
+#[test]
 fn without_event_loggers_the_recovered_master_contradicts_its_workers() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // The control experiment: the same kill with determinants kept nowhere. The restored
