@@ -161,7 +161,6 @@ impl RecoveryLayer {
         } else {
             // Encoded straight into the file: no copy of the image (mostly logged
             // payloads) in memory first.
-            body.clear();
             self.store
                 .save_streamed(self.rank, id.0, &mut |w| crate::wire::encode_to(&image, w))
         };

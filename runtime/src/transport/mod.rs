@@ -555,9 +555,9 @@ impl Transport {
             return;
         };
         let frame = SplitFrame::whole(Bytes::from(buf));
-        match crate::executor::in_engine_context(|| link.tx.try_send(frame)) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(frame)) => {
+        match Self::try_queue(rank, link, frame) {
+            Ok(None) => {}
+            Ok(Some(frame)) => {
                 counter!(BACKPRESSURE_WAITS).increment(1);
                 let tx = link.tx.clone();
                 let wait = async move {
@@ -577,7 +577,7 @@ impl Transport {
                 }
             }
             // The peer is gone; a replacement arrives at the barrier again.
-            Err(mpsc::error::TrySendError::Closed(_)) => {}
+            Err(_) => {}
         }
     }
 
