@@ -114,6 +114,11 @@ pub struct Run {
     pub wall: Duration,
     /// The SIGKILLs `on_line` asked for: rank, and when (since the launch, this clock).
     pub kills: Vec<(u16, Duration)>,
+    /// CPU time (user + system) of the launcher and every node process it waited for.
+    /// On an oversubscribed host (4 nodes on 2 cores) wall time mostly measures how the
+    /// nodes shared the cores; CPU time is the work the run cost. Assumes no other child
+    /// of this process ends meanwhile (runs go one at a time).
+    pub cpu: Duration,
     /// The launcher exited successfully (the app's status).
     pub success: bool,
 }
@@ -160,6 +165,7 @@ pub fn run_to_end(
     mut on_line: impl FnMut(&str) -> Option<Cue>,
 ) -> Result<Run> {
     let command = launch.command_line();
+    let cpu_before = children_cpu();
     let started = Instant::now();
     let mut child = Command::new(bins.path("lazarus")?)
         .args(launch.launcher_args())
@@ -256,8 +262,26 @@ pub fn run_to_end(
         lines,
         wall,
         kills,
+        cpu: children_cpu().saturating_sub(cpu_before),
         success: status.success(),
     })
+}
+
+/// User + system CPU time of every child (and their waited-for descendants) this process
+/// has waited for.
+fn children_cpu() -> Duration {
+    // SAFETY: `getrusage` fills the zeroed struct we pass and keeps no reference to it.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) != 0 {
+            return Duration::ZERO;
+        }
+        usage
+    };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 /// `node <rank> pid <pid>[ incarnation <i>]`, as the launcher prints when it starts a node.
