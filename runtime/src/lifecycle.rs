@@ -270,7 +270,7 @@ impl<A: Actor> ActorCell<A> {
             let only = ctx.receive_filter();
             let holding = layer.is_some() || only.is_some() || !stash.is_empty();
             let stashed = if holding {
-                take_next(layer, id, stash, only)
+                take_next(layer, id, stash, only, &self.timers)
             } else {
                 None
             };
@@ -286,9 +286,12 @@ impl<A: Actor> ActorCell<A> {
                     match signal {
                         // Held back unless the filter and the logged order (or, past it,
                         // this moment) make it the next delivery; a held one keeps its
-                        // place.
+                        // place. A cancelled timer goes on to be dropped.
                         Signal::Stamped(msg, stamp) if holding => {
-                            if stash.is_empty() && may_deliver(layer, id, stamp, only) {
+                            if stash.is_empty()
+                                && (cancelled_timer(&self.timers, stamp)
+                                    || may_deliver(layer, id, stamp, only))
+                            {
                                 Signal::Stamped(msg, stamp)
                             } else {
                                 stash.push_back((msg, Some(stamp)));
@@ -426,21 +429,37 @@ fn may_deliver(
     }
 }
 
+/// Whether `stamp` names a timer that fired and was then cancelled. Its message is taken
+/// out (to be dropped) before any delivery decision, so it takes no tick of the event
+/// clock: whether it had fired before the cancel depends on timing, and a replay in which
+/// it had not (the cancel removed it while pending) must not wait for it at a logged tick.
+fn cancelled_timer<M>(timers: &Mutex<Timers<M>>, stamp: Stamp) -> bool {
+    crate::timer::is_source(stamp.from)
+        && timers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_cancelled(stamp.index)
+}
+
 /// The first held message of an order-sensitive actor that may be delivered now (only the
 /// oldest held message of each channel is a candidate: channels stay FIFO; timers fire
-/// in deadline order, not arm order, so every held timer is one). Messages without a
-/// stamp go in arrival order when no filter is set.
+/// in deadline order, not arm order, so every held timer is one), or a cancelled timer
+/// (to be dropped). Messages without a stamp go in arrival order when no filter is set.
 fn take_next<M>(
     layer: Option<&crate::recovery_layer::RecoveryLayer>,
     id: ActorId,
     stash: &mut VecDeque<(M, Option<Stamp>)>,
     only: Option<ActorId>,
+    timers: &Mutex<Timers<M>>,
 ) -> Option<(M, Option<Stamp>)> {
     let mut seen: Vec<ActorId> = Vec::new();
     let pos = stash.iter().position(|(_, stamp)| {
         let Some(stamp) = stamp else {
             return only.is_none();
         };
+        if cancelled_timer(timers, *stamp) {
+            return true;
+        }
         if !crate::timer::is_source(stamp.from) {
             if seen.contains(&stamp.from) {
                 return false;
@@ -716,5 +735,64 @@ impl<A: Actor> Control for ActorCell<A> {
 
     fn wake(self: Arc<Self>) {
         self.notify();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recovery_layer::{Buddy, RecoveryConfig, RecoveryLayer};
+
+    #[test]
+    fn a_timer_cancelled_after_it_fired_leaves_the_stash_without_a_tick_of_the_event_clock() {
+        // Whether a timer fired before the handler that cancels it ran depends on timing.
+        // A replay may cancel it while still pending, and then it never comes: had its
+        // original drop taken a tick (a logged delivery), that replay would wait for it at
+        // the logged tick forever.
+        let dir = std::env::temp_dir().join(format!("lazarus-cancelled-{}", std::process::id()));
+        let layer = RecoveryLayer::new(
+            0,
+            2,
+            RecoveryConfig {
+                checkpoint_every: None,
+                dir: dir.clone(),
+                incarnation: 0,
+                buddy: false,
+                buddy_mode: Buddy::Off,
+                log_everything: false,
+                event_loggers: 1,
+            },
+        );
+        let actor = ActorId::new(0, 1).unwrap();
+        let timers = Mutex::new(Timers::default());
+        let stamp = |seq| {
+            Some(Stamp {
+                from: crate::timer::source_of(actor),
+                index: seq,
+            })
+        };
+        let (cancelled, live) = {
+            let mut t = timers.lock().unwrap();
+            let (a, b) = (t.arm(Instant::now(), "a"), t.arm(Instant::now(), "b"));
+            t.take_fired(a);
+            t.take_fired(b);
+            assert!(t.cancel(a));
+            (a, b)
+        };
+        let mut stash = VecDeque::from([("a", stamp(cancelled)), ("b", stamp(live))]);
+        let clock = |layer: &RecoveryLayer| layer.lock().events.clocks.get(&actor).copied();
+
+        let taken = take_next(Some(&layer), actor, &mut stash, None, &timers);
+        assert_eq!(
+            taken,
+            Some(("a", stamp(cancelled))),
+            "taken out, to be dropped"
+        );
+        assert_eq!(clock(&layer), None, "no tick, no determinant");
+        // The live timer is a delivery like any other: one tick, recorded.
+        let taken = take_next(Some(&layer), actor, &mut stash, None, &timers);
+        assert_eq!(taken, Some(("b", stamp(live))));
+        assert_eq!(clock(&layer), Some(1));
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

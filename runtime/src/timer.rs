@@ -24,8 +24,10 @@ pub struct TimerId(pub(crate) u64);
 /// timer channel is named by its id with this bit set (no node spawns 2^47 actors).
 const TIMER_SOURCE_BIT: u64 = 1 << 47;
 
-/// The pseudo-sender of `actor`'s timer messages.
-pub(crate) fn source_of(actor: ActorId) -> ActorId {
+/// The pseudo-sender of `actor`'s timer messages: the sender of its timer channel, as
+/// delivery determinants name it (public for drivers of the protocol core, such as the
+/// recovery simulator, that must name timer deliveries the way the runtime does).
+pub fn source_of(actor: ActorId) -> ActorId {
     ActorId::from_u64(actor.as_u64() | TIMER_SOURCE_BIT)
 }
 
@@ -88,6 +90,12 @@ impl<M> Timers<M> {
             return true;
         }
         false
+    }
+
+    /// Whether timer `seq` fired and was then cancelled (its message, still in the
+    /// mailbox, is to be dropped).
+    pub(crate) fn is_cancelled(&self, seq: u64) -> bool {
+        self.cancelled.contains(&seq)
     }
 
     /// Timer `seq`'s message came out of the mailbox: whether to handle it.
@@ -288,6 +296,7 @@ mod tests {
         assert_eq!(t.take_fired(a), Some("a"));
         assert_eq!(t.take_fired(b), Some("b"));
         assert!(t.cancel(a));
+        assert!(t.is_cancelled(a) && !t.is_cancelled(b));
         assert!(!t.handle(a), "the cancelled one is not handled");
         assert!(t.handle(b));
         assert!(!t.cancel(b), "a handled timer cannot be cancelled any more");

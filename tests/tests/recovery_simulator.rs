@@ -23,8 +23,8 @@ fn random_seeds_recover_to_the_failure_free_result() {
     sweep(SimConfig::random, 2000);
 }
 
-/// Runs with order-sensitive actors (their sends depend on arrival order, random numbers
-/// and clock reads): after any crash schedule, no message that left a set is contradicted
+/// Runs with order-sensitive actors (their sends depend on arrival order, random numbers,
+/// clock reads, mailbox probes and where their timers are handled): after any crash schedule, no message that left a set is contradicted
 /// by its regeneration, and every receiver saw exactly what its sender ended up sending.
 #[test]
 fn order_sensitive_actors_replay_their_determinants_exactly() {
@@ -34,6 +34,11 @@ fn order_sensitive_actors_replay_their_determinants_exactly() {
         // crashes, and selective receives (which log nothing) in original runs and replays.
         assert!(total.determinants_replayed > 0, "{total:?}");
         assert!(total.selected_deliveries > 0, "{total:?}");
+        // Timers rang, some after a cancel, and replays handled timers at their logged
+        // points.
+        assert!(total.timers_handled > 0, "{total:?}");
+        assert!(total.timers_dropped > 0, "{total:?}");
+        assert!(total.timers_replayed > 0, "{total:?}");
     }
 }
 
@@ -72,7 +77,9 @@ fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
     println!(
         "{seeds} seeds in {:.1?}: {} crashes ({} simultaneous, {} mid-checkpoint, {} during a \
          recovery), {} checkpoints, {} packets lost\n{:#?}\npeak log {} entries / {} bytes\n\
-         determinants: {} recorded, {} replayed; {} selective receives",
+         determinants: {} recorded, {} replayed; {} selective receives\n\
+         timers: {} armed, {} cancelled, {} rang, {} dropped (cancelled after ringing), {} \
+         handled, {} forced at their logged point by a replay",
         started.elapsed(),
         total.crashes,
         total.simultaneous_crashes,
@@ -86,6 +93,12 @@ fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
         total.determinants,
         total.determinants_replayed,
         total.selected_deliveries,
+        total.timers_armed,
+        total.timers_cancelled,
+        total.timers_fired,
+        total.timers_dropped,
+        total.timers_handled,
+        total.timers_replayed,
     );
     if !failures.is_empty() {
         let shown: Vec<String> = failures

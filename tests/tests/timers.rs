@@ -1,7 +1,8 @@
 //! Specification of timers: `ctx.send_after` sends an actor a message of its own after a
 //! delay; `ctx.cancel_timer` takes it back while it is not handled yet. (Their recovery —
 //! pending timers in checkpoints, timer deliveries replayed at their logged points — is
-//! exercised with real processes in determinants_kill.rs.)
+//! exercised with real processes in determinants_kill.rs and over many seeds in the
+//! recovery simulator.)
 
 use lazarus::timer::TimerId;
 use lazarus::{messages, Actor, Context, Node};

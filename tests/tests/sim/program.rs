@@ -21,8 +21,12 @@
 //! the values they send. Now and then (when that hash says so) one receives selectively
 //! (`ctx.receive_only_from`): its next delivery must come from one named input, one of
 //! those furthest behind, so the named sender never waits for it (no deadlock); such a
-//! delivery is determined by the channel's FIFO order and logs nothing. Their runs have no oracle; what they must satisfy is that every
-//! channel's receiver saw exactly what its sender's final state says it sent.
+//! delivery is determined by the channel's FIFO order and logs nothing. They also arm
+//! timers (`ctx.send_after`) and cancel some, again as their arrival-order hash says; a
+//! timer's delivery folds its value into that hash, so where among the other deliveries
+//! it is handled shows in everything the actor sends afterwards. Their runs have no
+//! oracle; what they must satisfy is that every channel's receiver saw exactly what its
+//! sender's final state says it sent.
 
 use super::rng::{mix, Rng};
 use lazarus::ActorId;
@@ -30,6 +34,27 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// Supplies an order-sensitive actor's nondeterministic value at an event-clock tick.
 pub type Draw<'a> = &'a mut dyn FnMut(u64) -> u64;
+
+/// Most timers one actor arms in a run (so runs end).
+const MAX_TIMERS: u64 = 6;
+
+/// A timer operation of a start or handler (`ctx.send_after` / `ctx.cancel_timer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerOp {
+    /// Arm timer number `seq` (the actor's arm count, as the runtime numbers them): it
+    /// rings `value` after `delay` simulated steps.
+    Arm { seq: u64, delay: u64, value: u64 },
+    /// Cancel timer `seq` (armed and not handled yet).
+    Cancel(u64),
+}
+
+/// What a start or handler did: messages sent (destination, payload), in send order, and
+/// timer operations, in order.
+#[derive(Debug, Default)]
+pub struct Effects {
+    pub sends: Vec<(usize, Vec<u8>)>,
+    pub timers: Vec<TimerOp>,
+}
 
 /// The static shape of one run's program.
 #[derive(Clone, Debug)]
@@ -132,20 +157,22 @@ impl Program {
             clock: 0,
             order: 0,
             receive_only: None,
+            timers_armed: 0,
+            timers_live: Vec::new(),
+            timers_handled: 0,
             sent: vec![(0, 0); self.outputs[a].len()],
             violation: None,
         }
     }
 
     /// Runs actor `a`'s start: its round-0 messages (and every round, if it has no
-    /// inputs). Returns `(destination, payload)` pairs in send order.
-    /// `draw` supplies an order-sensitive actor's nondeterministic values: it gets the
-    /// actor's event-clock tick and returns the value.
-    pub fn start(&self, a: usize, st: &mut ActorState, draw: Draw<'_>) -> Vec<(usize, Vec<u8>)> {
-        let mut out = Vec::new();
+    /// inputs). `draw` supplies an order-sensitive actor's nondeterministic values: it
+    /// gets the actor's event-clock tick and returns the value.
+    pub fn start(&self, a: usize, st: &mut ActorState, draw: Draw<'_>) -> Effects {
+        let mut out = Effects::default();
         st.started = true;
-        self.emit(a, st, 0, 0, draw, &mut out);
-        self.compute(a, st, draw, &mut out);
+        self.emit(a, st, 0, 0, draw, &mut out.sends);
+        self.compute(a, st, draw, &mut out.sends);
         out
     }
 
@@ -160,8 +187,8 @@ impl Program {
         send_index: u64,
         payload: &[u8],
         draw: Draw<'_>,
-    ) -> Vec<(usize, Vec<u8>)> {
-        let mut out = Vec::new();
+    ) -> Effects {
+        let mut out = Effects::default();
         let Some(pos) = self.inputs[a].iter().position(|&x| x == from) else {
             st.violate(format!("actor {a} got a message from {from}, not an input"));
             return out;
@@ -184,9 +211,53 @@ impl Program {
         if self.sensitive[a] {
             st.order = mix(st.order ^ value ^ (from as u64) << 48);
         }
-        self.compute(a, st, draw, &mut out);
+        self.compute(a, st, draw, &mut out.sends);
         self.choose_receive_filter(a, st);
+        self.choose_timer_ops(a, st, &mut out.timers);
         out
+    }
+
+    /// Runs order-sensitive actor `a`'s handler for its timer `seq`, which rang `value`
+    /// (the driver has ticked its event clock for this delivery). The value goes into the
+    /// arrival-order hash: every later send shows where the timer was handled.
+    pub fn handle_timer(&self, a: usize, st: &mut ActorState, seq: u64, value: u64) -> Effects {
+        let mut out = Effects::default();
+        let Some(i) = st.timers_live.iter().position(|&t| t == seq) else {
+            st.violate(format!(
+                "actor {a} handled timer {seq}, which is not armed (handled before, or \
+                 cancelled)"
+            ));
+            return out;
+        };
+        st.timers_live.remove(i);
+        st.timers_handled += 1;
+        st.order = mix(st.order ^ value ^ seq << 56);
+        self.choose_receive_filter(a, st);
+        self.choose_timer_ops(a, st, &mut out.timers);
+        out
+    }
+
+    /// An order-sensitive actor decides from its arrival-order hash (so a replay decides
+    /// the same) whether to arm a timer and whether to cancel one of those still live.
+    fn choose_timer_ops(&self, a: usize, st: &mut ActorState, ops: &mut Vec<TimerOp>) {
+        if !self.sensitive[a] {
+            return;
+        }
+        let h = mix(st.order ^ 0x7133);
+        if h % 3 == 0 && st.timers_armed < MAX_TIMERS {
+            st.timers_armed += 1;
+            let seq = st.timers_armed;
+            st.timers_live.push(seq);
+            ops.push(TimerOp::Arm {
+                seq,
+                delay: (h >> 8) % 64,
+                value: mix(h ^ seq),
+            });
+        }
+        if (h >> 20) % 4 == 0 && !st.timers_live.is_empty() {
+            let i = (h >> 32) as usize % st.timers_live.len();
+            ops.push(TimerOp::Cancel(st.timers_live.remove(i)));
+        }
     }
 
     /// An order-sensitive actor decides, from its state alone (so a replay decides the
@@ -270,14 +341,17 @@ impl Program {
         let mut sent = vec![BTreeMap::<usize, u64>::new(); self.actors()];
         let mut no_draws = |_| unreachable!("the oracle has no order-sensitive actors");
         for a in 0..self.actors() {
-            for (b, p) in self.start(a, &mut states[a], &mut no_draws) {
+            for (b, p) in self.start(a, &mut states[a], &mut no_draws).sends {
                 let i = sent[a].entry(b).or_default();
                 *i += 1;
                 queue.push_back((a, b, *i, p));
             }
         }
         while let Some((a, b, i, p)) = queue.pop_front() {
-            for (c, q) in self.handle(b, &mut states[b], a, i, &p, &mut no_draws) {
+            for (c, q) in self
+                .handle(b, &mut states[b], a, i, &p, &mut no_draws)
+                .sends
+            {
                 let j = sent[b].entry(c).or_default();
                 *j += 1;
                 queue.push_back((b, c, *j, q));
@@ -309,6 +383,12 @@ pub struct ActorState {
     /// Order-sensitive actors in a selective receive: the input (global actor number) the
     /// next delivery must come from.
     pub receive_only: Option<usize>,
+    /// Order-sensitive actors: timers armed so far (the last arm number).
+    pub timers_armed: u64,
+    /// Order-sensitive actors: arm numbers of the timers neither handled nor cancelled.
+    pub timers_live: Vec<u64>,
+    /// Order-sensitive actors: timer deliveries handled.
+    pub timers_handled: u64,
     /// Per output: messages sent and the hash chain of their values.
     pub sent: Vec<(u64, u64)>,
     /// The first application-level violation seen (duplicate, gap, reorder, misroute).

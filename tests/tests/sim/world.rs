@@ -39,8 +39,16 @@
 //!   message that ever left a set must be identical to any regeneration of it (no orphan),
 //!   and every channel's receiver must end having seen exactly what its sender's final
 //!   state says it sent.
+//! - **Timers** (order-sensitive actors). An armed timer waits in its actor's timers (as
+//!   in the runtime's `timer.rs`: arm number, deadline, message), which a checkpoint keeps
+//!   with the delay left and a restore re-arms. The scheduler fires an actor's pending
+//!   timers at random steps, earliest deadline first; a fired timer enters the actor's
+//!   mailbox as message *n* of its timer channel (*n* = arm number) and its delivery is a
+//!   determinant like any other, forced at its logged tick in a replay (which waits for
+//!   the re-armed timer to ring). A timer cancelled after it rang is dropped when it
+//!   leaves the mailbox, before any delivery decision: it takes no tick.
 
-use super::program::{ActorState, Program};
+use super::program::{ActorState, Effects, Program, TimerOp};
 use super::rng::{mix, Rng};
 use lazarus::recovery::{
     Action, ChannelId, CheckpointId, Config, ControlMessage, DependencyRule, Determinant, Diverged,
@@ -48,7 +56,7 @@ use lazarus::recovery::{
     ProtocolStats, ReplayDelivery, ReplayPoll, SendOutcome, SetId, SetProtocol, Snapshot,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// One run's parameters, all derived from the seed.
 #[derive(Clone, Debug)]
@@ -130,14 +138,92 @@ enum Packet {
     Event(EventMessage),
 }
 
+/// The sender of a timer message in a mailbox: the actor's timer channel (the runtime's
+/// `timer::source_of`), whose send index is the timer's arm number.
+const TIMER: usize = usize::MAX;
+
 /// Inter-set messages delivered by the protocol to an order-sensitive actor that may not
-/// handle them yet (its replay names another message first), per local actor:
-/// `(sender, send index, payload)` in delivery order.
+/// handle them yet (its replay names another message first), and fired timers, per local
+/// actor: `(sender, send index, payload)` in delivery order.
 type Mailboxes = BTreeMap<usize, VecDeque<(usize, u64, Vec<u8>)>>;
 
 /// In-flight messages between actors of one set, per (sender, receiver) channel, with
 /// their channel index.
 type IntraQueues = BTreeMap<(usize, usize), VecDeque<(u64, Vec<u8>)>>;
+
+/// One actor's timers, as the runtime's `Timers` keeps them (deadlines in simulated steps).
+#[derive(Clone, Debug, Default)]
+struct Timers {
+    /// Arm number of the last timer armed (the first is 1).
+    armed: u64,
+    /// Armed, not fired: arm number -> (deadline, value it rings).
+    pending: BTreeMap<u64, (u64, u64)>,
+    /// Fired, in the mailbox, not yet handled.
+    fired: BTreeSet<u64>,
+    /// Fired and then cancelled: dropped when they come out of the mailbox.
+    cancelled: BTreeSet<u64>,
+}
+
+impl Timers {
+    fn arm(&mut self, deadline: u64, value: u64) -> u64 {
+        self.armed += 1;
+        self.pending.insert(self.armed, (deadline, value));
+        self.armed
+    }
+
+    /// The pending timer with the earliest deadline, moved to the fired ones: (arm
+    /// number, value).
+    fn fire_next(&mut self) -> Option<(u64, u64)> {
+        let (&seq, &(_, value)) = self.pending.iter().min_by_key(|(&seq, &(d, _))| (d, seq))?;
+        self.pending.remove(&seq);
+        self.fired.insert(seq);
+        Some((seq, value))
+    }
+
+    /// Whether timer `seq` had not been handled yet (it now never will be).
+    fn cancel(&mut self, seq: u64) -> bool {
+        if self.pending.remove(&seq).is_some() {
+            return true;
+        }
+        if self.fired.remove(&seq) {
+            self.cancelled.insert(seq);
+            return true;
+        }
+        false
+    }
+
+    /// Timer `seq`'s message came out of the mailbox: whether to handle it.
+    fn handle(&mut self, seq: u64) -> bool {
+        self.fired.remove(&seq);
+        !self.cancelled.remove(&seq)
+    }
+
+    /// The checkpoint image at step `now`: pending deadlines become the delay left.
+    fn image(&self, now: u64) -> Timers {
+        let mut image = self.clone();
+        for (deadline, _) in image.pending.values_mut() {
+            *deadline = deadline.saturating_sub(now);
+        }
+        image
+    }
+
+    /// The timers of `image` re-armed at step `now`, each due its delay left.
+    fn restore(image: &Timers, now: u64) -> Timers {
+        let mut t = image.clone();
+        for (deadline, _) in t.pending.values_mut() {
+            *deadline += now;
+        }
+        t
+    }
+
+    /// Arm numbers armed and neither handled nor cancelled.
+    fn live(&self) -> Vec<u64> {
+        let mut live: Vec<u64> = self.pending.keys().copied().collect();
+        live.extend(self.fired.difference(&self.cancelled));
+        live.sort_unstable();
+        live
+    }
+}
 
 /// A set checkpoint in stable storage.
 #[derive(Clone, Debug)]
@@ -149,6 +235,8 @@ struct Stored {
     intra_sent: BTreeMap<(usize, usize), u64>,
     events: EventSnapshot,
     mailbox: Mailboxes,
+    /// Per local actor, its timers' image (pending ones with the delay left).
+    timers: Vec<Timers>,
 }
 
 /// One correlated set.
@@ -162,6 +250,8 @@ struct Node {
     outq: BTreeMap<u16, VecDeque<(u64, Packet)>>,
     mailbox: Mailboxes,
     actors: Vec<ActorState>,
+    /// Per local actor, its timers.
+    timers: Vec<Timers>,
     intra: IntraQueues,
     intra_sent: BTreeMap<(usize, usize), u64>,
     pending: Option<Stored>,
@@ -198,6 +288,18 @@ pub struct SimStats {
     pub determinants_replayed: u64,
     /// Selective receives of order-sensitive actors (no determinant), all incarnations.
     pub selected_deliveries: u64,
+    /// Timers armed, all incarnations.
+    pub timers_armed: u64,
+    /// Timers cancelled (before or after they fired).
+    pub timers_cancelled: u64,
+    /// Timers fired into a mailbox.
+    pub timers_fired: u64,
+    /// Timers cancelled after they fired, dropped when they left the mailbox.
+    pub timers_dropped: u64,
+    /// Timer deliveries handled.
+    pub timers_handled: u64,
+    /// Timer deliveries a replay was forced to repeat at their logged tick.
+    pub timers_replayed: u64,
 }
 
 /// [`ProtocolStats`] summed.
@@ -262,6 +364,12 @@ impl SimStats {
         self.determinants += o.determinants;
         self.determinants_replayed += o.determinants_replayed;
         self.selected_deliveries += o.selected_deliveries;
+        self.timers_armed += o.timers_armed;
+        self.timers_cancelled += o.timers_cancelled;
+        self.timers_fired += o.timers_fired;
+        self.timers_dropped += o.timers_dropped;
+        self.timers_handled += o.timers_handled;
+        self.timers_replayed += o.timers_replayed;
     }
 
     fn add_events(&mut self, ev: &EventLogging) {
@@ -282,6 +390,7 @@ enum Act {
     Deliver(u16),
     Intra(u16, usize, usize),
     Mailbox(u16, usize),
+    Fire(u16, usize),
     Start(u16, usize),
     Checkpoint(u16),
     Commit(u16),
@@ -340,6 +449,7 @@ impl World {
                 intra_sent: BTreeMap::new(),
                 events: events.checkpoint(|_| 0),
                 mailbox: BTreeMap::new(),
+                timers: vec![Timers::default(); actors.len()],
             };
             nodes.push(Node {
                 proto: Some(proto),
@@ -347,6 +457,7 @@ impl World {
                 store: EventStore::new(),
                 outq: BTreeMap::new(),
                 mailbox: BTreeMap::new(),
+                timers: vec![Timers::default(); actors.len()],
                 actors,
                 intra: BTreeMap::new(),
                 intra_sent: BTreeMap::new(),
@@ -387,6 +498,20 @@ impl World {
 
     fn fail(&mut self, what: String) {
         self.note(|| format!("FAILURE: {what}"));
+        if self.failure.is_none() && self.trace.is_some() {
+            // Where every actor stood, for the reader of the trace.
+            let mut lines = Vec::new();
+            for (s, node) in self.nodes.iter().enumerate() {
+                for (i, st) in node.actors.iter().enumerate() {
+                    let a = self.prog.members[s][i];
+                    let timers = node.timers.get(i);
+                    lines.push(format!("  S{s} actor {a}: {st:?}, timers {timers:?}"));
+                }
+            }
+            for line in lines {
+                self.note(|| line);
+            }
+        }
         self.failure.get_or_insert(what);
     }
 
@@ -452,6 +577,13 @@ impl World {
             for (&local, q) in &node.mailbox {
                 if self.mailbox_pick(s, local, q).is_some() {
                     acts.push((10, Act::Mailbox(s, local)));
+                }
+            }
+            // A lower weight than deliveries: timers often stay pending across
+            // checkpoints and crashes, and ring in the middle of other traffic.
+            for (local, t) in node.timers.iter().enumerate() {
+                if !t.pending.is_empty() {
+                    acts.push((4, Act::Fire(s, local)));
                 }
             }
             let fetching = node.events.as_ref().is_some_and(|e| e.is_fetching());
@@ -568,6 +700,7 @@ impl World {
             self.stats.peak_log_bytes = self.stats.peak_log_bytes.max(l.peak_bytes);
         }
         node.actors.clear();
+        node.timers.clear();
         node.intra.clear();
         node.intra_sent.clear();
         node.pending = None;
@@ -606,10 +739,11 @@ impl World {
             Act::Deliver(s) => self.deliver(s),
             Act::Intra(s, a, b) => self.intra(s, a, b),
             Act::Mailbox(s, local) => self.deliver_from_mailbox(s, local),
+            Act::Fire(s, local) => self.fire(s, local),
             Act::Start(s, a) => {
                 let out = self.run_actor(s, a, |prog, st, draw| prog.start(a, st, draw));
                 self.note(|| format!("S{s} start actor {a}"));
-                self.route(s, a, out);
+                self.apply(s, a, out);
             }
             Act::Checkpoint(s) => self.checkpoint(s),
             Act::Commit(s) => self.commit(s),
@@ -643,16 +777,14 @@ impl World {
             Ok(ReplayDelivery::Forced {
                 channel,
                 send_index,
-            }) => {
-                channel == ChannelId::new(self.prog.ids[from], self.prog.ids[b])
-                    && send_index == index
-            }
+            }) => channel == self.channel(from, b) && send_index == index,
             // Handled (and reported) when the delivery is attempted.
             Err(_) => true,
         }
     }
 
-    /// The position in `q` of the message local actor `local` may handle next, if any.
+    /// The position in `q` of the message local actor `local` may handle next, or of a
+    /// timer cancelled after it rang (to drop), if any.
     fn mailbox_pick(
         &self,
         s: u16,
@@ -661,12 +793,19 @@ impl World {
     ) -> Option<usize> {
         let b = self.prog.members[usize::from(s)][local];
         // Per channel only the oldest held message is a candidate (FIFO per channel).
+        // Timers ring in deadline order, not arm order: every held timer is one.
         let mut seen = Vec::new();
+        let timers = &self.nodes[usize::from(s)].timers[local];
         for (pos, (from, index, _)) in q.iter().enumerate() {
+            if *from == TIMER && timers.cancelled.contains(index) {
+                return Some(pos);
+            }
             if seen.contains(from) {
                 continue;
             }
-            seen.push(*from);
+            if *from != TIMER {
+                seen.push(*from);
+            }
             if self.may_deliver(s, b, *from, *index) {
                 return Some(pos);
             }
@@ -680,12 +819,8 @@ impl World {
         &mut self,
         s: u16,
         a: usize,
-        body: impl FnOnce(
-            &Program,
-            &mut ActorState,
-            &mut dyn FnMut(u64) -> u64,
-        ) -> Vec<(usize, Vec<u8>)>,
-    ) -> Vec<(usize, Vec<u8>)> {
+        body: impl FnOnce(&Program, &mut ActorState, &mut dyn FnMut(u64) -> u64) -> Effects,
+    ) -> Effects {
         let id = self.prog.ids[a];
         let local = self.local_of[a];
         let step = self.stats.steps;
@@ -764,31 +899,24 @@ impl World {
 
     /// Handles an inter-set or intra-set message for actor `b`: ticks an order-sensitive
     /// actor's event clock and records (or replays) the delivery determinant first.
-    fn handle(
-        &mut self,
-        s: u16,
-        b: usize,
-        from: usize,
-        index: u64,
-        payload: &[u8],
-    ) -> Vec<(usize, Vec<u8>)> {
+    fn handle(&mut self, s: u16, b: usize, from: usize, index: u64, payload: &[u8]) -> Effects {
         if self.prog.sensitive[b] {
             let id = self.prog.ids[b];
-            let channel = ChannelId::new(self.prog.ids[from], id);
+            let channel = self.channel(from, b);
             let node = &mut self.nodes[usize::from(s)];
             let st = &mut node.actors[self.local_of[b]];
             st.clock += 1;
             let tick = st.clock;
             let selective = st.receive_only;
             let Some(ev) = node.events.as_mut() else {
-                return Vec::new();
+                return Effects::default();
             };
             match (selective, ev.script().delivery(id, tick)) {
                 (Some(only), _) if only != from => {
                     self.fail(format!(
                         "S{s}: actor {b} receiving only from {only} handled a message from {from}"
                     ));
-                    return Vec::new();
+                    return Effects::default();
                 }
                 // A selective receive is determined by the channel's FIFO order: nothing is
                 // logged, and a replay must not hold a determinant for this tick.
@@ -805,7 +933,7 @@ impl World {
                         "S{s}: actor {b} at tick {tick}: a selective receive from {from} \
                          where the log holds {other:?}"
                     ));
-                    return Vec::new();
+                    return Effects::default();
                 }
                 (None, Ok(ReplayDelivery::Free)) => {
                     ev.record(Determinant {
@@ -817,16 +945,99 @@ impl World {
                         },
                     });
                 }
-                (None, Ok(ReplayDelivery::Forced { .. })) => ev.note_replayed(),
+                (None, Ok(ReplayDelivery::Forced { .. })) => {
+                    ev.note_replayed();
+                    self.stats.timers_replayed += u64::from(from == TIMER);
+                }
                 (None, Err(e)) => {
                     self.fail(format!("S{s}: {e}"));
-                    return Vec::new();
+                    return Effects::default();
                 }
             }
+        }
+        if from == TIMER {
+            return self.handle_timer(s, b, index, payload);
         }
         self.run_actor(s, b, |prog, st, draw| {
             prog.handle(b, st, from, index, payload, draw)
         })
+    }
+
+    /// Handles timer `seq` of actor `b`, its delivery admitted (a timer cancelled after it
+    /// rang never is: it is dropped before, see `deliver_from_mailbox`).
+    fn handle_timer(&mut self, s: u16, b: usize, seq: u64, payload: &[u8]) -> Effects {
+        let local = self.local_of[b];
+        if !self.nodes[usize::from(s)].timers[local].handle(seq) {
+            self.fail(format!(
+                "S{s}: timer {b}#{seq} was admitted after it was cancelled"
+            ));
+            return Effects::default();
+        }
+        let Some(value) = payload.try_into().ok().map(u64::from_le_bytes) else {
+            self.fail(format!("S{s}: timer {b}#{seq} rang an undecodable value"));
+            return Effects::default();
+        };
+        self.stats.timers_handled += 1;
+        self.run_actor(s, b, |prog, st, _| prog.handle_timer(b, st, seq, value))
+    }
+
+    /// The earliest-deadline pending timer of local actor `local` rings: into the mailbox.
+    fn fire(&mut self, s: u16, local: usize) {
+        let node = &mut self.nodes[usize::from(s)];
+        let Some((seq, value)) = node.timers.get_mut(local).and_then(Timers::fire_next) else {
+            return;
+        };
+        node.mailbox.entry(local).or_default().push_back((
+            TIMER,
+            seq,
+            value.to_le_bytes().to_vec(),
+        ));
+        self.stats.timers_fired += 1;
+        let b = self.prog.members[usize::from(s)][local];
+        self.note(|| format!("S{s} timer {b}#{seq} rings"));
+    }
+
+    /// Carries out what a start or handler of actor `a` of set `s` did: its timer
+    /// operations (the program numbers its timers; the arm numbers must agree), then its
+    /// sends.
+    fn apply(&mut self, s: u16, a: usize, out: Effects) {
+        let now = self.stats.steps;
+        for op in out.timers {
+            let timers = &mut self.nodes[usize::from(s)].timers[self.local_of[a]];
+            match op {
+                TimerOp::Arm { seq, delay, value } => {
+                    let armed = timers.arm(now + delay, value);
+                    self.stats.timers_armed += 1;
+                    if armed != seq {
+                        self.fail(format!(
+                            "S{s}: actor {a} armed timer {seq}, its timers numbered it {armed}"
+                        ));
+                    }
+                    self.note(|| format!("S{s} actor {a} arms timer #{seq} (+{delay})"));
+                }
+                TimerOp::Cancel(seq) => {
+                    let live = timers.cancel(seq);
+                    self.stats.timers_cancelled += 1;
+                    if !live {
+                        self.fail(format!(
+                            "S{s}: actor {a} cancelled timer {seq}, which was not live"
+                        ));
+                    }
+                    self.note(|| format!("S{s} actor {a} cancels timer #{seq}"));
+                }
+            }
+        }
+        self.route(s, a, out.sends);
+    }
+
+    /// The channel from `from` (an actor, or [`TIMER`]: `to`'s timer channel) to `to`.
+    fn channel(&self, from: usize, to: usize) -> ChannelId {
+        let to = self.prog.ids[to];
+        let from = match from {
+            TIMER => lazarus::timer::source_of(to),
+            a => self.prog.ids[a],
+        };
+        ChannelId::new(from, to)
     }
 
     fn deliver_from_mailbox(&mut self, s: u16, local: usize) {
@@ -847,9 +1058,19 @@ impl World {
             node.mailbox.remove(&local);
         }
         let b = self.prog.members[usize::from(s)][local];
+        // A timer cancelled after it rang is dropped as it leaves the mailbox, before any
+        // delivery decision (the runtime's `cancelled_timer`): it takes no tick, since a
+        // replay may cancel it before it rings, and then it never comes.
+        let timers = &mut self.nodes[usize::from(s)].timers[local];
+        if from == TIMER && timers.cancelled.contains(&index) {
+            timers.handle(index);
+            self.stats.timers_dropped += 1;
+            self.note(|| format!("S{s} timer {b}#{index} dropped (cancelled after it rang)"));
+            return;
+        }
         self.note(|| format!("S{s} mailbox {from}->{b}#{index}"));
         let out = self.handle(s, b, from, index, &payload);
-        self.route(s, b, out);
+        self.apply(s, b, out);
     }
 
     /// Ships determinant batches and lets out the packets whose determinants are stable.
@@ -1018,7 +1239,7 @@ impl World {
                 if d.relaxed { ", relaxed" } else { "" }
             )
         });
-        self.route(s, to, out);
+        self.apply(s, to, out);
     }
 
     fn intra(&mut self, s: u16, a: usize, b: usize) {
@@ -1028,7 +1249,7 @@ impl World {
         };
         let out = self.handle(s, b, a, index, &payload);
         self.note(|| format!("S{s} intra {a}->{b}#{index}"));
-        self.route(s, b, out);
+        self.apply(s, b, out);
     }
 
     /// Sends the messages actor `a` of set `s` produced.
@@ -1148,6 +1369,11 @@ impl World {
                 .map(|e| e.checkpoint(|id| clock_of(&self.prog, &node.actors, id)))
                 .unwrap_or_default(),
             mailbox: node.mailbox.clone(),
+            timers: node
+                .timers
+                .iter()
+                .map(|t| t.image(self.stats.steps))
+                .collect(),
         });
         self.note(|| {
             format!(
@@ -1221,6 +1447,13 @@ impl World {
         node.intra = node.committed.intra.clone();
         node.intra_sent = node.committed.intra_sent.clone();
         node.mailbox = node.committed.mailbox.clone();
+        // Pending timers are armed again, each due its delay left.
+        node.timers = node
+            .committed
+            .timers
+            .iter()
+            .map(|t| Timers::restore(t, self.stats.steps))
+            .collect();
         let inc = node.incarnation;
         let ckpt = node.committed.id;
         self.note(|| format!("RESTART S{s} incarnation {inc} from {ckpt:?}"));
@@ -1253,8 +1486,16 @@ impl World {
                     "S{s} holds messages whose determinants never became stable"
                 ));
             }
-            if node.mailbox.values().any(|q| !q.is_empty()) {
-                return self.fail(format!("S{s} holds messages its replay never asked for"));
+            if let Some((local, q)) = node.mailbox.iter().find(|(_, q)| !q.is_empty()) {
+                let held: Vec<(usize, u64)> = q.iter().map(|(f, i, _)| (*f, *i)).collect();
+                let st = &node.actors[*local];
+                return self.fail(format!(
+                    "S{s} holds messages its replay never asked for: actor {} holds \
+                     (sender, index) {held:?}, at tick {}, receiving only from {:?}",
+                    self.prog.members[usize::from(s)][*local],
+                    st.clock,
+                    st.receive_only
+                ));
             }
             if p.queued() > 0 {
                 return self.fail(format!(
@@ -1272,6 +1513,22 @@ impl World {
                 let st = &node.actors[i];
                 if let Some(v) = &st.violation {
                     return self.fail(format!("application saw: {v}"));
+                }
+                // What the actor believes of its timers is what its timers hold: every
+                // one armed rang and was handled, or was cancelled.
+                let timers = &node.timers[i];
+                if timers.armed != st.timers_armed
+                    || !timers.live().is_empty()
+                    || !st.timers_live.is_empty()
+                {
+                    return self.fail(format!(
+                        "actor {a} of S{s} ended believing it armed {} timers, {:?} live; its \
+                         timers say {} armed, {:?} live",
+                        st.timers_armed,
+                        st.timers_live,
+                        timers.armed,
+                        timers.live()
+                    ));
                 }
                 match expected {
                     Some(expected) if *st != expected[a] => {
