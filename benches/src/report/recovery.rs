@@ -200,9 +200,17 @@ fn one_run(
         return Ok(None);
     }
     let died = died.at;
-    let loaded = victim(&timeline, |e| after(e) && e.is_event("loaded"))
-        .next()
-        .ok_or_else(|| missing("loading its checkpoint"))?;
+    let Some(loaded) = victim(&timeline, |e| after(e) && e.is_event("loaded")).next() else {
+        // The others finished while it restarted (it had done its part before the kill;
+        // the supervisor stopped the replacement): the kill came too late; try again.
+        if victim(&timeline, |e| after(e) && e.what.contains("not restarted"))
+            .next()
+            .is_some()
+        {
+            return Ok(None);
+        }
+        return Err(missing("loading its checkpoint"));
+    };
     let source = loaded.field("source").unwrap_or("?").to_string();
     let resumed = victim(&timeline, |e| after(e) && e.is_event("resumed"))
         .next()
