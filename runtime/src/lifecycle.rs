@@ -741,7 +741,7 @@ impl<A: Actor> Control for ActorCell<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recovery_layer::{Buddy, RecoveryConfig, RecoveryLayer};
+    use crate::recovery_layer::{RecoveryConfig, RecoveryLayer};
 
     #[test]
     fn a_timer_cancelled_after_it_fired_leaves_the_stash_without_a_tick_of_the_event_clock() {
@@ -750,19 +750,7 @@ mod tests {
         // original drop taken a tick (a logged delivery), that replay would wait for it at
         // the logged tick forever.
         let dir = std::env::temp_dir().join(format!("lazarus-cancelled-{}", std::process::id()));
-        let layer = RecoveryLayer::new(
-            0,
-            2,
-            RecoveryConfig {
-                checkpoint_every: None,
-                dir: dir.clone(),
-                incarnation: 0,
-                buddy: false,
-                buddy_mode: Buddy::Off,
-                log_everything: false,
-                event_loggers: 1,
-            },
-        );
+        let layer = RecoveryLayer::new(0, 2, RecoveryConfig::for_tests(dir.clone()));
         let actor = ActorId::new(0, 1).unwrap();
         let timers = Mutex::new(Timers::default());
         let stamp = |seq| {

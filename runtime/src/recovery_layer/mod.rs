@@ -126,6 +126,21 @@ pub struct RecoveryConfig {
 }
 
 impl RecoveryConfig {
+    /// A configuration for unit tests: no periodic checkpoints, images in `dir`,
+    /// incarnation 0, no buddy replica, one event logger.
+    #[cfg(test)]
+    pub(crate) fn for_tests(dir: std::path::PathBuf) -> Self {
+        RecoveryConfig {
+            checkpoint_every: None,
+            dir,
+            incarnation: 0,
+            buddy: false,
+            buddy_mode: Buddy::Off,
+            log_everything: false,
+            event_loggers: 1,
+        }
+    }
+
     /// Reads `LAZARUS_FT` (`on`/`off`), `LAZARUS_CHECKPOINT_EVERY_MS`,
     /// `LAZARUS_CHECKPOINT_DIR`, `LAZARUS_INCARNATION`, `LAZARUS_BUDDY` and
     /// `LAZARUS_EVENT_LOGGERS` (default 2); `None` when recovery is off.
@@ -759,16 +774,7 @@ mod tests {
         // A restarted peer's fetch can reach this node while its transport is still
         // connecting to the others; the answer must be sent once it is attached, not lost.
         let dir = std::env::temp_dir().join(format!("lazarus-outbox-{}", std::process::id()));
-        let config = RecoveryConfig {
-            checkpoint_every: None,
-            dir: dir.clone(),
-            incarnation: 0,
-            buddy: false,
-            buddy_mode: Buddy::Off,
-            log_everything: false,
-            event_loggers: 1,
-        };
-        let layer = RecoveryLayer::new(1, 2, config);
+        let layer = RecoveryLayer::new(1, 2, RecoveryConfig::for_tests(dir.clone()));
         layer.emit([(0, FrameBody::Goodbye), (0, FrameBody::Goodbye)]);
         let rx = layer
             .outbox_rx
