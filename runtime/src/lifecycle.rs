@@ -650,7 +650,9 @@ impl<A: Actor> Control for ActorCell<A> {
                 stamps.push(stamp);
             }
             let timers = timers
-                .image(Instant::now(), crate::wire::encode)
+                .image(Instant::now(), |m| {
+                    crate::wire::encode(m).map(crate::payload::Payload)
+                })
                 .map_err(|e| e.to_string())?;
             Ok::<_, String>((state_bytes, mailbox, stamps, timers))
         });

@@ -1,18 +1,25 @@
 //! Timers: messages an actor sends itself after a delay ([`crate::Context::send_after`]).
 //!
 //! A timer belongs to its actor. While it is pending its message stays in the actor's
-//! [`Timers`] (so a checkpoint holds it and a restore re-arms it); when it fires the message
+//! timers (so a checkpoint holds it and a restore re-arms it); when it fires the message
 //! goes into the mailbox stamped as the next message of the actor's *timer channel*, whose
 //! send index is the timer's arm number. For an order-sensitive actor with recovery on,
 //! the moment a timer is handled among the other messages is then a logged delivery
 //! determinant like any other, and a re-execution that arms the same timers again (same
 //! arm numbers) is forced to handle them at the same points. One process-wide thread
 //! keeps the deadlines; firing is a mailbox push.
+//!
+//! The rules of an actor's timers (arm numbers, pending / fired / cancelled, what a
+//! checkpoint keeps) are the sans-IO [`TimerState`] of the recovery core, shared with the
+//! recovery simulator; this module gives it real time (`Instant` deadlines) and keeps the
+//! clock thread.
 
 use crate::actor_id::ActorId;
+use crate::payload::Payload;
+use crate::recovery::timer_state::{Deadline, TimerImage, TimerState};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::BinaryHeap;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -42,140 +49,23 @@ pub(crate) trait TimerTarget: Send + Sync {
     fn fire(self: Arc<Self>, seq: u64);
 }
 
-/// One actor's timers.
-pub(crate) struct Timers<M> {
-    /// Arm number of the last timer armed (the first is 1).
-    armed: u64,
-    /// Armed, not fired: deadline and message.
-    pending: BTreeMap<u64, (Instant, M)>,
-    /// Fired, in the mailbox, not yet handled.
-    fired: BTreeSet<u64>,
-    /// Fired and then cancelled: dropped when they come out of the mailbox.
-    cancelled: BTreeSet<u64>,
-}
+/// One actor's timers, due at `Instant`s (the rules: [`TimerState`]).
+pub(crate) type Timers<M> = TimerState<Instant, M>;
 
-impl<M> Default for Timers<M> {
-    fn default() -> Self {
-        Timers {
-            armed: 0,
-            pending: BTreeMap::new(),
-            fired: BTreeSet::new(),
-            cancelled: BTreeSet::new(),
-        }
-    }
-}
+/// An actor's timers in a checkpoint: pending messages in the wire encoding, each with
+/// the nanoseconds left to its deadline.
+pub(crate) type TimersImage = TimerImage<Payload>;
 
-impl<M> Timers<M> {
-    /// Arms a timer for `msg` at `deadline` and returns its arm number.
-    pub(crate) fn arm(&mut self, deadline: Instant, msg: M) -> u64 {
-        self.armed += 1;
-        self.pending.insert(self.armed, (deadline, msg));
-        self.armed
+/// Real time: a checkpoint keeps the nanoseconds left to a deadline.
+impl Deadline for Instant {
+    fn left_after(self, now: Instant) -> u64 {
+        u64::try_from(self.saturating_duration_since(now).as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// Takes the message of timer `seq` if it is still pending (not cancelled, not fired).
-    pub(crate) fn take_fired(&mut self, seq: u64) -> Option<M> {
-        let (_, msg) = self.pending.remove(&seq)?;
-        self.fired.insert(seq);
-        Some(msg)
+    fn after(now: Instant, left: u64) -> Instant {
+        // Cannot overflow: u64 nanoseconds are under 600 years, far inside `Instant`'s range.
+        now + Duration::from_nanos(left)
     }
-
-    /// Cancels timer `seq`: true if its message had not been handled yet (it never will).
-    pub(crate) fn cancel(&mut self, seq: u64) -> bool {
-        if self.pending.remove(&seq).is_some() {
-            return true;
-        }
-        if self.fired.remove(&seq) {
-            self.cancelled.insert(seq);
-            return true;
-        }
-        false
-    }
-
-    /// Whether timer `seq` fired and was then cancelled (its message, still in the
-    /// mailbox, is to be dropped).
-    pub(crate) fn is_cancelled(&self, seq: u64) -> bool {
-        self.cancelled.contains(&seq)
-    }
-
-    /// Timer `seq`'s message came out of the mailbox: whether to handle it.
-    pub(crate) fn handle(&mut self, seq: u64) -> bool {
-        self.fired.remove(&seq);
-        !self.cancelled.remove(&seq)
-    }
-
-    /// What a checkpoint keeps, with each pending message encoded by `encode`.
-    pub(crate) fn image<E>(
-        &self,
-        now: Instant,
-        mut encode: impl FnMut(&M) -> Result<Vec<u8>, E>,
-    ) -> Result<TimersImage, E> {
-        let mut pending = Vec::with_capacity(self.pending.len());
-        for (seq, (deadline, msg)) in &self.pending {
-            pending.push(PendingTimer {
-                seq: *seq,
-                remaining_nanos: u64::try_from(deadline.saturating_duration_since(now).as_nanos())
-                    .unwrap_or(u64::MAX),
-                message: crate::payload::Payload(encode(msg)?),
-            });
-        }
-        Ok(TimersImage {
-            armed: self.armed,
-            pending,
-            fired: self.fired.iter().copied().collect(),
-            cancelled: self.cancelled.iter().copied().collect(),
-        })
-    }
-
-    /// The timers of `image` with their messages decoded by `decode`, pending ones due
-    /// their remaining delay after `now`. Returns the pending (arm number, deadline) pairs
-    /// to arm.
-    pub(crate) fn restore<E>(
-        &mut self,
-        image: &TimersImage,
-        now: Instant,
-        mut decode: impl FnMut(&[u8]) -> Result<M, E>,
-    ) -> Result<Vec<(u64, Instant)>, E> {
-        let mut due = Vec::with_capacity(image.pending.len());
-        let mut pending = BTreeMap::new();
-        for p in &image.pending {
-            let deadline = now + Duration::from_nanos(p.remaining_nanos);
-            pending.insert(p.seq, (deadline, decode(&p.message)?));
-            due.push((p.seq, deadline));
-        }
-        *self = Timers {
-            armed: image.armed,
-            pending,
-            fired: image.fired.iter().copied().collect(),
-            cancelled: image.cancelled.iter().copied().collect(),
-        };
-        Ok(due)
-    }
-}
-
-/// An actor's timers in a checkpoint.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct TimersImage {
-    armed: u64,
-    pending: Vec<PendingTimer>,
-    fired: Vec<u64>,
-    cancelled: Vec<u64>,
-}
-
-impl TimersImage {
-    /// Whether the actor had no timer state at all.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.armed == 0
-    }
-}
-
-/// A timer armed and not fired when the checkpoint was taken.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-struct PendingTimer {
-    seq: u64,
-    /// Time left to its deadline (a restore re-arms it with this delay).
-    remaining_nanos: u64,
-    message: crate::payload::Payload,
 }
 
 /// The deadlines of every timer of this process, kept by one thread.
@@ -279,50 +169,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_timer_cancelled_before_it_fires_never_fires() {
-        let mut t = Timers::default();
-        let now = Instant::now();
-        let a = t.arm(now, "a");
-        assert!(t.cancel(a));
-        assert_eq!(t.take_fired(a), None);
-        assert!(!t.cancel(a), "cancelling twice reports it was already gone");
-    }
-
-    #[test]
-    fn a_timer_cancelled_after_it_fired_is_dropped_when_it_leaves_the_mailbox() {
-        let mut t = Timers::default();
-        let a = t.arm(Instant::now(), "a");
-        let b = t.arm(Instant::now(), "b");
-        assert_eq!(t.take_fired(a), Some("a"));
-        assert_eq!(t.take_fired(b), Some("b"));
-        assert!(t.cancel(a));
-        assert!(t.is_cancelled(a) && !t.is_cancelled(b));
-        assert!(!t.handle(a), "the cancelled one is not handled");
-        assert!(t.handle(b));
-        assert!(!t.cancel(b), "a handled timer cannot be cancelled any more");
-    }
-
-    #[test]
-    fn a_checkpoint_keeps_pending_timers_with_their_remaining_delay_and_arm_numbers() {
+    fn a_checkpoint_keeps_the_nanoseconds_left_and_a_restore_counts_them_from_its_own_now() {
         let mut t = Timers::default();
         let now = Instant::now();
         let a = t.arm(now + Duration::from_millis(50), 7u32);
-        let b = t.arm(now + Duration::from_millis(10), 8u32);
-        assert_eq!(t.take_fired(b), Some(8));
-        let image = t
-            .image(now, |m| Ok::<_, ()>(m.to_le_bytes().to_vec()))
+        let overdue = t.arm(now, 8u32);
+        let image: TimersImage = t
+            .image(now + Duration::from_millis(1), |m| {
+                Ok::<_, ()>(Payload(m.to_le_bytes().to_vec()))
+            })
             .unwrap();
         let later = now + Duration::from_secs(5);
         let mut back = Timers::default();
         let due = back
             .restore(&image, later, |b| {
-                Ok::<_, ()>(u32::from_le_bytes(b.try_into().unwrap()))
+                Ok::<_, ()>(u32::from_le_bytes(b.as_slice().try_into().unwrap()))
             })
             .unwrap();
-        assert_eq!(due, vec![(a, later + Duration::from_millis(50))]);
+        assert_eq!(
+            due,
+            vec![(a, later + Duration::from_millis(49)), (overdue, later)],
+            "an overdue timer is due at once"
+        );
         assert_eq!(back.take_fired(a), Some(7));
-        assert!(back.handle(b), "the fired one is still to be handled");
-        assert_eq!(back.arm(now, 9), 3, "arm numbers go on where they were");
     }
 
     #[test]

@@ -24,7 +24,8 @@
 //! dependency-interval vector), [`messages`] (what goes on the wire), [`sender_log`] (the
 //! sending side and its log), [`delivery`] (the receiving side and the delivery rule),
 //! [`snapshot`] (what goes into a checkpoint), [`protocol`] (the state machine),
-//! [`error`] (refused events); for order-sensitive actors, [`determinant`] (recorded
+//! [`error`] (refused events), [`timer_state`] (an actor's timers: arm numbers, fired and
+//! cancelled timers, what a checkpoint keeps of them); for order-sensitive actors, [`determinant`] (recorded
 //! nondeterministic events and their replay script) and [`event_logging`] (the
 //! pessimistic event-logger exchange that keeps determinants on other sets).
 
@@ -38,6 +39,7 @@ pub mod messages;
 pub mod protocol;
 pub mod sender_log;
 pub mod snapshot;
+pub mod timer_state;
 
 pub use delivery::{DependencyRule, Received};
 pub use dep_vector::DepVector;
@@ -51,3 +53,4 @@ pub use messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryReport};
 pub use protocol::{Action, Config, Delivery, ProtocolStats, SendOutcome, SetProtocol};
 pub use sender_log::{LogPayload, LogStats};
 pub use snapshot::Snapshot;
+pub use timer_state::{Deadline, TimerImage, TimerState};

@@ -39,14 +39,14 @@
 //!   message that ever left a set must be identical to any regeneration of it (no orphan),
 //!   and every channel's receiver must end having seen exactly what its sender's final
 //!   state says it sent.
-//! - **Timers** (order-sensitive actors). An armed timer waits in its actor's timers (as
-//!   in the runtime's `timer.rs`: arm number, deadline, message), which a checkpoint keeps
-//!   with the delay left and a restore re-arms. The scheduler fires an actor's pending
-//!   timers at random steps, earliest deadline first; a fired timer enters the actor's
-//!   mailbox as message *n* of its timer channel (*n* = arm number) and its delivery is a
-//!   determinant like any other, forced at its logged tick in a replay (which waits for
-//!   the re-armed timer to ring). A timer cancelled after it rang is dropped when it
-//!   leaves the mailbox, before any delivery decision: it takes no tick.
+//! - **Timers** (order-sensitive actors). An armed timer waits in its actor's timers (the
+//!   runtime's own [`TimerState`]: arm number, deadline in steps, message), which a
+//!   checkpoint keeps with the delay left and a restore re-arms. The scheduler fires an
+//!   actor's pending timers at random steps, earliest deadline first; a fired timer enters
+//!   the actor's mailbox as message *n* of its timer channel (*n* = arm number) and its
+//!   delivery is a determinant like any other, forced at its logged tick in a replay
+//!   (which waits for the re-armed timer to ring). A timer cancelled after it rang is
+//!   dropped when it leaves the mailbox, before any delivery decision: it takes no tick.
 
 use super::program::{ActorState, Effects, Program, TimerOp};
 use super::rng::{mix, Rng};
@@ -54,9 +54,11 @@ use lazarus::recovery::{
     Action, ChannelId, CheckpointId, Config, ControlMessage, DependencyRule, Determinant, Diverged,
     Event, EventLogging, EventMessage, EventSnapshot, EventStore, Incarnation, MessageMeta,
     ProtocolStats, ReplayDelivery, ReplayPoll, SendOutcome, SetId, SetProtocol, Snapshot,
+    TimerImage, TimerState,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
 
 /// One run's parameters, all derived from the seed.
 #[derive(Clone, Debug)]
@@ -151,79 +153,9 @@ type Mailboxes = BTreeMap<usize, VecDeque<(usize, u64, Vec<u8>)>>;
 /// their channel index.
 type IntraQueues = BTreeMap<(usize, usize), VecDeque<(u64, Vec<u8>)>>;
 
-/// One actor's timers, as the runtime's `Timers` keeps them (deadlines in simulated steps).
-#[derive(Clone, Debug, Default)]
-struct Timers {
-    /// Arm number of the last timer armed (the first is 1).
-    armed: u64,
-    /// Armed, not fired: arm number -> (deadline, value it rings).
-    pending: BTreeMap<u64, (u64, u64)>,
-    /// Fired, in the mailbox, not yet handled.
-    fired: BTreeSet<u64>,
-    /// Fired and then cancelled: dropped when they come out of the mailbox.
-    cancelled: BTreeSet<u64>,
-}
-
-impl Timers {
-    fn arm(&mut self, deadline: u64, value: u64) -> u64 {
-        self.armed += 1;
-        self.pending.insert(self.armed, (deadline, value));
-        self.armed
-    }
-
-    /// The pending timer with the earliest deadline, moved to the fired ones: (arm
-    /// number, value).
-    fn fire_next(&mut self) -> Option<(u64, u64)> {
-        let (&seq, &(_, value)) = self.pending.iter().min_by_key(|(&seq, &(d, _))| (d, seq))?;
-        self.pending.remove(&seq);
-        self.fired.insert(seq);
-        Some((seq, value))
-    }
-
-    /// Whether timer `seq` had not been handled yet (it now never will be).
-    fn cancel(&mut self, seq: u64) -> bool {
-        if self.pending.remove(&seq).is_some() {
-            return true;
-        }
-        if self.fired.remove(&seq) {
-            self.cancelled.insert(seq);
-            return true;
-        }
-        false
-    }
-
-    /// Timer `seq`'s message came out of the mailbox: whether to handle it.
-    fn handle(&mut self, seq: u64) -> bool {
-        self.fired.remove(&seq);
-        !self.cancelled.remove(&seq)
-    }
-
-    /// The checkpoint image at step `now`: pending deadlines become the delay left.
-    fn image(&self, now: u64) -> Timers {
-        let mut image = self.clone();
-        for (deadline, _) in image.pending.values_mut() {
-            *deadline = deadline.saturating_sub(now);
-        }
-        image
-    }
-
-    /// The timers of `image` re-armed at step `now`, each due its delay left.
-    fn restore(image: &Timers, now: u64) -> Timers {
-        let mut t = image.clone();
-        for (deadline, _) in t.pending.values_mut() {
-            *deadline += now;
-        }
-        t
-    }
-
-    /// Arm numbers armed and neither handled nor cancelled.
-    fn live(&self) -> Vec<u64> {
-        let mut live: Vec<u64> = self.pending.keys().copied().collect();
-        live.extend(self.fired.difference(&self.cancelled));
-        live.sort_unstable();
-        live
-    }
-}
+/// One actor's timers: the runtime's rules ([`TimerState`]), deadlines in simulated steps,
+/// the value each rings as its message.
+type Timers = TimerState<u64, u64>;
 
 /// A set checkpoint in stable storage.
 #[derive(Clone, Debug)]
@@ -236,7 +168,7 @@ struct Stored {
     events: EventSnapshot,
     mailbox: Mailboxes,
     /// Per local actor, its timers' image (pending ones with the delay left).
-    timers: Vec<Timers>,
+    timers: Vec<TimerImage<u64>>,
 }
 
 /// One correlated set.
@@ -449,7 +381,7 @@ impl World {
                 intra_sent: BTreeMap::new(),
                 events: events.checkpoint(|_| 0),
                 mailbox: BTreeMap::new(),
-                timers: vec![Timers::default(); actors.len()],
+                timers: vec![TimerImage::default(); actors.len()],
             };
             nodes.push(Node {
                 proto: Some(proto),
@@ -582,7 +514,7 @@ impl World {
             // A lower weight than deliveries: timers often stay pending across
             // checkpoints and crashes, and ring in the middle of other traffic.
             for (local, t) in node.timers.iter().enumerate() {
-                if !t.pending.is_empty() {
+                if t.has_pending() {
                     acts.push((4, Act::Fire(s, local)));
                 }
             }
@@ -797,7 +729,7 @@ impl World {
         let mut seen = Vec::new();
         let timers = &self.nodes[usize::from(s)].timers[local];
         for (pos, (from, index, _)) in q.iter().enumerate() {
-            if *from == TIMER && timers.cancelled.contains(index) {
+            if *from == TIMER && timers.is_cancelled(*index) {
                 return Some(pos);
             }
             if seen.contains(from) {
@@ -1062,7 +994,7 @@ impl World {
         // delivery decision (the runtime's `cancelled_timer`): it takes no tick, since a
         // replay may cancel it before it rings, and then it never comes.
         let timers = &mut self.nodes[usize::from(s)].timers[local];
-        if from == TIMER && timers.cancelled.contains(&index) {
+        if from == TIMER && timers.is_cancelled(index) {
             timers.handle(index);
             self.stats.timers_dropped += 1;
             self.note(|| format!("S{s} timer {b}#{index} dropped (cancelled after it rang)"));
@@ -1372,7 +1304,10 @@ impl World {
             timers: node
                 .timers
                 .iter()
-                .map(|t| t.image(self.stats.steps))
+                .map(|t| {
+                    let Ok(image) = t.image(self.stats.steps, |&v| Ok::<_, Infallible>(v));
+                    image
+                })
                 .collect(),
         });
         self.note(|| {
@@ -1452,7 +1387,11 @@ impl World {
             .committed
             .timers
             .iter()
-            .map(|t| Timers::restore(t, self.stats.steps))
+            .map(|image| {
+                let mut t = Timers::default();
+                let Ok(_) = t.restore(image, self.stats.steps, |&v| Ok::<_, Infallible>(v));
+                t
+            })
             .collect();
         let inc = node.incarnation;
         let ckpt = node.committed.id;
@@ -1517,7 +1456,7 @@ impl World {
                 // What the actor believes of its timers is what its timers hold: every
                 // one armed rang and was handled, or was cancelled.
                 let timers = &node.timers[i];
-                if timers.armed != st.timers_armed
+                if timers.armed() != st.timers_armed
                     || !timers.live().is_empty()
                     || !st.timers_live.is_empty()
                 {
@@ -1526,7 +1465,7 @@ impl World {
                          timers say {} armed, {:?} live",
                         st.timers_armed,
                         st.timers_live,
-                        timers.armed,
+                        timers.armed(),
                         timers.live()
                     ));
                 }
