@@ -160,6 +160,32 @@ fn a_node_killed_while_another_is_recovering_recovers_too() {
 }
 
 #[test]
+fn a_node_killed_while_the_result_is_gathered_recovers_and_the_answer_is_the_failure_free_one() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let expected = reference(ITERS);
+    // Every tile has finished and main has asked each one for its values. Node 2 stalls
+    // before handling that request and dies; it restarts from a checkpoint taken before
+    // its tiles finished. Its replay delivers the request (resent from node 0's log) in
+    // another order than it first came: it can overtake the last halo one tile of
+    // node 2 sends the other. A tile that answered it at once would send its values
+    // before its last step, where the collector already has its "finished": the
+    // collector would wait for ever (the bug the gather had until session 10).
+    let mut run = launch(
+        true,
+        ITERS,
+        &[("LAZARUS_FAILPOINT", "stall-on:2:SendResult:60000")],
+    );
+    run.wait_started();
+    run.wait_for("node 2 stalled before sending its values", |l| {
+        l.contains("failpoint: node 2 stalls")
+    });
+    run.kill(2);
+    let f = run.finish();
+    assert_eq!(f.checksum(), expected);
+    assert_only_restarted(&f, &[2]);
+}
+
+#[test]
 fn a_node_killed_during_its_own_checkpoint_restarts_from_the_previous_one() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let expected = reference(ITERS);

@@ -274,6 +274,13 @@ struct Tile {
     started: bool,
     /// Whether the collector has been told this tile is done.
     reported: bool,
+    /// The result was asked for before this tile had finished; it is sent when it has.
+    /// `main` asks only after every tile reported, but a restarted node replays its
+    /// neighbours' logged messages in another order than they first came: the request
+    /// can overtake the last halo from a tile on the same node (docs/semantics.md,
+    /// "With recovery on"). Handling it the same whenever it arrives keeps what the
+    /// tile sends the same in every execution.
+    result_requested: bool,
     /// Halos that arrived early, by level and side. In a failure-free run a neighbour is
     /// at most one level ahead (it needs our halo of level `k` to compute level `k + 1`);
     /// while a restarted tile replays, its neighbours' logged halos arrive all at once,
@@ -329,9 +336,21 @@ impl Tile {
         }
     }
 
-    /// Sends the final interior, whole rows at a time, to the collector.
+    /// Asks for the final interior: sent to the collector now if this tile has done its
+    /// last step, else as soon as it has.
     #[message]
     fn send_result(&mut self) {
+        if self.level < self.iters {
+            self.result_requested = true;
+        } else {
+            self.gather();
+        }
+    }
+}
+
+impl Tile {
+    /// Sends this tile's final values to the collector, whole rows at a time.
+    fn gather(&self) {
         // After the last step `next` holds the previous level: Jacobi from a cold start
         // under a non-negative boundary never lowers a point, so check that here, where
         // both levels are at hand, along with the bounds.
@@ -363,9 +382,7 @@ impl Tile {
             first = last;
         }
     }
-}
 
-impl Tile {
     fn new(layout: &Layout, index: usize, iters: u64) -> Result<Tile, String> {
         let (rows, cols) = layout.extent(index);
         let u = initial_block(layout.n, &rows, &cols);
@@ -388,6 +405,7 @@ impl Tile {
             collector: None,
             started: false,
             reported: false,
+            result_requested: false,
             pending: Default::default(),
         })
     }
@@ -427,6 +445,9 @@ impl Tile {
             collector
                 .tell(Finished { tile: self.index })
                 .unwrap_or_else(|e| panic!("tile {}: collector unreachable: {e}", self.index));
+        }
+        if std::mem::take(&mut self.result_requested) {
+            self.gather();
         }
     }
 

@@ -292,6 +292,27 @@ impl<P> Inbox<P> {
         advanced.into_iter().collect()
     }
 
+    /// What the inbox holds back, for diagnosing a stall: each channel with queued
+    /// messages, as `from:channel delivered=D next=N head=..`, where `next` is the lowest
+    /// queued index (a gap when it is not `D + 1`). At most `limit` channels.
+    pub fn describe_waiting(&self, limit: usize) -> String {
+        let mut out = Vec::new();
+        for (s, peer) in self.peers.iter().enumerate() {
+            for (channel, c) in peer.iter().filter(|(_, c)| !c.queue.is_empty()) {
+                let next = c.queue.keys().next().copied().unwrap_or(0);
+                out.push(format!(
+                    "{s}:{channel:?} delivered={} next={next} queued={} head={:?}",
+                    c.last_deliver,
+                    c.queue.len(),
+                    c.head
+                ));
+            }
+        }
+        let total = out.len();
+        out.truncate(limit);
+        format!("{total} channels waiting: {}", out.join("; "))
+    }
+
     /// Messages queued (received, not yet delivered).
     pub fn queued(&self) -> usize {
         self.queued
@@ -376,6 +397,24 @@ mod tests {
             out.push(t.queued.payload);
         }
         out
+    }
+
+    #[test]
+    fn a_stalled_inbox_says_which_channel_waits_for_a_gap_and_which_for_the_interval() {
+        let mut inbox = Inbox::new(ME, 3, DependencyRule::OriginalSenders);
+        inbox.insert(A, msg(A, 1, 2, 0, 0), 0); // index 1 is missing
+        inbox.insert(B, msg(B, 2, 1, 5, 0), 0); // needs this set's interval 5
+        let said = inbox.describe_waiting(16);
+        assert!(said.starts_with("2 channels waiting"), "{said}");
+        assert!(
+            said.contains("delivered=0 next=2 queued=1 head=Idle"),
+            "{said}"
+        );
+        assert!(
+            said.contains("delivered=0 next=1 queued=1 head=Blocked(5)"),
+            "{said}"
+        );
+        assert_eq!(inbox.describe_waiting(1).matches("delivered=").count(), 1);
     }
 
     #[test]

@@ -567,6 +567,20 @@ impl<P: LogPayload> SetProtocol<P> {
         self.inbox.blocked()
     }
 
+    /// What the inbox holds back and why (see [`Inbox::describe_waiting`]), with the
+    /// interval and the peers still awaited: a diagnostic for a stalled set.
+    pub fn describe_waiting(&self, limit: usize) -> String {
+        format!(
+            "interval={} awaiting={:?} queued={} blocked={} ready={} {}",
+            self.interval(),
+            self.awaiting,
+            self.inbox.queued(),
+            self.inbox.blocked(),
+            self.inbox.has_ready(),
+            self.inbox.describe_waiting(limit)
+        )
+    }
+
     /// Index of the last message sent on `channel` to `to`.
     pub fn last_sent(&self, to: SetId, channel: &ChannelId) -> u64 {
         self.log.channel(to, channel).map_or(0, |c| c.last_send)

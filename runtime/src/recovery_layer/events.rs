@@ -149,6 +149,11 @@ impl Events {
             .collect()
     }
 
+    /// Frames held behind unstable determinants now.
+    pub(crate) fn held_len(&self) -> usize {
+        self.held.len()
+    }
+
     /// Frames of the held queue whose determinants are now stable, in order.
     fn releasable(&mut self) -> Vec<(u16, FrameBody)> {
         let stable = self.logging.as_ref().map_or(u64::MAX, |l| l.stable_below());

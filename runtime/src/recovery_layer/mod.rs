@@ -304,6 +304,9 @@ pub struct RecoveryLayer {
     checkpointing: Mutex<Vec<u8>>,
     stop: Arc<AtomicBool>,
     checkpoints_done: AtomicU64,
+    /// Messages delivered, sent and received by the protocol at the last commit (for
+    /// the stall report).
+    progress_at_commit: AtomicU64,
     /// Send index per channel to an order-sensitive actor of this node (its own lock: a
     /// stamp is taken while `main` holds the core lock).
     stamps: Mutex<HashMap<(ActorId, ActorId), u64>>,
@@ -347,6 +350,7 @@ impl RecoveryLayer {
             checkpointing: Mutex::new(Vec::new()),
             stop: Arc::new(AtomicBool::new(false)),
             checkpoints_done: AtomicU64::new(0),
+            progress_at_commit: AtomicU64::new(u64::MAX),
             stamps: Mutex::new(HashMap::new()),
         })
     }
@@ -525,7 +529,10 @@ impl RecoveryLayer {
             core.early.push((from, FrameBody::Logged { meta, env }));
             return 0;
         };
-        match protocol.on_receive(SetId(from), meta, env) {
+        let (channel, index, inc) = (meta.channel, meta.send_index, meta.sender_incarnation);
+        let r = protocol.on_receive(SetId(from), meta, env);
+        tracing::trace!(target: "lazarus::recovery_state", from, ?channel, index, ?inc, ?r, "received");
+        match r {
             Ok(crate::recovery::Received::Duplicate) => {
                 counter!(DUPLICATES).increment(1);
             }

@@ -85,6 +85,11 @@ pub enum CheckpointFailure {
     Protocol(String),
 }
 
+/// Tracing target of the node's recovery state after each checkpoint (debug level): what
+/// the inbox holds back, held frames, mailbox depths. `RUST_LOG=lazarus::recovery_state=debug`
+/// shows why a run stalls.
+pub const STATE_TARGET: &str = "lazarus::recovery_state";
+
 impl RecoveryLayer {
     /// Reads the node's set in one paused instant.
     fn capture(&self, node: &NodeHandle) -> Result<Captured, CheckpointFailure> {
@@ -190,6 +195,7 @@ impl RecoveryLayer {
                 .checkpoint_committed(id)
                 .map_err(|e| CheckpointFailure::Protocol(e.to_string()))?;
             Self::publish_log_stats(&core, self.rank);
+            self.report_stall(&core, node, id.0);
             actions
         };
         self.emit(Self::frames(actions));
@@ -217,6 +223,40 @@ impl RecoveryLayer {
             bytes,
             total,
         })
+    }
+
+    /// Called at each commit: when the node delivered and sent nothing since the previous
+    /// commit although its inbox holds messages, says what they wait for (a warning: the
+    /// run is stalled); at debug level (`STATE_TARGET`) it always says.
+    fn report_stall(&self, core: &super::Core, node: &NodeHandle, id: u64) {
+        let Some(p) = core.protocol.as_ref() else {
+            return;
+        };
+        let s = p.stats();
+        let progress = s.delivered + s.sent + s.received;
+        let before = self.progress_at_commit.swap(progress, Ordering::Relaxed);
+        let stalled = before == progress && p.queued() > 0;
+        if !stalled && !tracing::enabled!(target: STATE_TARGET, tracing::Level::DEBUG) {
+            return;
+        }
+        let depths: Vec<(String, usize)> = node
+            .controls()
+            .iter()
+            .map(|c| (c.id().to_string(), c.depth()))
+            .collect();
+        let state = format!(
+            "{} held_frames={} mailboxes={depths:?}",
+            p.describe_waiting(16),
+            core.events.held_len()
+        );
+        if stalled {
+            tracing::warn!(
+                target: STATE_TARGET,
+                "no message delivered or sent since the last checkpoint, but the inbox holds some: {state}"
+            );
+        } else {
+            tracing::debug!(target: STATE_TARGET, "after checkpoint {id}: {state}");
+        }
     }
 
     /// Starts the thread that checkpoints every `checkpoint_every`, the first time after
