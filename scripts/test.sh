@@ -17,5 +17,8 @@ cargo fmt --all -- --check
 echo "== cargo clippy (workspace, all targets)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
+echo "== cargo doc (broken or private intra-doc links are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+
 echo "== cargo test"
 cargo test --quiet

@@ -5,9 +5,9 @@
 //! [`crate::recovery::EventLogging`]; this module drives it).
 //!
 //! - Channel stamps: a message to an order-sensitive actor inside the node carries its
-//!   sender and the channel's send index ([`RecoveryLayer::stamp_local`]); between nodes
+//!   sender and the channel's send index (`RecoveryLayer::stamp_local`); between nodes
 //!   the protocol's channel index serves.
-//! - [`RecoveryLayer::admit`] decides, per delivery, whether the actor may take this
+//! - `RecoveryLayer::admit` decides, per delivery, whether the actor may take this
 //!   message now: past its logged events always (and the choice is recorded), during a
 //!   replay only the one the log names.
 //! - Frames to other nodes wait in a FIFO until the determinants before them are

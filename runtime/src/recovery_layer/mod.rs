@@ -6,13 +6,13 @@
 //!
 //! | concern | here |
 //! |---|---|
-//! | a message to another node: channel index, dependency vector, sender-based log | [`RecoveryLayer::send_remote`] |
-//! | a message from another node: duplicate suppression, delivery rule | [`RecoveryLayer::on_logged`] |
-//! | ROLLBACK / RESPONSE / CHECKPOINT_ADVANCE | [`RecoveryLayer::on_control`] |
+//! | a message to another node: channel index, dependency vector, sender-based log | `RecoveryLayer::send_remote` |
+//! | a message from another node: duplicate suppression, delivery rule | `RecoveryLayer::on_logged` |
+//! | ROLLBACK / RESPONSE / CHECKPOINT_ADVANCE | `RecoveryLayer::on_control` |
 //! | the node's coordinated checkpoint | [`set_checkpoint`] |
 //! | the buddy replica of checkpoints | [`replica`] |
 //! | a restarted node: load, restore actors, roll back | [`restore`] |
-//! | the app's `main` (the driver) in a restarted node | [`RecoveryLayer::driver_turn`] |
+//! | the app's `main` (the driver) in a restarted node | `RecoveryLayer::driver_turn` |
 //! | determinants of order-sensitive actors, `ctx.now()`, `ctx.random()` | [`events`] |
 //!
 //! Messages between actors of the node never come here: they stay moves of values into
@@ -84,7 +84,7 @@ static LOG_ALL: AtomicBool = AtomicBool::new(false);
 pub(crate) enum TellHook {
     /// Nothing: recovery is off, or an actor sends inside its node.
     None,
-    /// The app's `main` sends: count it (see [`RecoveryLayer::driver_turn`]).
+    /// The app's `main` sends: count it (see `RecoveryLayer::driver_turn`).
     Driver,
     /// An actor sends inside its node and every message is logged (measurement mode).
     LogAll(ActorId),

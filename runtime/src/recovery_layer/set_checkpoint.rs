@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Version of [`SetImage`]'s layout.
+/// Version of the layout of a node's checkpoint image (`SetImage`).
 pub const SET_IMAGE_FORMAT: u16 = 3;
 
 /// Everything a node's checkpoint holds.
