@@ -226,9 +226,13 @@ impl<A: Actor> ActorRef<A> {
                     }
                 };
                 let rank = env.to.rank();
-                let frame =
-                    RecoveryLayer::log_send(&mut core, RecoveryLayer::driver_id(node.rank()), env)
-                        .and_then(|f| layer.gate(&mut core, rank, f));
+                let frame = RecoveryLayer::log_send(
+                    &mut core,
+                    &node,
+                    RecoveryLayer::driver_id(node.rank()),
+                    env,
+                )
+                .and_then(|f| layer.gate(&mut core, rank, f));
                 RecoveryLayer::deliver_ready(&mut core, &node);
                 drop(core);
                 if let (Some(frame), Some(tr)) = (frame, node.transport()) {
@@ -347,7 +351,9 @@ impl RemoteTarget {
         if let Some(layer) = self.node.recovery_layer() {
             let from = crate::lifecycle::current_actor()
                 .unwrap_or_else(|| RecoveryLayer::driver_id(self.node.rank()));
-            return layer.send_remote(from, env).map_err(|e| (set, e));
+            return layer
+                .send_remote(&self.node, from, env)
+                .map_err(|e| (set, e));
         }
         transport
             .send_envelope(env)

@@ -184,6 +184,18 @@ impl<A: Actor> ActorCell<A> {
     /// Enqueues an application message and wakes the actor.
     #[inline]
     pub(crate) fn send(self: &Arc<Self>, msg: A::Msg) -> Result<(), (A::Msg, Status)> {
+        self.push_and_wake(msg)?;
+        // A message from an actor of this node is an event of the set (recovery on):
+        // counted after the push, so whatever it lets through comes after it.
+        if crate::recovery_layer::counts_local_sends() {
+            if let Some(layer) = self.node.recovery_layer() {
+                layer.local_delivery(&self.node);
+            }
+        }
+        Ok(())
+    }
+
+    fn push_and_wake(self: &Arc<Self>, msg: A::Msg) -> Result<(), (A::Msg, Status)> {
         if A::ORDER_SENSITIVE {
             let from = current_actor().unwrap_or_else(|| {
                 crate::recovery_layer::RecoveryLayer::driver_id(self.node.rank())

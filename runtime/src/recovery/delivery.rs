@@ -323,6 +323,11 @@ impl<P> Inbox<P> {
         self.blocked.values().map(Vec::len).sum()
     }
 
+    /// The smallest interval a blocked channel's head waits for.
+    pub fn next_requirement(&self) -> Option<u64> {
+        self.blocked.keys().next().copied()
+    }
+
     /// Whether a message is ready for delivery.
     pub fn has_ready(&self) -> bool {
         !self.ready.is_empty()

@@ -28,7 +28,8 @@ use crate::checkpoint::DirectoryStore;
 use crate::lifecycle::{ActorImage, Control};
 use crate::node::{CurrentNode, NodeHandle};
 use crate::recovery::{
-    Action, ChannelId, ControlMessage, Incarnation, MessageMeta, SendOutcome, SetId, SetProtocol,
+    Action, ChannelId, ControlMessage, Incarnation, LogPayload, MessageMeta, SendOutcome, SetId,
+    SetProtocol,
 };
 use crate::transport::frame::{Envelope, FrameBody};
 use crate::transport::Transport;
@@ -101,6 +102,14 @@ pub(crate) fn tell_hook() -> TellHook {
         Some(from) if LOG_ALL.load(Ordering::Relaxed) => TellHook::LogAll(from),
         Some(_) => TellHook::None,
     }
+}
+
+/// Whether a local send from this thread is an event of the set to count (recovery on
+/// and an actor sends; `main`'s tells are counted as inputs by the driver hook): one
+/// relaxed load when recovery is off.
+#[inline]
+pub(crate) fn counts_local_sends() -> bool {
+    ACTIVE.load(Ordering::Relaxed) && crate::lifecycle::current_actor().is_some()
 }
 
 /// How a node takes part in recovery.
@@ -244,6 +253,60 @@ pub(crate) struct Core {
     pub(crate) forced_log: ForcedLog,
     /// Determinants: this node's, and other nodes' it keeps as their logger.
     pub(crate) events: events::Events,
+    /// Messages the node's actors put into the node's own mailboxes, not yet in the
+    /// protocol's interval.
+    pub(crate) local: Arc<LocalDeliveries>,
+}
+
+/// Messages actors of a node put into mailboxes of the same node. Each starts a state
+/// interval of the set, like a delivery from another set
+/// ([`SetProtocol::on_local_deliveries`]): a replay then cannot hand a logged message to
+/// an actor before the same-node message that caused it. Counted with one atomic
+/// increment per message, without the layer's lock, and folded into the protocol's
+/// interval whenever the lock is taken; a count that reaches a blocked message's
+/// requirement takes the lock itself and delivers it.
+pub(crate) struct LocalDeliveries {
+    /// Counted and not yet folded.
+    pending: AtomicU64,
+    /// `pending` at which the first blocked message becomes deliverable (`u64::MAX`: no
+    /// message waits for the interval).
+    wake_after: AtomicU64,
+}
+
+impl LocalDeliveries {
+    fn new() -> Self {
+        LocalDeliveries {
+            pending: AtomicU64::new(0),
+            wake_after: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Counts one message; true if a blocked message may now be deliverable.
+    #[inline]
+    fn count(&self) -> bool {
+        // SeqCst pairs with `rearm`: either the folder sees this count when it re-reads
+        // `pending`, or this thread sees the new threshold.
+        let pending = self.pending.fetch_add(1, Ordering::SeqCst) + 1;
+        pending >= self.wake_after.load(Ordering::SeqCst)
+    }
+
+    /// Moves the counted messages into the protocol's interval.
+    fn fold_into<P: LogPayload>(&self, protocol: &mut SetProtocol<P>) {
+        let n = self.pending.swap(0, Ordering::SeqCst);
+        if n > 0 {
+            protocol.on_local_deliveries(n);
+        }
+    }
+
+    /// Sets the threshold for the protocol's first blocked message; true if the count
+    /// already reached it (fold and deliver again).
+    fn rearm<P: LogPayload>(&self, protocol: &SetProtocol<P>) -> bool {
+        let wake = protocol
+            .next_requirement()
+            .map_or(u64::MAX, |r| r.saturating_sub(protocol.interval()).max(1));
+        self.wake_after.store(wake, Ordering::SeqCst);
+        self.pending.load(Ordering::SeqCst) >= wake
+    }
 }
 
 /// The log of messages inside the node in the log-everything measurement mode: payload,
@@ -307,6 +370,8 @@ pub struct RecoveryLayer {
     /// Messages delivered, sent and received by the protocol at the last commit (for
     /// the stall report).
     progress_at_commit: AtomicU64,
+    /// The core's count of local deliveries, reachable without the lock.
+    local: Arc<LocalDeliveries>,
     /// Send index per channel to an order-sensitive actor of this node (its own lock: a
     /// stamp is taken while `main` holds the core lock).
     stamps: Mutex<HashMap<(ActorId, ActorId), u64>>,
@@ -325,6 +390,7 @@ impl RecoveryLayer {
             .then(|| SetProtocol::new(SetId(rank), size).ok())
             .flatten();
         let (outbox, outbox_rx) = std_mpsc::channel::<(u16, FrameBody)>();
+        let local = Arc::new(LocalDeliveries::new());
         Arc::new(RecoveryLayer {
             rank,
             size,
@@ -340,6 +406,7 @@ impl RecoveryLayer {
                 images: HashMap::new(),
                 rollback_at: None,
                 forced_log: ForcedLog::default(),
+                local: Arc::clone(&local),
                 events,
             }),
             transport: OnceLock::new(),
@@ -351,6 +418,7 @@ impl RecoveryLayer {
             stop: Arc::new(AtomicBool::new(false)),
             checkpoints_done: AtomicU64::new(0),
             progress_at_commit: AtomicU64::new(u64::MAX),
+            local,
             stamps: Mutex::new(HashMap::new()),
         })
     }
@@ -463,7 +531,15 @@ impl RecoveryLayer {
     /// channel's next index and the dependency vector and returns the frame to transmit,
     /// or `None` when the receiver already has it (a regenerated message after a
     /// rollback).
-    pub(crate) fn log_send(core: &mut Core, from: ActorId, env: Envelope) -> Option<FrameBody> {
+    pub(crate) fn log_send(
+        core: &mut Core,
+        node: &NodeHandle,
+        from: ActorId,
+        env: Envelope,
+    ) -> Option<FrameBody> {
+        // The message depends on every local delivery before it (folded into the
+        // interval here; they may also let logged messages through).
+        Self::deliver_ready(core, node);
         let protocol = core.protocol.as_mut()?;
         let to = SetId(env.to.rank());
         let channel = ChannelId::new(from, env.to);
@@ -483,6 +559,17 @@ impl RecoveryLayer {
         }
     }
 
+    /// An actor of this node put a message into a mailbox of this node (see
+    /// [`LocalDeliveries`]): one atomic increment, and the lock only when the count lets a
+    /// blocked logged message through.
+    #[inline]
+    pub(crate) fn local_delivery(&self, node: &NodeHandle) {
+        if self.local.count() {
+            let mut core = self.lock();
+            Self::deliver_ready(&mut core, node);
+        }
+    }
+
     /// Measurement mode: logs a message between two actors of this node as if it
     /// crossed sets (serialized payload, channel index, dependency vector).
     pub(crate) fn log_local(&self, from: ActorId, to: ActorId, payload: bytes::Bytes) {
@@ -497,11 +584,16 @@ impl RecoveryLayer {
     }
 
     /// Sends `env` from actor `from` to its node through the log.
-    pub(crate) fn send_remote(&self, from: ActorId, env: Envelope) -> Result<(), String> {
+    pub(crate) fn send_remote(
+        &self,
+        node: &NodeHandle,
+        from: ActorId,
+        env: Envelope,
+    ) -> Result<(), String> {
         let rank = env.to.rank();
         let frame = {
             let mut core = self.lock();
-            Self::log_send(&mut core, from, env).and_then(|f| self.gate(&mut core, rank, f))
+            Self::log_send(&mut core, node, from, env).and_then(|f| self.gate(&mut core, rank, f))
         };
         match (frame, self.transport()) {
             (Some(frame), Some(t)) => match t.send_body(rank, &frame) {
@@ -551,13 +643,31 @@ impl RecoveryLayer {
         if !core.ready {
             return 0;
         }
-        let Some(protocol) = core.protocol.as_mut() else {
+        let Core {
+            protocol, local, ..
+        } = core;
+        let Some(protocol) = protocol.as_mut() else {
             return 0;
         };
         let mut deepest = 0;
-        // Messages hold actor references, which resolve against the current node: the
-        // caller may be a thread of no node (the app's main during a restore).
-        let _current = CurrentNode::enter(node);
+        loop {
+            local.fold_into(protocol);
+            if protocol.has_deliverable() {
+                // Messages hold actor references, which resolve against the current
+                // node: the caller may be a thread of no node (the app's main during a
+                // restore).
+                let _current = CurrentNode::enter(node);
+                deepest = deepest.max(Self::deliver_now(protocol, node));
+            }
+            if !local.rearm(protocol) {
+                return deepest;
+            }
+        }
+    }
+
+    /// Hands every message the protocol can deliver now to its actor.
+    fn deliver_now(protocol: &mut SetProtocol<Envelope>, node: &NodeHandle) -> usize {
+        let mut deepest = 0;
         while let Some(d) = protocol.poll_delivery() {
             let to = d.payload.to;
             let stamp = crate::mailbox::Stamp {
@@ -775,6 +885,37 @@ pub struct LayerStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recovery::{Config, DepVector};
+
+    #[test]
+    fn local_messages_take_the_lock_only_once_they_let_a_waiting_message_through() {
+        // A restarted set (interval 0) holds a logged message that followed 3 events of
+        // its lost execution.
+        let mut fresh = SetProtocol::<Vec<u8>>::new(SetId(0), 2).unwrap();
+        let (mut p, _) =
+            SetProtocol::restore(fresh.checkpoint(), Incarnation(1), Config::default()).unwrap();
+        let mut depend = DepVector::new();
+        depend.set(SetId(0), 3);
+        let meta = MessageMeta {
+            channel: ChannelId::new(ActorId::new(1, 0).unwrap(), ActorId::new(0, 0).unwrap()),
+            send_index: 1,
+            sender_incarnation: Incarnation(0),
+            depend,
+        };
+        p.on_receive(SetId(1), meta, b"answer".to_vec()).unwrap();
+        let local = LocalDeliveries::new();
+        assert!(!local.rearm(&p));
+        assert!(
+            !local.count() && !local.count(),
+            "2 of 3: nothing to deliver yet"
+        );
+        assert!(local.count(), "the third lets it through");
+        local.fold_into(&mut p);
+        assert_eq!(p.interval(), 3);
+        assert!(p.poll_delivery().is_some());
+        assert!(!local.rearm(&p));
+        assert!(!local.count(), "nothing waits: no lock");
+    }
 
     #[test]
     fn frames_emitted_before_the_transport_is_attached_wait_for_it() {

@@ -102,6 +102,9 @@ impl RecoveryLayer {
             if !core.ready {
                 return Err(CheckpointFailure::NotReady);
             }
+            // The interval in the image counts every local delivery before it (and a
+            // logged message they let through is in its mailbox).
+            Self::deliver_ready(&mut core, node);
             let mut actors = Vec::new();
             for control in node.controls() {
                 if let Some(image) = control

@@ -1197,6 +1197,10 @@ impl World {
                     .entry((a, b))
                     .or_default()
                     .push_back((index, payload));
+                // As the runtime does: a message inside the set is an event of the set.
+                if let Some(p) = node.proto.as_mut() {
+                    p.on_local_deliveries(1);
+                }
                 continue;
             }
             let channel = ChannelId::new(self.prog.ids[a], self.prog.ids[b]);
