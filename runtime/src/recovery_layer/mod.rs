@@ -66,6 +66,9 @@ pub const SUPPRESSED: &str = "lazarus_recovery_suppressed_total";
 pub const ROLLBACKS: &str = "lazarus_recovery_rollbacks_total";
 /// Duration of each recovery phase, seconds (label `phase`: load, restore, replay).
 pub const RECOVERY_PHASE: &str = "lazarus_recovery_phase_seconds";
+/// Checkpoint periods in which a node delivered, sent and received nothing although its
+/// inbox held messages (a stalled run; the warning says what they wait for).
+pub const STALLED_PERIODS: &str = "lazarus_recovery_stalled_periods_total";
 /// Recovery frames refused by the protocol (label `reason`).
 pub const BAD_RECOVERY_FRAMES: &str = "lazarus_recovery_rejected_total";
 

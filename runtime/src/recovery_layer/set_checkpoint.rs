@@ -253,6 +253,7 @@ impl RecoveryLayer {
             core.events.held_len()
         );
         if stalled {
+            counter!(super::STALLED_PERIODS).increment(1);
             tracing::warn!(
                 target: STATE_TARGET,
                 "no message delivered or sent since the last checkpoint, but the inbox holds some: {state}"
