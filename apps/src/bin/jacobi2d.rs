@@ -281,10 +281,11 @@ struct Tile {
     reported: bool,
     /// The result was asked for before this tile had finished; it is sent when it has.
     /// `main` asks only after every tile reported, but a restarted node replays its
-    /// neighbours' logged messages in another order than they first came: the request
-    /// can overtake the last halo from a tile on the same node (docs/semantics.md,
-    /// "With recovery on"). Handling it the same whenever it arrives keeps what the
-    /// tile sends the same in every execution.
+    /// neighbours' logged messages in another order than they first came. The runtime
+    /// keeps the request behind the same-node halo it followed, but the determinism
+    /// contract asks handlers not to rely on the order of different senders at all
+    /// (docs/semantics.md, "With recovery on"): handled the same whenever it arrives,
+    /// the request makes the tile send the same in every execution.
     result_requested: bool,
     /// `--answer-early`: answer a result request at once, finished or not.
     answer_early: bool,
