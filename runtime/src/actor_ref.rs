@@ -226,6 +226,7 @@ impl<A: Actor> ActorRef<A> {
                     }
                 };
                 let rank = env.to.rank();
+                // Logging delivers what the tell let through first.
                 let frame = RecoveryLayer::log_send(
                     &mut core,
                     &node,
@@ -233,7 +234,6 @@ impl<A: Actor> ActorRef<A> {
                     env,
                 )
                 .and_then(|f| layer.gate(&mut core, rank, f));
-                RecoveryLayer::deliver_ready(&mut core, &node);
                 drop(core);
                 if let (Some(frame), Some(tr)) = (frame, node.transport()) {
                     // Logged: a peer that is down gets it when it rolls back.
