@@ -16,7 +16,8 @@
 //! | determinants of order-sensitive actors, `ctx.now()`, `ctx.random()` | [`events`] |
 //!
 //! Messages between actors of the node never come here: they stay moves of values into
-//! mailboxes, and the coordinated checkpoint captures them.
+//! mailboxes, and the coordinated checkpoint captures them. They are only counted, as
+//! events of the set (`LocalDeliveries`, one atomic increment each).
 
 pub mod events;
 pub mod replica;
@@ -626,7 +627,7 @@ impl RecoveryLayer {
         };
         let (channel, index, inc) = (meta.channel, meta.send_index, meta.sender_incarnation);
         let r = protocol.on_receive(SetId(from), meta, env);
-        tracing::trace!(target: "lazarus::recovery_state", from, ?channel, index, ?inc, ?r, "received");
+        tracing::trace!(target: set_checkpoint::STATE_TARGET, from, ?channel, index, ?inc, ?r, "received");
         match r {
             Ok(crate::recovery::Received::Duplicate) => {
                 counter!(DUPLICATES).increment(1);
