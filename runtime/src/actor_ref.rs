@@ -227,13 +227,9 @@ impl<A: Actor> ActorRef<A> {
                 };
                 let rank = env.to.rank();
                 // Logging delivers what the tell let through first.
-                let frame = RecoveryLayer::log_send(
-                    &mut core,
-                    &node,
-                    RecoveryLayer::driver_id(node.rank()),
-                    env,
-                )
-                .and_then(|f| layer.gate(&mut core, rank, f));
+                let driver = RecoveryLayer::driver_id(node.rank());
+                let frame = RecoveryLayer::log_send(&mut core, &node, driver, env)
+                    .and_then(|f| layer.gate(&mut core, driver, rank, f));
                 drop(core);
                 if let (Some(frame), Some(tr)) = (frame, node.transport()) {
                     // Logged: a peer that is down gets it when it rolls back.

@@ -14,6 +14,8 @@ use crate::context::Context;
 use crate::executor::{CoreQueue, Runnable};
 use crate::mailbox::{Mailbox, Signal, Stamp, Status};
 use crate::node::{CoreId, NodeHandle};
+use crate::recovery::Dependence;
+use crate::recovery_layer::dependence::{self, ActorDependence};
 use crate::supervision::{panic_text, FailureKind, SupervisionEvent};
 use crate::telemetry::ActorStats;
 use crate::timer::{TimerId, TimerTarget, Timers};
@@ -75,6 +77,9 @@ pub(crate) struct ActorCell<A: Actor> {
     state: Mutex<State<A>>,
     /// Locked apart from `state`: the timer thread fires while a handler runs.
     timers: Mutex<Timers<A::Msg>>,
+    /// Which of the node's determinants this actor's messages to other nodes wait for
+    /// (recovery on, deterministic actors; see `recovery_layer::dependence`).
+    dependence: ActorDependence,
 }
 
 enum Phase {
@@ -114,7 +119,14 @@ impl<A: Actor> ActorCell<A> {
         node: NodeHandle,
     ) -> Arc<Self> {
         let stats = ActorStats::new(A::NAME, mailbox.id.to_string());
+        // A spawned actor starts from what its spawner knew.
+        let dependence = ActorDependence::new(if crate::recovery_layer::is_active() {
+            dependence::of_sender()
+        } else {
+            Dependence::Below(0)
+        });
         Arc::new(ActorCell {
+            dependence,
             mailbox,
             scheduled: AtomicBool::new(false),
             core,
@@ -184,6 +196,10 @@ impl<A: Actor> ActorCell<A> {
     /// Enqueues an application message and wakes the actor.
     #[inline]
     pub(crate) fn send(self: &Arc<Self>, msg: A::Msg) -> Result<(), (A::Msg, Status)> {
+        if !A::ORDER_SENSITIVE && crate::recovery_layer::is_active() {
+            // Before the push, so the receiver's next send out of the node sees it.
+            self.dependence.raise(dependence::of_sender());
+        }
         self.push_and_wake(msg)?;
         // A message from an actor of this node is an event of the set (recovery on):
         // counted after the push, so whatever it lets through comes after it.
@@ -219,7 +235,11 @@ impl<A: Actor> ActorCell<A> {
 
     fn turn(self: &Arc<Self>, state: &mut State<A>) {
         CURRENT_ACTOR.with(|c| c.set(Some(self.mailbox.id)));
+        // Order-sensitive actors always wait for the whole node: nothing to track.
+        let tracked = !A::ORDER_SENSITIVE && crate::recovery_layer::is_active();
+        let entered = tracked.then(|| dependence::enter(&self.dependence));
         self.turn_inner(state);
+        drop(entered);
         CURRENT_ACTOR.with(|c| c.set(None));
     }
 

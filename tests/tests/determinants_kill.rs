@@ -109,7 +109,9 @@ fn a_workers_node_killed_before_its_first_checkpoint_restarts_from_the_beginning
     // from outside "before node 3's first checkpoint", cued by another node's first one,
     // raced with the spread of first checkpoints, which a busy machine shifts by whole
     // periods: twice in CI node 3 had checkpointed first.)
-    let run = launch(&[("LAZARUS_FAILPOINT", "checkpoint:3:1")], TASKS);
+    // Enough tasks that the run outlasts node 3's first checkpoint turn (1.75 periods
+    // after the start) with room to spare: at 8000 it can end first.
+    let run = launch(&[("LAZARUS_FAILPOINT", "checkpoint:3:1")], "30000");
     let f = run.finish();
     assert!(f.has("failpoint: SIGKILL during checkpoint 1"));
     // Its main runs again from the top: the barrier it passed before returns at once,

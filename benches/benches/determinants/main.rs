@@ -7,9 +7,22 @@
 //!    (`LAZARUS_EVENT_LOGGERS=0`: what recovery cost before this feature) — deterministic
 //!    deliveries must cost nothing more; and an order-sensitive receiver (each ball a
 //!    determinant, its answer held until two loggers acknowledged) against the
-//!    deterministic one — target ≤ 2×.
+//!    deterministic one — target ≤ 2×. Two more variants keep the deterministic receiver
+//!    but give it a busy order-sensitive neighbour (`pingpong --busy-neighbour`: on the
+//!    pong's core an order-sensitive actor answers a stream of small messages from node 0,
+//!    one in flight, so its node nearly always has an unacknowledged determinant): with the
+//!    per-actor send gate (`LAZARUS_SEND_GATE=actor`, the default: a message waits only for
+//!    the determinants its sender's state depends on) and with the set-wide gate
+//!    (`LAZARUS_SEND_GATE=set`: every frame leaving the node waits for all of its
+//!    determinants, the rule before). Target: the per-actor variant within 1.1× of the
+//!    plain deterministic receiver (the neighbour's determinants add no latency; its CPU
+//!    use on the shared core may); the per-actor / set-wide ratio shows what the per-actor
+//!    gate saves.
 //! 2. `kvstore` throughput (4 nodes, order-sensitive shards) with recovery on against off.
 //!
+//! All variants of a comparison run once per repetition, in turn, and every ratio is the
+//! median of the per-repetition ratios (drift of a shared machine hits both sides of a
+//! repetition alike; see `lazarus_benches::paired`); the values shown are the medians.
 //! Writes `target/criterion/lazarus-determinants-summary.md`. `LAZARUS_BENCH_REPS` sets
 //! the repetitions (default 5).
 
@@ -40,27 +53,55 @@ fn pingpong(order_sensitive: bool, loggers: &str) -> Launch {
     l
 }
 
+/// A deterministic receiver with a busy order-sensitive neighbour, 2 event loggers, under
+/// send gate `gate` (`actor` or `set`, the runtime's `LAZARUS_SEND_GATE`).
+fn pingpong_busy_neighbour(gate: &str) -> Launch {
+    let mut l = pingpong(false, "2");
+    l.args.push("--busy-neighbour".into());
+    l.env.push(("LAZARUS_SEND_GATE".into(), gate.into()));
+    l
+}
+
 fn kvstore(recovery: bool) -> Launch {
     let mut l = Launch::new("kvstore", 4, &["--ops", "3000", "--measure"]);
     l.recovery = recovery.then_some(Duration::from_secs(1));
     l
 }
 
-/// Runs every variant `reps` times, interleaved; returns the medians of `field`.
-fn measure(bins: &Bins, variants: &[Variant], reps: usize) -> Result<Vec<f64>> {
+/// The values of every variant of a comparison, one per repetition (the repetitions
+/// aligned: value `r` of each variant comes from the same round).
+struct Samples(Vec<Vec<f64>>);
+
+impl Samples {
+    /// The median of variant `i`'s values.
+    fn median(&self, i: usize) -> f64 {
+        median(&self.0[i]).unwrap_or(f64::NAN)
+    }
+
+    /// The median over repetitions of variant `a`'s value / variant `b`'s value.
+    fn ratio(&self, a: usize, b: usize) -> f64 {
+        let ratios: Vec<f64> = self.0[a]
+            .iter()
+            .zip(&self.0[b])
+            .map(|(x, y)| x / y)
+            .collect();
+        median(&ratios).unwrap_or(f64::NAN)
+    }
+}
+
+/// Runs every variant `reps` times, interleaved (each repetition runs them all in turn);
+/// returns every value of `field`.
+fn measure(bins: &Bins, variants: &[Variant], reps: usize) -> Result<Samples> {
     let mut samples = vec![Vec::new(); variants.len()];
     for rep in 0..reps {
         for (i, v) in variants.iter().enumerate() {
             let r = run(bins, &v.launch, |_| None)?;
             let value = r.result()?.number(v.field)?;
-            println!("rep {rep} {:<40} {} = {value}", v.name, v.field);
+            println!("rep {rep} {:<48} {} = {value}", v.name, v.field);
             samples[i].push(value);
         }
     }
-    Ok(samples
-        .iter()
-        .map(|s| median(s).unwrap_or(f64::NAN))
-        .collect())
+    Ok(Samples(samples))
 }
 
 fn main() -> Result<()> {
@@ -86,6 +127,16 @@ fn main() -> Result<()> {
             launch: pingpong(true, "2"),
             field: "min_latency_us",
         },
+        Variant {
+            name: "deterministic, busy neighbour, per-actor gate",
+            launch: pingpong_busy_neighbour("actor"),
+            field: "min_latency_us",
+        },
+        Variant {
+            name: "deterministic, busy neighbour, set-wide gate",
+            launch: pingpong_busy_neighbour("set"),
+            field: "min_latency_us",
+        },
     ];
     let lat = measure(&bins, &latency, reps)?;
     let throughput = [
@@ -102,29 +153,52 @@ fn main() -> Result<()> {
     ];
     let tput = measure(&bins, &throughput, reps)?;
     let verdict = |ok: bool| if ok { "PASS" } else { "MISS" };
+    let loggers_ratio = lat.ratio(1, 0);
+    let ordered_ratio = lat.ratio(2, 1);
+    let neighbour_ratio = lat.ratio(3, 1);
+    let gate_ratio = lat.ratio(3, 4);
+    // Tolerance of the neighbour target: the chatter shares the pong's core (and, with one
+    // core per node, the network's), so a ball can arrive while the chatter handles one of
+    // its messages or while the network thread sends the chatter's answer: a few µs of CPU
+    // on a one-way latency of tens of µs or more, a few percent. A gate wait would cost a
+    // round trip to the event loggers per ball, about doubling the latency (the set-wide
+    // row): 1.1× leaves room for that CPU share and the noise of the run-to-run ratio
+    // while failing clearly if the pong's answers wait for the chatter's determinants.
+    // (On an oversubscribed host, e.g. the 2 nodes on 2 cores, single runs spread by
+    // ±30%: raise LAZARUS_BENCH_REPS there before reading a MISS.)
+    let neighbour_tolerance = 1.1;
     let summary = format!(
-        "Determinants ({}; commit {}; medians of {reps} interleaved runs)\n\n\
+        "Determinants ({}; commit {}; medians of {reps} interleaved runs; ratios are medians \
+         of the per-run ratios)\n\n\
          | inter-node ping-pong, 8 B, recovery on | one-way latency (µs) | ratio | target |\n\
          |---|---|---|---|\n\
          | deterministic receiver, no event loggers | {:.1} | 1.00 | |\n\
          | deterministic receiver, 2 event loggers | {:.1} | {:.2} vs no loggers | ≤ 1.0× (+noise): {} |\n\
-         | order-sensitive receiver, 2 event loggers | {:.1} | {:.2} vs deterministic | ≤ 2×: {} |\n\n\
+         | order-sensitive receiver, 2 event loggers | {:.1} | {:.2} vs deterministic | ≤ 2×: {} |\n\
+         | deterministic receiver, busy order-sensitive neighbour, per-actor gate | {:.1} | {:.2} vs deterministic; {:.2} vs set-wide gate | deterministic deliveries next to an order-sensitive actor: no added latency from its determinants (≤ {neighbour_tolerance}×): {} |\n\
+         | deterministic receiver, busy order-sensitive neighbour, set-wide gate (`LAZARUS_SEND_GATE=set`) | {:.1} | {:.2} vs deterministic | (baseline: the rule before the per-actor gate) |\n\n\
          | kvstore, 4 nodes, 3000 ops/client | ops/s | on/off |\n\
          |---|---|---|\n\
          | recovery off | {:.0} | |\n\
          | recovery on (order-sensitive shards) | {:.0} | {:.2} |\n",
         Machine::this().describe(),
         lazarus_benches::machine::git_commit(),
-        lat[0],
-        lat[1],
-        lat[1] / lat[0],
-        verdict(lat[1] / lat[0] <= 1.05),
-        lat[2],
-        lat[2] / lat[1],
-        verdict(lat[2] / lat[1] <= 2.0),
-        tput[0],
-        tput[1],
-        tput[1] / tput[0],
+        lat.median(0),
+        lat.median(1),
+        loggers_ratio,
+        verdict(loggers_ratio <= 1.05),
+        lat.median(2),
+        ordered_ratio,
+        verdict(ordered_ratio <= 2.0),
+        lat.median(3),
+        neighbour_ratio,
+        gate_ratio,
+        verdict(neighbour_ratio <= neighbour_tolerance),
+        lat.median(4),
+        lat.ratio(4, 1),
+        tput.median(0),
+        tput.median(1),
+        tput.ratio(1, 0),
     );
     println!("\n{summary}");
     let path = criterion_dir().join("lazarus-determinants-summary.md");

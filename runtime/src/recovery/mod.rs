@@ -27,7 +27,8 @@
 //! [`error`] (refused events), [`timer_state`] (an actor's timers: arm numbers, fired and
 //! cancelled timers, what a checkpoint keeps of them); for order-sensitive actors, [`determinant`] (recorded
 //! nondeterministic events and their replay script) and [`event_logging`] (the
-//! pessimistic event-logger exchange that keeps determinants on other sets).
+//! pessimistic event-logger exchange that keeps determinants on other sets) and
+//! [`send_gate`] (which messages leaving the set wait for stable determinants).
 
 pub mod delivery;
 pub mod dep_vector;
@@ -37,6 +38,7 @@ pub mod event_logging;
 pub mod ids;
 pub mod messages;
 pub mod protocol;
+pub mod send_gate;
 pub mod sender_log;
 pub mod snapshot;
 pub mod timer_state;
@@ -51,6 +53,7 @@ pub use event_logging::{
 pub use ids::{ChannelId, CheckpointId, Incarnation, SetId};
 pub use messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryReport};
 pub use protocol::{Action, Config, Delivery, ProtocolStats, SendOutcome, SetProtocol};
+pub use send_gate::{Dependence, GateSender, SendGate};
 pub use sender_log::{LogPayload, LogStats};
 pub use snapshot::Snapshot;
 pub use timer_state::{Deadline, TimerImage, TimerState};

@@ -14,18 +14,19 @@
 //!   acknowledged by every logger (pessimistic logging); the logger's store is a journal
 //!   file written before it acknowledges, so a killed logger loses nothing.
 
+use super::dependence;
 use super::{event, Core, RecoveryLayer};
 use crate::actor_id::ActorId;
 use crate::mailbox::Stamp;
 use crate::node::NodeHandle;
 use crate::recovery::{
-    ChannelId, Determinant, Diverged, Event, EventLogging, EventMessage, EventSnapshot, EventStore,
-    ReplayDelivery, ReplayPoll, SetId,
+    ChannelId, Dependence, Determinant, Diverged, Event, EventLogging, EventMessage, EventSnapshot,
+    EventStore, GateSender, ReplayDelivery, ReplayPoll, SendGate, SetId,
 };
 use crate::transport::frame::FrameBody;
 use metrics::counter;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -53,9 +54,11 @@ pub(crate) struct Events {
     journal: Option<Journal>,
     /// Event clock per actor that had nondeterministic events.
     pub(crate) clocks: HashMap<ActorId, u64>,
-    /// Frames to other nodes waiting for stable determinants (or behind such a frame):
-    /// `(needed, destination, frame)`.
-    held: VecDeque<(u64, u16, FrameBody)>,
+    /// Frames to other nodes waiting for stable determinants (or behind such a frame).
+    held: SendGate<FrameBody>,
+    /// `LAZARUS_SEND_GATE=set`: every frame waits for every determinant of the node (the
+    /// rule before actors' dependences were tracked; a measurement baseline).
+    set_wide_gate: bool,
     /// Order-sensitive actors holding messages back, to wake when the replay moves on.
     waiting: HashSet<ActorId>,
     /// Event-logging frames that arrived before `logging` existed.
@@ -96,7 +99,8 @@ impl Events {
             store,
             journal,
             clocks: HashMap::new(),
-            held: VecDeque::new(),
+            held: SendGate::new(),
+            set_wide_gate: std::env::var("LAZARUS_SEND_GATE").is_ok_and(|v| v == "set"),
             waiting: HashSet::new(),
             early: Vec::new(),
             gated: 0,
@@ -157,18 +161,22 @@ impl Events {
     /// Frames of the held queue whose determinants are now stable, in order.
     fn releasable(&mut self) -> Vec<(u16, FrameBody)> {
         let stable = self.logging.as_ref().map_or(u64::MAX, |l| l.stable_below());
-        let mut out = Vec::new();
-        while self
-            .held
-            .front()
-            .is_some_and(|(needed, _, _)| *needed <= stable)
-        {
-            if let Some((_, to, f)) = self.held.pop_front() {
-                out.push((to, f));
-            }
-        }
-        out
+        self.held
+            .release(stable)
+            .into_iter()
+            .map(|(to, f)| (to.0, f))
+            .collect()
     }
+}
+
+/// The running deterministic actor recorded a determinant (or noted an empty poll): its
+/// messages out of the node wait for it.
+fn raise_current(d: Dependence) {
+    dependence::with_current(|cur| {
+        if let Some(cur) = cur {
+            cur.raise(d);
+        }
+    });
 }
 
 impl RecoveryLayer {
@@ -297,11 +305,12 @@ impl RecoveryLayer {
                     tracing::error!("{e}; the actor runs free from here");
                 }
                 let v = fresh();
-                logging.record(Determinant {
+                let seq = logging.record(Determinant {
                     actor,
                     tick,
                     event: Event::Value(v),
                 });
+                raise_current(Dependence::Below(seq + 1));
                 counter!(DETERMINANTS).increment(1);
                 v
             }
@@ -334,38 +343,63 @@ impl RecoveryLayer {
                 }
                 let waiting = fresh();
                 if waiting {
-                    logging.record(Determinant {
+                    let seq = logging.record(Determinant {
                         actor,
                         tick,
                         event: Event::Waiting,
                     });
+                    raise_current(Dependence::Below(seq + 1));
                     counter!(DETERMINANTS).increment(1);
                 } else {
                     logging.empty_poll(actor, tick);
+                    // Logged lazily: only the whole-node rule turns the run into a
+                    // determinant before a send.
+                    raise_current(Dependence::Set);
                 }
                 waiting
             }
         }
     }
 
-    /// A frame for node `to` that must not overtake the determinants recorded so far:
+    /// A frame from actor `from` (on this thread) for node `to` that must not overtake
+    /// the determinants its sender depends on (see [`crate::recovery::send_gate`]):
     /// returned to send now, or held (and the determinant batches it waits for are
     /// emitted).
-    pub(crate) fn gate(&self, core: &mut Core, to: u16, frame: FrameBody) -> Option<FrameBody> {
+    pub(crate) fn gate(
+        &self,
+        core: &mut Core,
+        from: ActorId,
+        to: u16,
+        frame: FrameBody,
+    ) -> Option<FrameBody> {
         let events = &mut core.events;
         let Some(logging) = events.logging.as_mut() else {
             return Some(frame);
         };
-        let needed = logging.before_send();
-        if events.held.is_empty() && logging.is_stable(needed) {
-            return Some(frame);
+        let set_wide = events.set_wide_gate;
+        // Under the layer's lock, as `ActorDependence::resolve` requires.
+        let (needed, sender) = dependence::with_current(|d| match d {
+            Some(d) if !set_wide => {
+                let needed = d.get().needed(logging);
+                d.resolve(needed);
+                (needed, GateSender::Actor(from))
+            }
+            _ => (logging.before_send(), GateSender::Set),
+        });
+        let stable = logging.stable_below();
+        let sent = events.held.send(stable, needed, sender, SetId(to), frame);
+        if sent.is_none() {
+            self.note_held(core);
         }
+        sent
+    }
+
+    /// Counts a frame the gate held and ships the determinants it waits for.
+    fn note_held(&self, core: &mut Core) {
         counter!(GATED_SENDS).increment(1);
-        events.gated += 1;
-        events.held.push_back((needed, to, frame));
-        let batches = events.batches();
+        core.events.gated += 1;
+        let batches = core.events.batches();
         self.emit(batches);
-        None
     }
 
     /// Protocol frames (resends, control) keep their order behind held frames.
@@ -376,10 +410,15 @@ impl RecoveryLayer {
         if core.events.held.is_empty() {
             return frames;
         }
-        for (to, f) in frames {
-            core.events.held.push_back((0, to, f));
-        }
-        Vec::new()
+        frames
+            .into_iter()
+            .filter_map(|(to, f)| {
+                core.events
+                    .held
+                    .send(0, 0, GateSender::Set, SetId(to), f)
+                    .map(|f| (to, f))
+            })
+            .collect()
     }
 
     /// An event-logging frame from node `from` arrived.

@@ -14,11 +14,13 @@
 //! | a restarted node: load, restore actors, roll back | [`restore`] |
 //! | the app's `main` (the driver) in a restarted node | `RecoveryLayer::driver_turn` |
 //! | determinants of order-sensitive actors, `ctx.now()`, `ctx.random()` | [`events`] |
+//! | which determinants an actor's messages out of the node wait for | [`dependence`] |
 //!
 //! Messages between actors of the node never come here: they stay moves of values into
 //! mailboxes, and the coordinated checkpoint captures them. They are only counted, as
 //! events of the set (`LocalDeliveries`, one atomic increment each).
 
+pub(crate) mod dependence;
 pub mod events;
 pub mod replica;
 pub mod restore;
@@ -106,6 +108,12 @@ pub(crate) fn tell_hook() -> TellHook {
         Some(from) if LOG_ALL.load(Ordering::Relaxed) => TellHook::LogAll(from),
         Some(_) => TellHook::None,
     }
+}
+
+/// Whether any node of this process runs with recovery on (one relaxed load).
+#[inline]
+pub(crate) fn is_active() -> bool {
+    ACTIVE.load(Ordering::Relaxed)
 }
 
 /// Whether a local send from this thread is an event of the set to count (recovery on
@@ -597,7 +605,8 @@ impl RecoveryLayer {
         let rank = env.to.rank();
         let frame = {
             let mut core = self.lock();
-            Self::log_send(&mut core, node, from, env).and_then(|f| self.gate(&mut core, rank, f))
+            Self::log_send(&mut core, node, from, env)
+                .and_then(|f| self.gate(&mut core, from, rank, f))
         };
         match (frame, self.transport()) {
             (Some(frame), Some(t)) => match t.send_body(rank, &frame) {

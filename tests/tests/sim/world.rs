@@ -51,10 +51,10 @@
 use super::program::{ActorState, Effects, Program, TimerOp};
 use super::rng::{mix, Rng};
 use lazarus::recovery::{
-    Action, ChannelId, CheckpointId, Config, ControlMessage, DependencyRule, Determinant, Diverged,
-    Event, EventLogging, EventMessage, EventSnapshot, EventStore, Incarnation, MessageMeta,
-    ProtocolStats, ReplayDelivery, ReplayPoll, SendOutcome, SetId, SetProtocol, Snapshot,
-    TimerImage, TimerState,
+    Action, ChannelId, CheckpointId, Config, ControlMessage, Dependence, DependencyRule,
+    Determinant, Diverged, Event, EventLogging, EventMessage, EventSnapshot, EventStore,
+    GateSender, Incarnation, MessageMeta, ProtocolStats, ReplayDelivery, ReplayPoll, SendGate,
+    SendOutcome, SetId, SetProtocol, Snapshot, TimerImage, TimerState,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -177,9 +177,11 @@ struct Node {
     events: Option<EventLogging>,
     /// The set's event-logger store: durable, it survives the set's crashes.
     store: EventStore,
-    /// Per destination set, packets waiting for determinants to become stable (in order:
-    /// later packets to the same set wait behind them).
-    outq: BTreeMap<u16, VecDeque<(u64, Packet)>>,
+    /// Packets waiting for determinants to become stable: the runtime's gate.
+    outq: SendGate<Packet>,
+    /// Per local actor, which of the set's determinants its packets wait for (as the
+    /// runtime tracks it: raised by messages from actors of the set, volatile).
+    deps: Vec<Dependence>,
     mailbox: Mailboxes,
     actors: Vec<ActorState>,
     /// Per local actor, its timers.
@@ -387,7 +389,8 @@ impl World {
                 proto: Some(proto),
                 events: Some(events),
                 store: EventStore::new(),
-                outq: BTreeMap::new(),
+                outq: SendGate::new(),
+                deps: vec![Dependence::Below(0); actors.len()],
                 mailbox: BTreeMap::new(),
                 timers: vec![Timers::default(); actors.len()],
                 actors,
@@ -639,7 +642,8 @@ impl World {
         if let Some(ev) = node.events.take() {
             self.stats.add_events(&ev);
         }
-        node.outq.clear();
+        node.outq = SendGate::new();
+        node.deps.clear();
         node.mailbox.clear();
         self.stats.crashes += 1;
         self.stats.crashes_mid_checkpoint += u64::from(mid);
@@ -1025,30 +1029,18 @@ impl World {
             return;
         };
         let stable = ev.stable_below();
-        let mut ready = Vec::new();
-        for (&to, q) in &mut node.outq {
-            while q.front().is_some_and(|(needed, _)| *needed <= stable) {
-                if let Some((_, p)) = q.pop_front() {
-                    ready.push((to, p));
-                }
-            }
-        }
-        node.outq.retain(|_, q| !q.is_empty());
-        for (to, p) in ready {
-            self.push(s, to, p);
+        for (to, p) in node.outq.release(stable) {
+            self.push(s, to.0, p);
         }
     }
 
     /// Sends `packet` from `s` to `to` once determinants below `needed` are stable, after
-    /// everything queued before it for `to`.
-    fn send_gated(&mut self, s: u16, to: u16, needed: u64, packet: Packet) {
+    /// the held packets `from` must not overtake.
+    fn send_gated(&mut self, s: u16, to: u16, needed: u64, from: GateSender, packet: Packet) {
         let node = &mut self.nodes[usize::from(s)];
         let stable = node.events.as_ref().map_or(u64::MAX, |e| e.stable_below());
-        let queued = node.outq.get(&to).is_some_and(|q| !q.is_empty());
-        if !queued && needed <= stable {
+        if let Some(packet) = node.outq.send(stable, needed, from, SetId(to), packet) {
             self.push(s, to, packet);
-        } else {
-            node.outq.entry(to).or_default().push_back((needed, packet));
         }
     }
 
@@ -1201,6 +1193,14 @@ impl World {
                 if let Some(p) = node.proto.as_mut() {
                     p.on_local_deliveries(1);
                 }
+                // ... and the receiver depends on what its sender depended on.
+                let carried = if self.prog.sensitive[a] {
+                    Dependence::Set
+                } else {
+                    node.deps[self.local_of[a]]
+                };
+                let lb = self.local_of[b];
+                node.deps[lb] = node.deps[lb].join(carried);
                 continue;
             }
             let channel = ChannelId::new(self.prog.ids[a], self.prog.ids[b]);
@@ -1208,8 +1208,17 @@ impl World {
             let proto = node.proto.as_mut().expect("alive");
             match proto.on_send(SetId(dst), channel, payload) {
                 Ok(SendOutcome::Transmit { meta, payload }) => {
-                    let needed = node.events.as_mut().map_or(0, |e| e.before_send());
-                    self.send_gated(s, dst, needed, Packet::App { meta, payload });
+                    let la = self.local_of[a];
+                    let (needed, from) = match node.events.as_mut() {
+                        None => (0, GateSender::Set),
+                        Some(e) if self.prog.sensitive[a] => (e.before_send(), GateSender::Set),
+                        Some(e) => {
+                            let needed = node.deps[la].needed(e);
+                            node.deps[la] = Dependence::Below(needed);
+                            (needed, GateSender::Actor(self.prog.ids[a]))
+                        }
+                    };
+                    self.send_gated(s, dst, needed, from, Packet::App { meta, payload });
                 }
                 Ok(SendOutcome::Suppressed { meta }) => {
                     self.note(|| format!("S{s} suppress {:?}#{}", meta.channel, meta.send_index));
@@ -1273,10 +1282,10 @@ impl World {
                     self.note(|| {
                         format!("S{s} resend {:?}#{} to {to}", meta.channel, meta.send_index)
                     });
-                    self.send_gated(s, to.0, 0, Packet::App { meta, payload });
+                    self.send_gated(s, to.0, 0, GateSender::Set, Packet::App { meta, payload });
                 }
                 Action::Control { to, message } => {
-                    self.send_gated(s, to.0, 0, Packet::Control(message))
+                    self.send_gated(s, to.0, 0, GateSender::Set, Packet::Control(message))
                 }
             }
         }
@@ -1383,6 +1392,8 @@ impl World {
         node.proto = Some(proto);
         node.events = Some(events);
         node.actors = node.committed.actors.clone();
+        // A restored actor's state depends only on determinants its checkpoint holds.
+        node.deps = vec![Dependence::Below(0); node.actors.len()];
         node.intra = node.committed.intra.clone();
         node.intra_sent = node.committed.intra_sent.clone();
         node.mailbox = node.committed.mailbox.clone();
@@ -1424,7 +1435,7 @@ impl World {
             if node.events.as_ref().is_some_and(|e| e.is_fetching()) {
                 return self.fail(format!("S{s} still waits for its determinants"));
             }
-            if node.outq.values().any(|q| !q.is_empty()) {
+            if !node.outq.is_empty() {
                 return self.fail(format!(
                     "S{s} holds messages whose determinants never became stable"
                 ));
