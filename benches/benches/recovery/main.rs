@@ -6,7 +6,9 @@
 //!    a checkpoint period) and a steady one (6000): recovery off / on (correlated sets:
 //!    only messages between nodes are logged) / on with payload logging forced for every
 //!    message (what correlated sets save), with log bytes and piggyback per message, wall
-//!    time and the CPU time of all processes.
+//!    time and the CPU time of all processes. Then off / on over a long run (24000
+//!    iterations, about 10 checkpoints per node), and the same on 2 nodes, one per core
+//!    of a 2-core host (the 4-node runs oversubscribe it).
 //! 2. Recovery of a node holding ~100 MB of set state (jacobi2d n=5000 on 4 nodes): time
 //!    from the supervisor seeing the SIGKILL to the restored set resuming, its phases,
 //!    and how fast the survivors learned of the failure.
@@ -34,21 +36,31 @@ fn node2_at(r: &Run, found: impl Fn(&TimelineEntry) -> bool) -> Option<f64> {
     node2(r, found).map(|e| e.at)
 }
 
-/// Recovery on against off on jacobi2d n=1024 for `iters` iterations, checkpoints every
-/// second. Ratios are medians of per-repetition ratios (each repetition runs every mode
-/// back to back), because this VM's speed drifts between repetitions by more than the
-/// overhead measured; wall time and the CPU time of all processes are both reported, as
-/// 4 nodes share 2 cores.
-fn overhead(bins: &Bins, iters: u32, reps: usize, md: &mut String) -> Result<()> {
+/// Every mode of the overhead table.
+const ALL_MODES: [Mode; 5] = [
+    Mode::Off,
+    Mode::On,
+    Mode::OnBuddy,
+    Mode::LoggingAlone,
+    Mode::LogEverything,
+];
+
+/// Recovery on against off on jacobi2d n=1024 on `nodes` nodes for `iters` iterations,
+/// checkpoints every second, in `modes` (the first is the baseline, `Mode::Off`). Ratios
+/// are medians of per-repetition ratios (each repetition runs every mode back to back),
+/// because this VM's speed drifts between repetitions by more than the overhead
+/// measured; wall time and the CPU time of all processes are both reported, as 4 nodes
+/// share 2 cores.
+fn overhead(
+    bins: &Bins,
+    nodes: u16,
+    iters: u32,
+    modes: &[Mode],
+    reps: usize,
+    md: &mut String,
+) -> Result<()> {
     let iters = iters.to_string();
     let app_args = ["--n", "1024", "--iters", &iters, "--check", "bounds"];
-    let modes = [
-        Mode::Off,
-        Mode::On,
-        Mode::OnBuddy,
-        Mode::LoggingAlone,
-        Mode::LogEverything,
-    ];
     let every = Duration::from_secs(1);
     let mut elapsed: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
@@ -56,7 +68,7 @@ fn overhead(bins: &Bins, iters: u32, reps: usize, md: &mut String) -> Result<()>
     let mut checksums = Vec::new();
     for rep in 0..reps {
         for (i, mode) in modes.iter().enumerate() {
-            let mut launch = Launch::new("jacobi2d", 4, &app_args);
+            let mut launch = Launch::new("jacobi2d", nodes, &app_args);
             mode.apply(&mut launch, every);
             let r = run(bins, &launch, |_| None)?;
             let res = r.result()?;
@@ -84,7 +96,7 @@ fn overhead(bins: &Bins, iters: u32, reps: usize, md: &mut String) -> Result<()>
         median(&ratios).unwrap_or(f64::NAN)
     };
     md.push_str(&format!(
-        "### Failure-free overhead: jacobi2d n=1024, {iters} iterations, 4 nodes, checkpoints every 1 s (median of {reps})\n\n| mode | time (s) | vs off | CPU s (all processes) | CPU vs off | log peak (MB, all nodes) | messages logged | piggyback (B/msg) | target |\n|---|---|---|---|---|---|---|---|---|\n"
+        "### Failure-free overhead: jacobi2d n=1024, {iters} iterations, {nodes} nodes, checkpoints every 1 s (median of {reps})\n\n| mode | time (s) | vs off | CPU s (all processes) | CPU vs off | log peak (MB, all nodes) | messages logged | piggyback (B/msg) | target |\n|---|---|---|---|---|---|---|---|---|\n"
     ));
     for (i, mode) in modes.iter().enumerate() {
         let t = median(&elapsed[i]).unwrap_or(f64::NAN);
@@ -194,8 +206,13 @@ fn measure() -> Result<()> {
         .unwrap_or(5);
     let mut md = format!("## Rollback recovery ({})\n\n", Machine::this().describe());
     // A short run (mostly logging: few checkpoints fall inside it) and a steady one.
-    overhead(&bins, 1500, reps, &mut md)?;
-    overhead(&bins, 6000, reps, &mut md)?;
+    overhead(&bins, 4, 1500, &ALL_MODES, reps, &mut md)?;
+    overhead(&bins, 4, 6000, &ALL_MODES, reps, &mut md)?;
+    // A long run: about 10 checkpoints per node. And the same on 2 nodes, one per core
+    // of this 2-core host: the 4-node runs oversubscribe it (8+ busy threads on 2 cores),
+    // which amplifies whatever the checkpoints and the log cost.
+    overhead(&bins, 4, 24000, &[Mode::Off, Mode::On], reps, &mut md)?;
+    overhead(&bins, 2, 12000, &[Mode::Off, Mode::On], reps, &mut md)?;
     restore_time(&bins, reps.min(3), &mut md)?;
     println!("\n{md}");
     let out = criterion_dir().join("lazarus-recovery-summary.md");
