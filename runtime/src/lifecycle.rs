@@ -78,7 +78,7 @@ pub(crate) struct ActorCell<A: Actor> {
     /// Locked apart from `state`: the timer thread fires while a handler runs.
     timers: Mutex<Timers<A::Msg>>,
     /// Which of the node's determinants this actor's messages to other nodes wait for
-    /// (recovery on, deterministic actors; see `recovery_layer::dependence`).
+    /// (recovery on; see `recovery_layer::dependence`).
     dependence: ActorDependence,
 }
 
@@ -196,7 +196,7 @@ impl<A: Actor> ActorCell<A> {
     /// Enqueues an application message and wakes the actor.
     #[inline]
     pub(crate) fn send(self: &Arc<Self>, msg: A::Msg) -> Result<(), (A::Msg, Status)> {
-        if !A::ORDER_SENSITIVE && crate::recovery_layer::is_active() {
+        if crate::recovery_layer::is_active() {
             // Before the push, so the receiver's next send out of the node sees it.
             self.dependence.raise(dependence::of_sender());
         }
@@ -235,9 +235,8 @@ impl<A: Actor> ActorCell<A> {
 
     fn turn(self: &Arc<Self>, state: &mut State<A>) {
         CURRENT_ACTOR.with(|c| c.set(Some(self.mailbox.id)));
-        // Order-sensitive actors always wait for the whole node: nothing to track.
-        let tracked = !A::ORDER_SENSITIVE && crate::recovery_layer::is_active();
-        let entered = tracked.then(|| dependence::enter(&self.dependence));
+        let entered =
+            crate::recovery_layer::is_active().then(|| dependence::enter(&self.dependence));
         self.turn_inner(state);
         drop(entered);
         CURRENT_ACTOR.with(|c| c.set(None));

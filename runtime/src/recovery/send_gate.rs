@@ -9,19 +9,19 @@
 //!
 //! - [`Dependence::Set`]: every determinant the set recorded so far (and its noted
 //!   empty-poll runs, which [`EventLogging::before_send`] turns into determinants). The
-//!   rule for order-sensitive actors, for senders that are not actors (the app's `main`),
-//!   and for a deterministic actor that received a message from one of those inside the
-//!   set: the set does not track what such a message depended on.
-//! - [`Dependence::Below`]`(n)`: only determinants numbered below `n`. A deterministic
-//!   actor that read a clock or a random number (its own determinant), or received a
-//!   message from an actor of the set that depended on determinants. `Below(0)`: nothing
-//!   (a deterministic actor fed only by messages from other sets, which left their sets
-//!   stable), so such an actor's messages never wait for its neighbours' determinants.
+//!   rule for senders that are not actors (the app's `main`), for an actor that noted an
+//!   empty poll (logged lazily, so it has no number yet) or replayed a logged event, and
+//!   for an actor that received a message from one of those inside the set.
+//! - [`Dependence::Below`]`(n)`: only determinants numbered below `n`: an actor whose
+//!   own events (deliveries of an order-sensitive actor, clock reads, random numbers)
+//!   or whose messages from actors of the set depended on determinants up to `n - 1`.
+//!   `Below(0)`: nothing (an actor fed only by messages from other sets, which left their
+//!   sets stable), so its messages never wait for its neighbours' determinants.
 //!
 //! Order: a message from an actor never overtakes a held message from the same actor
-//! (per-channel FIFO on the wire); set-wide senders and protocol frames (resends, control)
-//! wait behind every held frame, as before this gate tracked actors. Held frames leave in
-//! the order they were held.
+//! (per-channel FIFO on the wire); senders that are not actors and protocol frames
+//! (resends, control) wait behind every held frame, as before this gate tracked actors.
+//! Held frames leave in the order they were held.
 //!
 //! The driver keeps each actor's dependence (raised when an actor of the set pushes a
 //! message into its mailbox, see `docs/recovery.md`); the runtime and the recovery
@@ -85,11 +85,11 @@ impl Dependence {
 /// Who sends a frame through the gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GateSender {
-    /// A deterministic actor whose dependence was resolved to a number: it waits only
-    /// for its own held frames and for that number.
+    /// An actor whose dependence was resolved to a number: it waits only for its own
+    /// held frames and for that number.
     Actor(ActorId),
-    /// An order-sensitive actor, a sender that is not an actor, or a protocol frame:
-    /// waits behind every held frame.
+    /// A sender that is not an actor (`main`, the whole-node rule of
+    /// `LAZARUS_SEND_GATE=set`) or a protocol frame: waits behind every held frame.
     Set,
 }
 

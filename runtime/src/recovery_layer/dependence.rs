@@ -3,15 +3,17 @@
 //!
 //! Kept per actor cell, in one atomic, and raised:
 //! - when an actor of the node pushes a message into the cell's mailbox (to the sender's
-//!   dependence; an order-sensitive sender or one that is not an actor counts as the whole
-//!   node's determinants). Raised at the push, before the message is delivered: earlier
-//!   than needed, never later;
-//! - when the actor itself records a determinant (`ctx.now()`, `ctx.random()`, a probe).
+//!   dependence; a sender that is not an actor counts as the whole node's determinants).
+//!   Raised at the push, before the message is delivered: earlier than needed, never
+//!   later;
+//! - when the actor itself records a determinant (an order-sensitive actor's delivery,
+//!   `ctx.now()`, `ctx.random()`, a probe: up to that determinant), notes an empty poll
+//!   (logged lazily, so the whole node) or replays a logged event (the whole node, as the
+//!   rule was before actors were tracked).
 //!
 //! Messages from other nodes raise nothing: they left their node once what they depended
 //! on was stable. A whole-node dependence is resolved to a number at the actor's next
-//! message out of the node. Only deterministic actors with recovery on are tracked; an
-//! order-sensitive actor's messages always wait for the whole node.
+//! message out of the node. Tracked with recovery on only.
 
 use crate::recovery::Dependence;
 use std::cell::Cell;
@@ -56,8 +58,8 @@ impl ActorDependence {
 }
 
 thread_local! {
-    /// The dependence of the deterministic actor whose handler runs on this thread (null:
-    /// no actor, an order-sensitive one, or recovery off).
+    /// The dependence of the actor whose handler runs on this thread (null: no actor, or
+    /// recovery off).
     static CURRENT: Cell<*const ActorDependence> = const { Cell::new(std::ptr::null()) };
 }
 

@@ -211,6 +211,9 @@ impl RecoveryLayer {
                 let next = c == channel && send_index == stamp.index;
                 if next {
                     logging.note_replayed();
+                    // Replayed: what follows waits for the whole node (as under the
+                    // whole-node rule), not only for what it depends on.
+                    raise_current(Dependence::Set);
                     counter!(DETERMINANTS_REPLAYED).increment(1);
                     if crate::timer::is_source(stamp.from) {
                         events.timers_replayed += 1;
@@ -223,7 +226,7 @@ impl RecoveryLayer {
                     counter!(DIVERGENCES).increment(1);
                     tracing::error!("{e}; the actor runs free from here");
                 }
-                logging.record(Determinant {
+                let seq = logging.record(Determinant {
                     actor,
                     tick,
                     event: Event::Delivery {
@@ -231,6 +234,7 @@ impl RecoveryLayer {
                         send_index: stamp.index,
                     },
                 });
+                raise_current(Dependence::Below(seq + 1));
                 counter!(DETERMINANTS).increment(1);
                 true
             }
@@ -296,6 +300,9 @@ impl RecoveryLayer {
         match logging.script().value(actor, tick) {
             Ok(Some(v)) => {
                 logging.note_replayed();
+                // Replayed: what follows waits for the whole node (as under the
+                // whole-node rule), not only for what it depends on.
+                raise_current(Dependence::Set);
                 counter!(DETERMINANTS_REPLAYED).increment(1);
                 v
             }
@@ -328,11 +335,17 @@ impl RecoveryLayer {
         match logging.script().poll(actor, tick) {
             Ok(ReplayPoll::Empty) => {
                 logging.note_replayed();
+                // Replayed: what follows waits for the whole node (as under the
+                // whole-node rule), not only for what it depends on.
+                raise_current(Dependence::Set);
                 counter!(DETERMINANTS_REPLAYED).increment(1);
                 false
             }
             Ok(ReplayPoll::Waiting | ReplayPoll::Forced { .. }) => {
                 logging.note_replayed();
+                // Replayed: what follows waits for the whole node (as under the
+                // whole-node rule), not only for what it depends on.
+                raise_current(Dependence::Set);
                 counter!(DETERMINANTS_REPLAYED).increment(1);
                 true
             }

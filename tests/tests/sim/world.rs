@@ -765,6 +765,8 @@ impl World {
         let mut diverged = None;
         let out = {
             let events = &mut node.events;
+            // As the runtime does: the actor depends on each event it records or replays.
+            let dep = &mut node.deps[local];
             let mut draw = |tick: u64| -> u64 {
                 let Some(ev) = events.as_mut() else {
                     return 0;
@@ -775,22 +777,26 @@ impl World {
                     return match ev.script().poll(id, tick) {
                         Ok(ReplayPoll::Empty) => {
                             ev.note_replayed();
+                            *dep = Dependence::Set;
                             0
                         }
                         Ok(ReplayPoll::Waiting | ReplayPoll::Forced { .. }) => {
                             ev.note_replayed();
+                            *dep = Dependence::Set;
                             1
                         }
                         Ok(ReplayPoll::Free) => {
                             let waiting = rng.chance(1, 2);
                             if waiting {
-                                ev.record(Determinant {
+                                let seq = ev.record(Determinant {
                                     actor: id,
                                     tick,
                                     event: Event::Waiting,
                                 });
+                                *dep = dep.join(Dependence::Below(seq + 1));
                             } else {
                                 ev.empty_poll(id, tick);
+                                *dep = Dependence::Set;
                             }
                             u64::from(waiting)
                         }
@@ -803,6 +809,7 @@ impl World {
                 match ev.script().value(id, tick) {
                     Ok(Some(v)) => {
                         ev.note_replayed();
+                        *dep = Dependence::Set;
                         v
                     }
                     Ok(None) => {
@@ -812,11 +819,12 @@ impl World {
                         } else {
                             step
                         };
-                        ev.record(Determinant {
+                        let seq = ev.record(Determinant {
                             actor: id,
                             tick,
                             event: Event::Value(v),
                         });
+                        *dep = dep.join(Dependence::Below(seq + 1));
                         v
                     }
                     Err(e) => {
@@ -872,7 +880,7 @@ impl World {
                     return Effects::default();
                 }
                 (None, Ok(ReplayDelivery::Free)) => {
-                    ev.record(Determinant {
+                    let seq = ev.record(Determinant {
                         actor: id,
                         tick,
                         event: Event::Delivery {
@@ -880,9 +888,14 @@ impl World {
                             send_index: index,
                         },
                     });
+                    // As the runtime does: the actor now depends on its own event.
+                    let lb = self.local_of[b];
+                    node.deps[lb] = node.deps[lb].join(Dependence::Below(seq + 1));
                 }
                 (None, Ok(ReplayDelivery::Forced { .. })) => {
                     ev.note_replayed();
+                    let lb = self.local_of[b];
+                    node.deps[lb] = Dependence::Set;
                     self.stats.timers_replayed += u64::from(from == TIMER);
                 }
                 (None, Err(e)) => {
@@ -1194,11 +1207,7 @@ impl World {
                     p.on_local_deliveries(1);
                 }
                 // ... and the receiver depends on what its sender depended on.
-                let carried = if self.prog.sensitive[a] {
-                    Dependence::Set
-                } else {
-                    node.deps[self.local_of[a]]
-                };
+                let carried = node.deps[self.local_of[a]];
                 let lb = self.local_of[b];
                 node.deps[lb] = node.deps[lb].join(carried);
                 continue;
@@ -1211,7 +1220,6 @@ impl World {
                     let la = self.local_of[a];
                     let (needed, from) = match node.events.as_mut() {
                         None => (0, GateSender::Set),
-                        Some(e) if self.prog.sensitive[a] => (e.before_send(), GateSender::Set),
                         Some(e) => {
                             let needed = node.deps[la].needed(e);
                             node.deps[la] = Dependence::Below(needed);
