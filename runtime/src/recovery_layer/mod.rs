@@ -14,7 +14,7 @@
 //! | a restarted node: load, restore actors, roll back | [`restore`] |
 //! | the app's `main` (the driver) in a restarted node | `RecoveryLayer::driver_turn` |
 //! | determinants of order-sensitive actors, `ctx.now()`, `ctx.random()` | [`events`] |
-//! | which determinants an actor's messages out of the node wait for | [`dependence`] |
+//! | which determinants an actor's messages out of the node wait for | `dependence` |
 //!
 //! Messages between actors of the node never come here: they stay moves of values into
 //! mailboxes, and the coordinated checkpoint captures them. They are only counted, as
