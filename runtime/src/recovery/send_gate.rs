@@ -87,7 +87,7 @@ impl Dependence {
 pub enum GateSender {
     /// An actor whose dependence was resolved to a number: it waits only for its own
     /// held frames and for that number.
-    Actor(ActorId),
+    Tracked(ActorId),
     /// A sender that is not an actor (`main`, the whole-node rule of
     /// `LAZARUS_SEND_GATE=set`) or a protocol frame: waits behind every held frame.
     Set,
@@ -138,12 +138,12 @@ impl<F> SendGate<F> {
     ) -> Option<F> {
         let behind = match from {
             GateSender::Set => !self.held.is_empty(),
-            GateSender::Actor(a) => self.held_from.contains_key(&a),
+            GateSender::Tracked(a) => self.held_from.contains_key(&a),
         };
         if !behind && needed <= stable {
             return Some(frame);
         }
-        if let GateSender::Actor(a) = from {
+        if let GateSender::Tracked(a) = from {
             *self.held_from.entry(a).or_insert(0) += 1;
         }
         self.held.push_back(Held {
@@ -163,7 +163,7 @@ impl<F> SendGate<F> {
             let Some(h) = self.held.pop_front() else {
                 break;
             };
-            if let GateSender::Actor(a) = h.from {
+            if let GateSender::Tracked(a) = h.from {
                 if let Some(n) = self.held_from.get_mut(&a) {
                     *n -= 1;
                     if *n == 0 {
@@ -201,7 +201,7 @@ mod tests {
         // An order-sensitive actor's reply waits for determinant 0.
         assert_eq!(gate.send(0, 1, GateSender::Set, SetId(1), "ordered"), None);
         assert_eq!(
-            gate.send(0, 0, GateSender::Actor(actor(2)), SetId(1), "plain"),
+            gate.send(0, 0, GateSender::Tracked(actor(2)), SetId(1), "plain"),
             Some("plain")
         );
         assert_eq!(gate.release(1), vec![(SetId(1), "ordered")]);
@@ -211,7 +211,7 @@ mod tests {
     fn an_actor_that_depends_on_an_unstable_determinant_waits_for_it() {
         let mut gate = SendGate::new();
         assert_eq!(
-            gate.send(3, 5, GateSender::Actor(actor(2)), SetId(1), "a"),
+            gate.send(3, 5, GateSender::Tracked(actor(2)), SetId(1), "a"),
             None
         );
         assert!(gate.release(4).is_empty());
@@ -222,17 +222,17 @@ mod tests {
     fn an_actors_frame_never_overtakes_its_own_held_frame() {
         let mut gate = SendGate::new();
         assert_eq!(
-            gate.send(0, 1, GateSender::Actor(actor(2)), SetId(1), "first"),
+            gate.send(0, 1, GateSender::Tracked(actor(2)), SetId(1), "first"),
             None
         );
         // Depends on nothing more, but its channel is FIFO.
         assert_eq!(
-            gate.send(0, 0, GateSender::Actor(actor(2)), SetId(2), "second"),
+            gate.send(0, 0, GateSender::Tracked(actor(2)), SetId(2), "second"),
             None
         );
         // Another actor is not held up.
         assert_eq!(
-            gate.send(0, 0, GateSender::Actor(actor(3)), SetId(1), "other"),
+            gate.send(0, 0, GateSender::Tracked(actor(3)), SetId(1), "other"),
             Some("other")
         );
         assert_eq!(
@@ -241,7 +241,7 @@ mod tests {
         );
         // Nothing of actor 2 is held any more.
         assert_eq!(
-            gate.send(1, 0, GateSender::Actor(actor(2)), SetId(1), "third"),
+            gate.send(1, 0, GateSender::Tracked(actor(2)), SetId(1), "third"),
             Some("third")
         );
     }
@@ -250,7 +250,7 @@ mod tests {
     fn set_wide_senders_and_protocol_frames_wait_behind_every_held_frame() {
         let mut gate = SendGate::new();
         assert_eq!(
-            gate.send(0, 1, GateSender::Actor(actor(2)), SetId(1), "a"),
+            gate.send(0, 1, GateSender::Tracked(actor(2)), SetId(1), "a"),
             None
         );
         assert_eq!(gate.send(0, 0, GateSender::Set, SetId(2), "resend"), None);

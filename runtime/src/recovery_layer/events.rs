@@ -395,7 +395,7 @@ impl RecoveryLayer {
             Some(d) if !set_wide => {
                 let needed = d.get().needed(logging);
                 d.resolve(needed);
-                (needed, GateSender::Actor(from))
+                (needed, GateSender::Tracked(from))
             }
             _ => (logging.before_send(), GateSender::Set),
         });

@@ -1223,7 +1223,7 @@ impl World {
                         Some(e) => {
                             let needed = node.deps[la].needed(e);
                             node.deps[la] = Dependence::Below(needed);
-                            (needed, GateSender::Actor(self.prog.ids[a]))
+                            (needed, GateSender::Tracked(self.prog.ids[a]))
                         }
                     };
                     self.send_gated(s, dst, needed, from, Packet::App { meta, payload });
