@@ -7,6 +7,7 @@
 //! | `panic-always:RANK:SEQ:K` | the same in every incarnation (a deterministic bug) |
 //! | `stall:RANK:K:MILLIS` | node `RANK` takes a checkpoint after its `K`-th handler call, makes `K` more handler calls (its later checkpoints wait in their middle, uncommitted), then sleeps `MILLIS` ms before the next one, in the first incarnation only |
 //! | `stall-on:RANK:MESSAGE:MILLIS` | node `RANK` sleeps `MILLIS` ms before handling its first message of type `MESSAGE` (e.g. `Finished`), in the first incarnation only: a phase of the app a test can SIGKILL the node in |
+//! | `after-final:RANK` | node `RANK` SIGKILLs itself right after it reported its final recovery totals (its part of the run is over, its `main` has not returned yet), in the first incarnation only |
 //!
 //! Some faults cannot be hit from outside at a precise moment (a SIGKILL "during a
 //! checkpoint" from a test races the checkpoint); a failpoint hits it every time. With no
@@ -54,6 +55,11 @@ pub enum Failpoint {
         /// How long the stall lasts, in milliseconds.
         millis: u64,
     },
+    /// Node `rank` dies right after reporting its final recovery totals.
+    AfterFinal {
+        /// The node.
+        rank: u16,
+    },
     /// Node `rank` stalls before handling its first message of type `message`.
     StallOn {
         /// The node.
@@ -80,6 +86,7 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
             rank: rank(r)?,
             n: num(n)?,
         }),
+        ["after-final", r] => Ok(Failpoint::AfterFinal { rank: rank(r)? }),
         ["stall", r, k, millis] => Ok(Failpoint::Stall {
             rank: rank(r)?,
             k: num(k)?,
@@ -102,7 +109,8 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
         }
         _ => Err(format!(
             "failpoint `{spec}`: expected checkpoint:RANK:N, panic:RANK:SEQ:K, \
-             panic-always:RANK:SEQ:K, stall:RANK:K:MILLIS or stall-on:RANK:MESSAGE:MILLIS"
+             panic-always:RANK:SEQ:K, stall:RANK:K:MILLIS, stall-on:RANK:MESSAGE:MILLIS \
+             or after-final:RANK"
         )),
     }
 }
@@ -125,6 +133,7 @@ pub(crate) fn arm(point: Failpoint, rank: u16, incarnation: u32) {
             actor.rank() == rank && (*always || incarnation == 0)
         }
         Failpoint::Checkpoint { rank: r, .. }
+        | Failpoint::AfterFinal { rank: r }
         | Failpoint::Stall { rank: r, .. }
         | Failpoint::StallOn { rank: r, .. } => *r == rank && incarnation == 0,
     };
@@ -179,6 +188,18 @@ fn handler_slow(actor: ActorId, message: &str) {
     }
 }
 
+/// Called right after the node reported its final recovery totals: the process dies if
+/// the failpoint says so.
+pub(crate) fn after_final() {
+    if let Some(Failpoint::AfterFinal { rank }) = POINT.get() {
+        eprintln!("failpoint: node {rank} SIGKILL after its final totals");
+        // SAFETY: raising a signal on our own process; SIGKILL does not return.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+    }
+}
+
 /// Called in the middle of checkpoint `id` (its set has been read, the store does not
 /// have it yet): the process dies, a stall is scheduled or the checkpoint waits for a
 /// stall, if the failpoint says so.
@@ -221,6 +242,10 @@ mod tests {
         assert_eq!(
             parse("checkpoint:1:2"),
             Ok(Failpoint::Checkpoint { rank: 1, n: 2 })
+        );
+        assert_eq!(
+            parse("after-final:3"),
+            Ok(Failpoint::AfterFinal { rank: 3 })
         );
         assert_eq!(
             parse("panic-always:1:3:100"),

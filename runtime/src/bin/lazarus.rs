@@ -344,6 +344,9 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     let mut kills = kills.into_iter().peekable();
     let grace = Duration::from_secs_f64(args.grace.max(0.0));
     let mut app_error: Option<ExitStatus> = None;
+    // Nodes killed after their part of the run was over (not restarted): whatever they
+    // had still to print, such as the run's RESULT, is lost.
+    let mut died_finished: Option<(u16, ExitStatus)> = None;
     let mut first_failure: Option<(u16, ExitStatus, Instant)> = None;
     let mut stopping = false;
     let mut restarts = 0;
@@ -405,6 +408,8 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             }
             // Killed after its shutdown: the cluster has passed its last barrier without
             // needing it again, and a replacement would wait for peers that have left.
+            // (Not always true: docs/recovery.md, "Not done yet", a node killed after its
+            // final totals.)
             let (done, others_done) = {
                 let finished = launch
                     .out
@@ -431,6 +436,9 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             }
             let done = done || orphaned;
             if done && !status.success() && !orphaned {
+                if status.code().is_none() {
+                    died_finished.get_or_insert((node.rank, status));
+                }
                 launch.out.timeline(
                     started.elapsed(),
                     &format!(
@@ -543,8 +551,21 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     if args.checkpoint_dir.is_none() && recovery {
         let _ = std::fs::remove_dir_all(&checkpoint_dir);
     }
+    // A run whose answer was lost did not succeed, even though every node's part of it was
+    // done (a node killed between its final totals and printing the RESULT).
+    let lost_answer = match (&result, died_finished) {
+        (None, Some((rank, status))) => {
+            eprintln!(
+                "lazarus: node {rank} died ({}) after its part of the run was over but before \
+                 the run printed its RESULT: the answer is lost",
+                describe(status)
+            );
+            Some(status)
+        }
+        _ => None,
+    };
     Ok(RunOutcome {
-        code: match (first_failure, app_error) {
+        code: match (first_failure, app_error.or(lost_answer)) {
             (Some((_, status, _)), _) | (None, Some(status)) => ExitCode::from(exit_code(status)),
             (None, None) => ExitCode::SUCCESS,
         },

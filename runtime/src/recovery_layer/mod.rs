@@ -821,6 +821,7 @@ impl RecoveryLayer {
                 s.forced_peak_bytes,
             ),
         );
+        crate::failpoint::after_final();
     }
 
     /// An actor of this node failed: with recovery on the whole set rolls back, so the
