@@ -169,14 +169,23 @@ impl Events {
     }
 }
 
-/// The running deterministic actor recorded a determinant (or noted an empty poll): its
-/// messages out of the node wait for it.
+/// The running actor recorded a determinant, noted an empty poll or replayed an event:
+/// its messages out of the node wait for it.
 fn raise_current(d: Dependence) {
     dependence::with_current(|cur| {
         if let Some(cur) = cur {
             cur.raise(d);
         }
     });
+}
+
+/// The running actor took an event from the log (a replay): counted, and what follows
+/// waits for the whole node (as under the whole-node rule), not only for what it
+/// depends on.
+fn replayed(logging: &mut EventLogging) {
+    logging.note_replayed();
+    raise_current(Dependence::Set);
+    counter!(DETERMINANTS_REPLAYED).increment(1);
 }
 
 impl RecoveryLayer {
@@ -210,11 +219,7 @@ impl RecoveryLayer {
             }) => {
                 let next = c == channel && send_index == stamp.index;
                 if next {
-                    logging.note_replayed();
-                    // Replayed: what follows waits for the whole node (as under the
-                    // whole-node rule), not only for what it depends on.
-                    raise_current(Dependence::Set);
-                    counter!(DETERMINANTS_REPLAYED).increment(1);
+                    replayed(logging);
                     if crate::timer::is_source(stamp.from) {
                         events.timers_replayed += 1;
                     }
@@ -299,11 +304,7 @@ impl RecoveryLayer {
         };
         match logging.script().value(actor, tick) {
             Ok(Some(v)) => {
-                logging.note_replayed();
-                // Replayed: what follows waits for the whole node (as under the
-                // whole-node rule), not only for what it depends on.
-                raise_current(Dependence::Set);
-                counter!(DETERMINANTS_REPLAYED).increment(1);
+                replayed(logging);
                 v
             }
             other => {
@@ -334,19 +335,11 @@ impl RecoveryLayer {
         };
         match logging.script().poll(actor, tick) {
             Ok(ReplayPoll::Empty) => {
-                logging.note_replayed();
-                // Replayed: what follows waits for the whole node (as under the
-                // whole-node rule), not only for what it depends on.
-                raise_current(Dependence::Set);
-                counter!(DETERMINANTS_REPLAYED).increment(1);
+                replayed(logging);
                 false
             }
             Ok(ReplayPoll::Waiting | ReplayPoll::Forced { .. }) => {
-                logging.note_replayed();
-                // Replayed: what follows waits for the whole node (as under the
-                // whole-node rule), not only for what it depends on.
-                raise_current(Dependence::Set);
-                counter!(DETERMINANTS_REPLAYED).increment(1);
+                replayed(logging);
                 true
             }
             other => {
