@@ -7,7 +7,8 @@
 //! | `panic-always:RANK:SEQ:K` | the same in every incarnation (a deterministic bug) |
 //! | `stall:RANK:K:MILLIS` | node `RANK` takes a checkpoint after its `K`-th handler call, makes `K` more handler calls (its later checkpoints wait in their middle, uncommitted), then sleeps `MILLIS` ms before the next one, in the first incarnation only |
 //! | `stall-on:RANK:MESSAGE:MILLIS` | node `RANK` sleeps `MILLIS` ms before handling its first message of type `MESSAGE` (e.g. `Finished`), in the first incarnation only: a phase of the app a test can SIGKILL the node in |
-//! | `after-final:RANK` | node `RANK` SIGKILLs itself right after it reported its final recovery totals (its part of the run is over, its `main` has not returned yet), in the first incarnation only |
+//! | `before-finished:RANK` | node `RANK` SIGKILLs itself once its `main` has finished and its mailboxes are drained, right before it announces it has finished (the others are about to finish, and must wait for its replacement), in the first incarnation only |
+//! | `after-final:RANK` | node `RANK` SIGKILLs itself right after it reported its final recovery totals (the supervisor has let it leave: every node had finished), in the first incarnation only |
 //!
 //! Some faults cannot be hit from outside at a precise moment (a SIGKILL "during a
 //! checkpoint" from a test races the checkpoint); a failpoint hits it every time. With no
@@ -55,6 +56,11 @@ pub enum Failpoint {
         /// How long the stall lasts, in milliseconds.
         millis: u64,
     },
+    /// Node `rank` dies when its `main` has finished, right before announcing it.
+    BeforeFinished {
+        /// The node.
+        rank: u16,
+    },
     /// Node `rank` dies right after reporting its final recovery totals.
     AfterFinal {
         /// The node.
@@ -87,6 +93,7 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
             n: num(n)?,
         }),
         ["after-final", r] => Ok(Failpoint::AfterFinal { rank: rank(r)? }),
+        ["before-finished", r] => Ok(Failpoint::BeforeFinished { rank: rank(r)? }),
         ["stall", r, k, millis] => Ok(Failpoint::Stall {
             rank: rank(r)?,
             k: num(k)?,
@@ -109,8 +116,8 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
         }
         _ => Err(format!(
             "failpoint `{spec}`: expected checkpoint:RANK:N, panic:RANK:SEQ:K, \
-             panic-always:RANK:SEQ:K, stall:RANK:K:MILLIS, stall-on:RANK:MESSAGE:MILLIS \
-             or after-final:RANK"
+             panic-always:RANK:SEQ:K, stall:RANK:K:MILLIS, stall-on:RANK:MESSAGE:MILLIS, \
+             before-finished:RANK or after-final:RANK"
         )),
     }
 }
@@ -134,6 +141,7 @@ pub(crate) fn arm(point: Failpoint, rank: u16, incarnation: u32) {
         }
         Failpoint::Checkpoint { rank: r, .. }
         | Failpoint::AfterFinal { rank: r }
+        | Failpoint::BeforeFinished { rank: r }
         | Failpoint::Stall { rank: r, .. }
         | Failpoint::StallOn { rank: r, .. } => *r == rank && incarnation == 0,
     };
@@ -188,15 +196,29 @@ fn handler_slow(actor: ActorId, message: &str) {
     }
 }
 
+/// Called when the node's `main` has finished, right before the node announces it: the
+/// process dies if the failpoint says so.
+pub(crate) fn before_finished() {
+    if let Some(Failpoint::BeforeFinished { rank }) = POINT.get() {
+        die(&format!(
+            "node {rank} SIGKILL after its main finished, before announcing it"
+        ));
+    }
+}
+
 /// Called right after the node reported its final recovery totals: the process dies if
 /// the failpoint says so.
 pub(crate) fn after_final() {
     if let Some(Failpoint::AfterFinal { rank }) = POINT.get() {
-        eprintln!("failpoint: node {rank} SIGKILL after its final totals");
-        // SAFETY: raising a signal on our own process; SIGKILL does not return.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
-        }
+        die(&format!("node {rank} SIGKILL after its final totals"));
+    }
+}
+
+fn die(why: &str) {
+    eprintln!("failpoint: {why}");
+    // SAFETY: raising a signal on our own process; SIGKILL does not return.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
     }
 }
 
@@ -206,11 +228,7 @@ pub(crate) fn after_final() {
 pub(crate) fn during_checkpoint(id: u64) {
     match POINT.get() {
         Some(Failpoint::Checkpoint { n, .. }) if *n == id => {
-            eprintln!("failpoint: SIGKILL during checkpoint {id}");
-            // SAFETY: raising a signal on our own process; SIGKILL does not return.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
+            die(&format!("SIGKILL during checkpoint {id}"));
         }
         Some(Failpoint::Stall { k, .. }) => {
             // A node takes its checkpoints one at a time: no other caller races these.
@@ -246,6 +264,10 @@ mod tests {
         assert_eq!(
             parse("after-final:3"),
             Ok(Failpoint::AfterFinal { rank: 3 })
+        );
+        assert_eq!(
+            parse("before-finished:2"),
+            Ok(Failpoint::BeforeFinished { rank: 2 })
         );
         assert_eq!(
             parse("panic-always:1:3:100"),

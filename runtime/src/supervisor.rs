@@ -109,31 +109,27 @@ pub fn on_exit(success: bool, recovery: bool, incarnation: u32) -> OnExit {
     }
 }
 
-/// Whether every rank of `0..nodes` but `rank` has printed its final totals (in any of its
-/// incarnations): the cluster has passed its last barrier and left, so a replacement for
-/// `rank` would wait for peers that are gone.
-pub fn others_finished(
-    rank: u16,
-    nodes: u16,
-    finished: &std::collections::HashSet<(u16, u32)>,
-) -> bool {
-    (0..nodes)
-        .filter(|r| *r != rank)
-        .all(|r| finished.iter().any(|(f, _)| *f == r))
+/// What the supervisor knows of one rank's current process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeState {
+    /// The rank.
+    pub rank: u16,
+    /// The incarnation running (or last run) for it.
+    pub incarnation: u32,
+    /// `None` while it runs; `Some(true)` once it exited successfully.
+    pub exited_ok: Option<bool>,
 }
 
-/// Whether a running replacement of `rank` is stranded: every other rank has printed its
-/// final totals and its process has exited successfully (`left`). Nobody is left to resend
-/// it what it must replay, and it is not needed: the others passed the last barrier, which
-/// its previous incarnation had reached too.
-pub fn stranded(
-    rank: u16,
-    nodes: u16,
-    finished: &std::collections::HashSet<(u16, u32)>,
-    left: &[u16],
-) -> bool {
-    others_finished(rank, nodes, finished)
-        && (0..nodes).filter(|r| *r != rank).all(|r| left.contains(&r))
+/// Whether the nodes may leave: every rank's current incarnation has announced that its
+/// `main` finished (`finished`: `(rank, incarnation)` pairs) or has already exited
+/// successfully. Until then no node leaves, so any node that dies can still be restarted
+/// and replayed from its peers' logs; from then on no node is needed by another.
+pub fn may_leave(nodes: &[NodeState], finished: &std::collections::HashSet<(u16, u32)>) -> bool {
+    !nodes.is_empty()
+        && nodes.iter().all(|n| match n.exited_ok {
+            Some(ok) => ok,
+            None => finished.contains(&(n.rank, n.incarnation)),
+        })
 }
 
 /// One parsed `lazarus-event ms=<unix ms> rank=<r> <what...>` line.
@@ -149,10 +145,10 @@ pub struct NodeEvent {
     pub details: String,
 }
 
-/// The incarnation of a node whose event says it finished (its `final` totals, printed at
-/// shutdown); `None` for other events.
+/// The incarnation of a node whose event says its `main` has finished (`finished`, the
+/// first phase of its shutdown); `None` for other events.
 pub fn finished_incarnation(e: &NodeEvent) -> Option<u32> {
-    if e.kind != "final" {
+    if e.kind != "finished" {
         return None;
     }
     e.details
@@ -187,6 +183,7 @@ pub fn describe_event(e: &NodeEvent) -> String {
         "replayed" => "every peer answered: replay complete",
         "peer-rollback" => "answered a peer's rollback (logged messages resent)",
         "reconnected" => "connection to a restarted peer is up",
+        "finished" => "main finished; serves its peers until every node has",
         other => other,
     };
     format!("node {}: {what} {}", e.rank, e.details)
@@ -194,38 +191,46 @@ pub fn describe_event(e: &NodeEvent) -> String {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_replacement_is_stranded_only_once_every_other_node_has_finished_and_left() {
-        let finished: std::collections::HashSet<(u16, u32)> =
-            [(0, 0), (1, 0), (3, 0)].into_iter().collect();
-        assert!(super::stranded(2, 4, &finished, &[0, 1, 3]));
-        assert!(
-            !super::stranded(2, 4, &finished, &[0, 1]),
-            "node 3 printed its totals but has not exited yet"
-        );
-        let not_all: std::collections::HashSet<(u16, u32)> = [(0, 0), (1, 0)].into_iter().collect();
-        assert!(
-            !super::stranded(2, 4, &not_all, &[0, 1, 3]),
-            "node 3 exited without finishing: a failure, not the end of the run"
-        );
-    }
-
-    #[test]
-    fn a_node_is_orphaned_only_once_every_other_node_has_finished() {
-        let finished: std::collections::HashSet<(u16, u32)> =
-            [(0, 0), (1, 2), (3, 0)].into_iter().collect();
-        assert!(super::others_finished(2, 4, &finished));
-        assert!(
-            !super::others_finished(1, 4, &finished),
-            "node 2 is still running"
-        );
-        assert!(
-            super::others_finished(0, 1, &finished),
-            "alone: nobody to wait for"
-        );
-    }
-
     use super::*;
+
+    fn running(rank: u16, incarnation: u32) -> NodeState {
+        NodeState {
+            rank,
+            incarnation,
+            exited_ok: None,
+        }
+    }
+
+    #[test]
+    fn nodes_may_leave_only_once_every_current_incarnation_has_finished() {
+        let finished: std::collections::HashSet<(u16, u32)> =
+            [(0, 0), (1, 0), (2, 0)].into_iter().collect();
+        assert!(may_leave(
+            &[running(0, 0), running(1, 0), running(2, 0)],
+            &finished
+        ));
+        assert!(
+            !may_leave(&[running(0, 0), running(1, 1), running(2, 0)], &finished),
+            "node 1 was restarted after it finished: its replacement has not finished yet"
+        );
+        assert!(
+            !may_leave(&[running(0, 0), running(1, 0), running(3, 0)], &finished),
+            "node 3 is still working"
+        );
+        let left_on_its_own = NodeState {
+            exited_ok: Some(true),
+            ..running(3, 0)
+        };
+        assert!(may_leave(&[running(0, 0), left_on_its_own], &finished));
+        let failed = NodeState {
+            exited_ok: Some(false),
+            ..running(3, 0)
+        };
+        assert!(
+            !may_leave(&[running(0, 0), failed], &finished),
+            "a node that failed and is not running has not finished"
+        );
+    }
 
     #[test]
     fn kill_plans_parse_and_bad_ones_say_why() {
@@ -277,7 +282,7 @@ mod tests {
         let e =
             parse_event("lazarus-event ms=1700000000123 rank=2 checkpoint id=3 bytes=10").unwrap();
         assert_eq!(finished_incarnation(&e), None);
-        let f = parse_event("lazarus-event ms=1 rank=1 final incarnation=2 checkpoints=3").unwrap();
+        let f = parse_event("lazarus-event ms=1 rank=1 finished incarnation=2").unwrap();
         assert_eq!(finished_incarnation(&f), Some(2));
         assert_eq!(
             (e.rank, e.kind.as_str(), e.details.as_str()),

@@ -231,6 +231,53 @@ fn a_node_killed_during_its_own_checkpoint_restarts_from_the_previous_one() {
     assert_only_restarted(&f, &[2]);
 }
 
+/// Iterations of the shutdown tests: a short run, the moment that matters is its end.
+const SHORT_ITERS: &str = "2000";
+
+#[test]
+fn the_node_with_the_answer_killed_as_its_main_finishes_is_restarted_while_the_others_wait() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let expected = reference(ITERS);
+    // Node 0 dies after its main has printed the RESULT and released the last barrier,
+    // before it says it has finished: the others finish and must not leave, because the
+    // release may have died with node 0 and its replacement replays from their logs.
+    let f = launch(true, ITERS, &[("LAZARUS_FAILPOINT", "before-finished:0")]).finish();
+    assert!(f.has("failpoint: node 0 SIGKILL after its main finished, before announcing it"));
+    assert_eq!(f.checksum(), expected);
+    assert_only_restarted(&f, &[0]);
+}
+
+#[test]
+fn a_worker_node_killed_as_its_main_finishes_is_restarted_and_the_answer_is_exact() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let expected = reference(SHORT_ITERS);
+    let f = launch(
+        true,
+        SHORT_ITERS,
+        &[("LAZARUS_FAILPOINT", "before-finished:2")],
+    )
+    .finish();
+    assert!(f.has("failpoint: node 2 SIGKILL after its main finished, before announcing it"));
+    assert_eq!(f.checksum(), expected);
+    assert_only_restarted(&f, &[2]);
+}
+
+#[test]
+fn a_node_killed_once_every_node_has_finished_is_not_restarted_and_the_run_succeeds() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let expected = reference(SHORT_ITERS);
+    // Before the two-phase shutdown this run hung (peers waited for frames that died
+    // with node 0) or ended without its RESULT.
+    let f = launch(true, SHORT_ITERS, &[("LAZARUS_FAILPOINT", "after-final:0")]).finish();
+    assert!(f.has("failpoint: node 0 SIGKILL after its final totals"));
+    assert!(f.has("every node has finished: they may leave"));
+    assert!(
+        f.has("node 0: died (was killed by SIGKILL) after every node had finished; not restarted")
+    );
+    assert_eq!(f.checksum(), expected);
+    assert!(f.restarted().is_empty(), "nobody needed a replacement");
+}
+
 #[test]
 fn a_transient_handler_panic_rolls_back_only_its_node_and_the_answer_is_exact() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

@@ -620,7 +620,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let outcome = cluster.block_on(coordinator.ask(Wait {}).no_timeout())?;
     let elapsed = started.elapsed().as_secs_f64();
     cluster.barrier()?;
-    cluster.shutdown();
     let requests = args.ops * cpn * size;
     let verified = outcome.consistent
         && outcome.history
@@ -645,6 +644,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .field("ops_per_s", format!("{:.0}", requests as f64 / elapsed));
     }
     println!("{}", line.finish(verified));
+    // The RESULT is out before the node may leave: a node killed while it waits to leave
+    // is not restarted.
+    cluster.shutdown();
     if !verified {
         return Err("kvstore result not verified".into());
     }

@@ -500,41 +500,42 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         workers: args.workers,
         matrix: None,
     };
-    let Some(done) = driver::run(kernel, args.cores)? else {
-        return Ok(());
-    };
-    let (table, elapsed, size, workers) = (done.outcome, done.elapsed, done.nodes, done.workers);
+    // Rank 0 reports before the cluster shuts down: the RESULT is out before any node may leave.
+    driver::run(kernel, args.cores, |done| {
+        let (table, elapsed, size, workers) =
+            (done.outcome, done.elapsed, done.nodes, done.workers);
 
-    let (rnorm, zeta) = *table.last().expect("at least one iteration");
-    let (err, verified) = cg::verify(&params, zeta);
-    println!(
-        "NPB CG class {class}: na={} nonzer={} over {workers} workers on {size} nodes",
-        params.na, params.nonzer
-    );
-    println!("   iteration           ||r||                 zeta");
-    for (it, (rnorm, zeta)) in table.iter().enumerate() {
-        println!("    {:5}       {rnorm:20.14e}{zeta:20.13}", it + 1);
-    }
-    println!(
-        "{}",
-        ResultLine::new("npb-cg")
-            .field("class", class)
-            .field("nodes", size)
-            .field("workers", workers)
-            .field("na", params.na)
-            .field("zeta", exact(zeta))
-            .field("zeta_err", format!("{err:.3e}"))
-            .field("rnorm", exact(rnorm))
-            .field("elapsed_s", format!("{elapsed:.6}"))
-            .field("mops", format!("{:.2}", cg::mops(&params, elapsed)))
-            .finish(verified)
-    );
-    if !verified {
-        return Err(format!(
-            "verification failed: zeta {zeta} is off by {err:e} (tolerance {:e})",
-            cg::EPSILON
-        )
-        .into());
-    }
-    Ok(())
+        let (rnorm, zeta) = *table.last().expect("at least one iteration");
+        let (err, verified) = cg::verify(&params, zeta);
+        println!(
+            "NPB CG class {class}: na={} nonzer={} over {workers} workers on {size} nodes",
+            params.na, params.nonzer
+        );
+        println!("   iteration           ||r||                 zeta");
+        for (it, (rnorm, zeta)) in table.iter().enumerate() {
+            println!("    {:5}       {rnorm:20.14e}{zeta:20.13}", it + 1);
+        }
+        println!(
+            "{}",
+            ResultLine::new("npb-cg")
+                .field("class", class)
+                .field("nodes", size)
+                .field("workers", workers)
+                .field("na", params.na)
+                .field("zeta", exact(zeta))
+                .field("zeta_err", format!("{err:.3e}"))
+                .field("rnorm", exact(rnorm))
+                .field("elapsed_s", format!("{elapsed:.6}"))
+                .field("mops", format!("{:.2}", cg::mops(&params, elapsed)))
+                .finish(verified)
+        );
+        if !verified {
+            return Err(format!(
+                "verification failed: zeta {zeta} is off by {err:e} (tolerance {:e})",
+                cg::EPSILON
+            )
+            .into());
+        }
+        Ok(())
+    })
 }

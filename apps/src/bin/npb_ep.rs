@@ -179,45 +179,45 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         per_actor,
         an: ep::batch_multiplier(),
     };
-    let Some(done) = driver::run(kernel, args.cores)? else {
-        return Ok(());
-    };
-    let (tally, elapsed, size, chunks) = (done.outcome, done.elapsed, done.nodes, done.workers);
+    // Rank 0 reports before the cluster shuts down: the RESULT is out before any node may leave.
+    driver::run(kernel, args.cores, |done| {
+        let (tally, elapsed, size, chunks) = (done.outcome, done.elapsed, done.nodes, done.workers);
 
-    let (sx_err, sy_err, verified) = ep::verify(class, tally.sx, tally.sy);
-    println!(
-        "NPB EP class {class}: 2^{} pairs in {total} batches, {per_actor} per actor, on {size} nodes",
-        ep::m(class)
-    );
-    for (l, count) in tally.q.iter().enumerate() {
-        println!("  annulus {l}: {count}");
-    }
-    let counts: Vec<String> = tally.q.iter().map(u64::to_string).collect();
-    println!(
-        "{}",
-        ResultLine::new("npb-ep")
-            .field("class", class)
-            .field("nodes", size)
-            .field("actors", chunks)
-            .field("batches_per_actor", per_actor)
-            .field("m", ep::m(class))
-            .field("sx", exact(tally.sx))
-            .field("sy", exact(tally.sy))
-            .field("sx_err", format!("{sx_err:.3e}"))
-            .field("sy_err", format!("{sy_err:.3e}"))
-            .field("gaussian_pairs", tally.pairs())
-            .field("counts", counts.join(","))
-            .field("elapsed_s", format!("{elapsed:.6}"))
-            .field("mops", format!("{:.2}", ep::mops(class, elapsed)))
-            .finish(verified)
-    );
-    if !verified {
-        return Err(format!(
-            "verification failed: sx relative error {sx_err:e}, sy relative error {sy_err:e} \
-             (tolerance {:e})",
-            ep::EPSILON
-        )
-        .into());
-    }
-    Ok(())
+        let (sx_err, sy_err, verified) = ep::verify(class, tally.sx, tally.sy);
+        println!(
+            "NPB EP class {class}: 2^{} pairs in {total} batches, {per_actor} per actor, on {size} nodes",
+            ep::m(class)
+        );
+        for (l, count) in tally.q.iter().enumerate() {
+            println!("  annulus {l}: {count}");
+        }
+        let counts: Vec<String> = tally.q.iter().map(u64::to_string).collect();
+        println!(
+            "{}",
+            ResultLine::new("npb-ep")
+                .field("class", class)
+                .field("nodes", size)
+                .field("actors", chunks)
+                .field("batches_per_actor", per_actor)
+                .field("m", ep::m(class))
+                .field("sx", exact(tally.sx))
+                .field("sy", exact(tally.sy))
+                .field("sx_err", format!("{sx_err:.3e}"))
+                .field("sy_err", format!("{sy_err:.3e}"))
+                .field("gaussian_pairs", tally.pairs())
+                .field("counts", counts.join(","))
+                .field("elapsed_s", format!("{elapsed:.6}"))
+                .field("mops", format!("{:.2}", ep::mops(class, elapsed)))
+                .finish(verified)
+        );
+        if !verified {
+            return Err(format!(
+                "verification failed: sx relative error {sx_err:e}, sy relative error {sy_err:e} \
+                 (tolerance {:e})",
+                ep::EPSILON
+            )
+            .into());
+        }
+        Ok(())
+    })
 }

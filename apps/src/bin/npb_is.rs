@@ -562,43 +562,44 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     // NPB ranks once untimed before timing: that pass only rewrites the two keys that
     // iteration 1 rewrites again identically, so it is left out.
-    let Some(done) = driver::run(kernel, args.cores)? else {
-        return Ok(());
-    };
-    let (outcome, elapsed, size, workers) = (done.outcome, done.elapsed, done.nodes, done.workers);
+    // Rank 0 reports before the cluster shuts down: the RESULT is out before any node may leave.
+    driver::run(kernel, args.cores, |done| {
+        let (outcome, elapsed, size, workers) =
+            (done.outcome, done.elapsed, done.nodes, done.workers);
 
-    let verified = outcome.passed == is::PASSES && outcome.failures.is_empty();
-    println!(
-        "NPB IS class {class}: 2^{} keys below 2^{} over {workers} workers on {size} nodes",
-        params.total_keys_log2, params.max_key_log2
-    );
-    for f in &outcome.failures {
-        println!("  failed: {f}");
-    }
-    println!(
-        "{}",
-        ResultLine::new("npb-is")
-            .field("class", class)
-            .field("nodes", size)
-            .field("workers", workers)
-            .field("keys", params.total_keys())
-            .field("iterations", MAX_ITERATIONS)
-            .field("partial_passed", outcome.passed - usize::from(outcome.full))
-            .field("partial_checks", TEST_ARRAY_SIZE * MAX_ITERATIONS)
-            .field("full_verify", outcome.full)
-            .field("passed", format!("{}/{}", outcome.passed, is::PASSES))
-            .field("ranks", format!("{:#018x}", outcome.ranks))
-            .field("elapsed_s", format!("{elapsed:.6}"))
-            .field("mops", format!("{:.2}", is::mops(&params, elapsed)))
-            .finish(verified)
-    );
-    if !verified {
-        return Err(format!(
-            "verification failed: {} of {} checks passed",
-            outcome.passed,
-            is::PASSES
-        )
-        .into());
-    }
-    Ok(())
+        let verified = outcome.passed == is::PASSES && outcome.failures.is_empty();
+        println!(
+            "NPB IS class {class}: 2^{} keys below 2^{} over {workers} workers on {size} nodes",
+            params.total_keys_log2, params.max_key_log2
+        );
+        for f in &outcome.failures {
+            println!("  failed: {f}");
+        }
+        println!(
+            "{}",
+            ResultLine::new("npb-is")
+                .field("class", class)
+                .field("nodes", size)
+                .field("workers", workers)
+                .field("keys", params.total_keys())
+                .field("iterations", MAX_ITERATIONS)
+                .field("partial_passed", outcome.passed - usize::from(outcome.full))
+                .field("partial_checks", TEST_ARRAY_SIZE * MAX_ITERATIONS)
+                .field("full_verify", outcome.full)
+                .field("passed", format!("{}/{}", outcome.passed, is::PASSES))
+                .field("ranks", format!("{:#018x}", outcome.ranks))
+                .field("elapsed_s", format!("{elapsed:.6}"))
+                .field("mops", format!("{:.2}", is::mops(&params, elapsed)))
+                .finish(verified)
+        );
+        if !verified {
+            return Err(format!(
+                "verification failed: {} of {} checks passed",
+                outcome.passed,
+                is::PASSES
+            )
+            .into());
+        }
+        Ok(())
+    })
 }

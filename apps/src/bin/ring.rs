@@ -138,7 +138,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let elapsed = started.elapsed().as_secs_f64();
         let verified = checksum == expected_checksum(actors as u64, args.hops);
         cluster.barrier()?;
-        cluster.shutdown();
         println!(
             "{}",
             ResultLine::new("ring")
@@ -151,6 +150,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 .field("hops_per_s", format!("{:.0}", args.hops as f64 / elapsed))
                 .finish(verified)
         );
+        // The RESULT is out before the node may leave: a node killed while it waits to leave
+        // is not restarted.
+        cluster.shutdown();
         if !verified {
             return Err("checksum mismatch".into());
         }

@@ -69,12 +69,14 @@ pub struct Done<O> {
 }
 
 /// Runs `kernel` on this node of the cluster described by the environment, with `cores`
-/// cores (default: all this process may use). Returns the outcome on rank 0 and `None`
-/// on every other node.
+/// cores (default: all this process may use). On rank 0, `report` gets the outcome before
+/// the cluster shuts down (a node killed while it waits to leave would otherwise take the
+/// answer with it); its result is the run's.
 pub fn run<K: Kernel>(
     mut kernel: K,
     cores: Option<usize>,
-) -> Result<Option<Done<Outcome<K>>>, Box<dyn Error>> {
+    report: impl FnOnce(Done<Outcome<K>>) -> Result<(), Box<dyn Error>>,
+) -> Result<(), Box<dyn Error>> {
     let mut spec = ClusterSpec::from_env()?;
     if let Some(c) = cores {
         spec.cores = Some(c);
@@ -124,16 +126,17 @@ pub fn run<K: Kernel>(
         // Rank 0 has the outcome; wait for it to release everyone.
         cluster.barrier()?;
         cluster.shutdown();
-        return Ok(None);
+        return Ok(());
     };
     let outcome = cluster.block_on(collector.ask(K::WAIT).no_timeout())?;
     let elapsed = started.elapsed().as_secs_f64();
     cluster.barrier()?;
-    cluster.shutdown();
-    Ok(Some(Done {
+    let reported = report(Done {
         outcome,
         elapsed,
         nodes,
         workers: placement.workers,
-    }))
+    });
+    cluster.shutdown();
+    reported
 }

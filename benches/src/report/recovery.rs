@@ -135,9 +135,9 @@ fn one_run(
     let mut cued = false;
     let mut finished = false;
     let run = runs::run_to_end(&ctx.options.bins, &launch, |line| {
-        if timeline_entry(line).is_some_and(|e| e.rank == VICTIM && e.is_event("final")) {
-            // The victim finished its work and is shutting down: a kill now would not
-            // interrupt the run (and its restart would wait for peers that are gone).
+        if timeline_entry(line).is_some_and(|e| e.rank == VICTIM && e.is_event("finished")) {
+            // The victim's main finished: a kill now would not interrupt the work this
+            // bench measures the recovery of.
             finished = true;
             return Some(Cue::Cancel { rank: VICTIM });
         }
@@ -160,14 +160,14 @@ fn one_run(
         })
     })?;
     if !run.success {
-        let killed_after_final = run.kills.first().is_some_and(|(_, at)| {
+        let killed_after_finishing = run.kills.first().is_some_and(|(_, at)| {
             run.lines.iter().any(|l| {
                 l.at <= *at
                     && timeline_entry(&l.text)
-                        .is_some_and(|e| e.rank == VICTIM && e.is_event("final"))
+                        .is_some_and(|e| e.rank == VICTIM && e.is_event("finished"))
             })
         });
-        if killed_after_final {
+        if killed_after_finishing {
             // Raced with the victim's shutdown: not a mid-run failure; try again.
             return Ok(None);
         }

@@ -142,14 +142,13 @@ fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
         .collect()
 }
 
-/// How long a replacement may go on once every other node has finished and left.
-const STRANDED_GRACE: Duration = Duration::from_secs(3);
-
 struct Node {
     rank: u16,
     pid: u32,
     incarnation: u32,
     child: Child,
+    /// Where the supervisor's word goes (recovery on): `leave` once every node finished.
+    stdin: Option<std::process::ChildStdin>,
     status: Option<ExitStatus>,
     /// The threads copying its stdout and stderr.
     pumps: Vec<std::thread::JoinHandle<()>>,
@@ -181,8 +180,8 @@ struct Output {
     lock: Arc<Mutex<()>>,
     /// Actor failures reported by each rank, oldest first.
     failures: Arc<Mutex<std::collections::HashMap<u16, Vec<String>>>>,
-    /// `(rank, incarnation)` of nodes that printed their final totals: their part of the
-    /// run is over, a later death is not restarted.
+    /// `(rank, incarnation)` of nodes that announced their `main` had finished: when every
+    /// running node has, they may leave.
     finished: Arc<Mutex<std::collections::HashSet<(u16, u32)>>>,
     result: Arc<Mutex<Option<String>>>,
     start_unix_ms: u128,
@@ -242,7 +241,10 @@ impl Launch<'_> {
                 )
                 .env("LAZARUS_CHECKPOINT_DIR", &self.checkpoint_dir)
                 .env("LAZARUS_BUDDY", args.buddy.as_env())
-                .env("LAZARUS_INCARNATION", incarnation.to_string());
+                .env("LAZARUS_INCARNATION", incarnation.to_string())
+                // The node leaves only when told: see `supervisor::may_leave`.
+                .env("LAZARUS_SUPERVISOR", "stdin")
+                .stdin(Stdio::piped());
         }
         if self.oversubscribed {
             // More executor threads than cores: spinning would steal the cores others need.
@@ -276,11 +278,13 @@ impl Launch<'_> {
         if let Some(stderr) = child.stderr.take() {
             pumps.push(pump(stderr, rank, self.out.clone(), true));
         }
+        let stdin = child.stdin.take();
         Ok(Node {
             rank,
             pid,
             incarnation,
             child,
+            stdin,
             status: None,
             pumps,
         })
@@ -344,15 +348,16 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     let mut kills = kills.into_iter().peekable();
     let grace = Duration::from_secs_f64(args.grace.max(0.0));
     let mut app_error: Option<ExitStatus> = None;
-    // Nodes killed after their part of the run was over (not restarted): whatever they
-    // had still to print, such as the run's RESULT, is lost.
+    // Nodes killed after the cluster had finished (not restarted): whatever they had still
+    // to print is lost; if the run's RESULT was among it, the run failed.
     let mut died_finished: Option<(u16, ExitStatus)> = None;
     let mut first_failure: Option<(u16, ExitStatus, Instant)> = None;
     let mut stopping = false;
     let mut restarts = 0;
-    // Restarted nodes still running while every other node has finished and left, and
-    // since when.
-    let mut stranded: std::collections::HashMap<u16, Instant> = std::collections::HashMap::new();
+    // With recovery on, whether every node has finished and been told it may leave. Until
+    // then no node leaves, so a node that dies can be restarted and replayed; after it no
+    // node is needed any more, so none is restarted.
+    let mut released = false;
     loop {
         while let Some(k) = kills.next_if(|k| started.elapsed() >= k.at) {
             if let Some(node) = nodes
@@ -406,43 +411,17 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                     );
                 }
             }
-            // Killed after its shutdown: the cluster has passed its last barrier without
-            // needing it again, and a replacement would wait for peers that have left.
-            // (Not always true: docs/recovery.md, "Not done yet", a node killed after its
-            // final totals.)
-            let (done, others_done) = {
-                let finished = launch
-                    .out
-                    .finished
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                (
-                    finished.contains(&(node.rank, node.incarnation)),
-                    supervisor::others_finished(node.rank, args.nodes, &finished),
-                )
-            };
-            // Every other node has passed the last barrier and left: the run is over, and
-            // a replacement would wait for peers that are gone.
-            let orphaned = !done && !status.success() && others_done && status.code().is_none();
-            if orphaned {
-                launch.out.timeline(
-                    started.elapsed(),
-                    &format!(
-                        "node {}: died ({}) after every other node had finished; not restarted",
-                        node.rank,
-                        describe(status)
-                    ),
-                );
-            }
-            let done = done || orphaned;
-            if done && !status.success() && !orphaned {
+            // After the release every node had finished: this one is not needed any more
+            // (and its peers may have left, so a replacement could not replay).
+            let done = released;
+            if done && !status.success() {
                 if status.code().is_none() {
                     died_finished.get_or_insert((node.rank, status));
                 }
                 launch.out.timeline(
                     started.elapsed(),
                     &format!(
-                        "node {}: died ({}) after it had finished; not restarted",
+                        "node {}: died ({}) after every node had finished; not restarted",
                         node.rank,
                         describe(status)
                     ),
@@ -484,45 +463,34 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         if nodes.iter().all(|n| n.status.is_some()) {
             break;
         }
-        // A replacement whose peers have all finished and left cannot replay (nobody is
-        // left to resend it anything) and is not needed: the others passed the last
-        // barrier, so its previous incarnation had done its part. Stop it after a grace
-        // period (it may still finish on its own); its exit then counts as "the run is
-        // over" above.
-        // Left: exited, whatever the status (a node that finished and then reported its
-        // result unverified, exit status 1, has left as surely as one that verified).
-        let left: Vec<u16> = nodes
-            .iter()
-            .filter(|n| n.status.is_some())
-            .map(|n| n.rank)
-            .collect();
-        for node in nodes
-            .iter_mut()
-            .filter(|n| n.status.is_none() && n.incarnation > 0)
-        {
-            let stranded_now = {
+        if recovery && !released && first_failure.is_none() {
+            let may_leave = {
                 let finished = launch
                     .out
                     .finished
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
-                supervisor::stranded(node.rank, args.nodes, &finished, &left)
+                let states: Vec<supervisor::NodeState> = nodes
+                    .iter()
+                    .map(|n| supervisor::NodeState {
+                        rank: n.rank,
+                        incarnation: n.incarnation,
+                        exited_ok: n.status.map(|s| s.success()),
+                    })
+                    .collect();
+                supervisor::may_leave(&states, &finished)
             };
-            if !stranded_now {
-                stranded.remove(&node.rank);
-                continue;
-            }
-            let since = *stranded.entry(node.rank).or_insert_with(Instant::now);
-            if since.elapsed() > STRANDED_GRACE {
-                launch.out.timeline(
-                    started.elapsed(),
-                    &format!(
-                        "node {}: every other node has finished and left while it recovers; stopping it (the run is over)",
-                        node.rank
-                    ),
-                );
-                let _ = node.child.kill();
-                stranded.remove(&node.rank);
+            if may_leave {
+                released = true;
+                launch
+                    .out
+                    .timeline(started.elapsed(), "every node has finished: they may leave");
+                for node in nodes.iter_mut().filter(|n| n.status.is_none()) {
+                    if let Some(stdin) = node.stdin.as_mut() {
+                        // A node that died meanwhile cannot read it; its exit says so.
+                        let _ = stdin.write_all(b"leave\n").and_then(|()| stdin.flush());
+                    }
+                }
             }
         }
         if let Some((rank, _, at)) = first_failure {

@@ -428,8 +428,17 @@ impl Cluster {
     /// Leaves the cluster cleanly: drains the local mailboxes, flushes everything queued
     /// for other nodes and says goodbye (while the cores, which may drive the network,
     /// still run), then stops the local node.
+    ///
+    /// Under a supervisor that restarts failed nodes (recovery on, `lazarus run`) this has
+    /// two phases: the node drains, says it has finished and keeps serving its peers
+    /// until the supervisor has seen every node finish; only then does it leave. A node
+    /// that left early could not answer the rollback of a peer that dies after it.
     pub fn shutdown(self) -> ShutdownReport {
         if let Some(layer) = self.node.handle().recovery_layer() {
+            if layer.supervised() {
+                self.node.drain();
+                layer.finish_and_wait_for_leave();
+            }
             layer.shutdown();
         }
         self.node.drain();

@@ -74,6 +74,8 @@ pub const RECOVERY_PHASE: &str = "lazarus_recovery_phase_seconds";
 pub const STALLED_PERIODS: &str = "lazarus_recovery_stalled_periods_total";
 /// Recovery frames refused by the protocol (label `reason`).
 pub const BAD_RECOVERY_FRAMES: &str = "lazarus_recovery_rejected_total";
+/// Lines on standard input from the supervisor that were not `leave`, and read errors.
+pub const SUPERVISOR_BAD_LINES: &str = "lazarus_supervisor_bad_lines_total";
 
 /// Exit status of a node process that ended because one of its actors failed.
 pub const ACTOR_FAILED_EXIT: i32 = 70;
@@ -144,6 +146,12 @@ pub struct RecoveryConfig {
     pub log_everything: bool,
     /// Event loggers per node: the nodes that keep this node's determinants.
     pub event_loggers: u16,
+    /// A supervisor restarts this rank when it dies and says when it may leave
+    /// (`LAZARUS_SUPERVISOR=stdin`, set by the `lazarus` launcher): at shutdown the node
+    /// announces that it has finished, then waits, still answering its peers, until a
+    /// line `leave` on standard input says every node has finished. A node that left
+    /// could not resend its log to a peer that dies after it.
+    pub supervised: bool,
 }
 
 impl RecoveryConfig {
@@ -159,12 +167,14 @@ impl RecoveryConfig {
             buddy_mode: Buddy::Off,
             log_everything: false,
             event_loggers: 1,
+            supervised: false,
         }
     }
 
     /// Reads `LAZARUS_FT` (`on`/`off`), `LAZARUS_CHECKPOINT_EVERY_MS`,
     /// `LAZARUS_CHECKPOINT_DIR`, `LAZARUS_INCARNATION`, `LAZARUS_BUDDY` and
-    /// `LAZARUS_EVENT_LOGGERS` (default 2); `None` when recovery is off.
+    /// `LAZARUS_EVENT_LOGGERS` (default 2) and `LAZARUS_SUPERVISOR`; `None` when recovery
+    /// is off.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
         match var("LAZARUS_FT").as_deref().map(str::trim) {
             None | Some("off") | Some("") => return Ok(None),
@@ -181,6 +191,15 @@ impl RecoveryConfig {
                 .transpose()
         };
         let every = num("LAZARUS_CHECKPOINT_EVERY_MS")?.unwrap_or(1000);
+        let supervised = match var("LAZARUS_SUPERVISOR").as_deref().map(str::trim) {
+            None | Some("") | Some("none") => false,
+            Some("stdin") => true,
+            Some(other) => {
+                return Err(format!(
+                    "LAZARUS_SUPERVISOR={other}: expected stdin or none"
+                ))
+            }
+        };
         let buddy_mode = match var("LAZARUS_BUDDY").as_deref().map(str::trim) {
             None | Some("") | Some("auto") => Buddy::Auto,
             Some("on") => Buddy::On,
@@ -199,6 +218,7 @@ impl RecoveryConfig {
             log_everything: var("LAZARUS_LOG_EVERYTHING").is_some_and(|v| v.trim() == "on"),
             event_loggers: u16::try_from(num("LAZARUS_EVENT_LOGGERS")?.unwrap_or(2))
                 .map_err(|_| "LAZARUS_EVENT_LOGGERS is too large".to_string())?,
+            supervised,
         }))
     }
 }
@@ -795,6 +815,50 @@ impl RecoveryLayer {
         core.driver_sent += 1;
         let skip = core.driver_sent <= core.driver_replayed_upto;
         (core, skip)
+    }
+
+    /// Whether a supervisor says when this node may leave ([`RecoveryConfig::supervised`]).
+    pub(crate) fn supervised(&self) -> bool {
+        self.config.supervised
+    }
+
+    /// The first phase of a supervised shutdown: announces that this node's `main` has
+    /// finished (event `finished`), then waits for the supervisor's `leave`. Meanwhile the
+    /// node runs on: its actors, checkpoints and log serve a peer that dies and replays.
+    /// If this node dies now, the supervisor restarts it; once every node has finished,
+    /// none is needed any more and the supervisor lets them all leave.
+    pub(crate) fn finish_and_wait_for_leave(&self) {
+        crate::failpoint::before_finished();
+        event(
+            self.rank,
+            &format!("finished incarnation={}", self.config.incarnation),
+        );
+        let mut line = String::new();
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            line.clear();
+            match std::io::BufRead::read_line(&mut stdin, &mut line) {
+                Ok(0) => {
+                    // The supervisor is gone (it would have killed us with it, had it
+                    // died): nobody will restart a peer either.
+                    tracing::warn!("the supervisor closed standard input; leaving");
+                    return;
+                }
+                Ok(_) if line.trim() == "leave" => return,
+                Ok(_) => {
+                    counter!(SUPERVISOR_BAD_LINES).increment(1);
+                    tracing::warn!(
+                        line = line.trim(),
+                        "ignored a line from the supervisor: expected `leave`"
+                    );
+                }
+                Err(e) => {
+                    counter!(SUPERVISOR_BAD_LINES).increment(1);
+                    tracing::warn!(error = %e, "cannot read the supervisor's word; leaving");
+                    return;
+                }
+            }
+        }
     }
 
     /// Stops the checkpoint thread and reports the node's recovery totals.
