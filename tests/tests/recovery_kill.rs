@@ -231,6 +231,78 @@ fn a_node_killed_during_its_own_checkpoint_restarts_from_the_previous_one() {
     assert_only_restarted(&f, &[2]);
 }
 
+/// The spare slot the launcher restarted `rank` on, from its timeline.
+fn spare_slot(f: &support::launched::Finished, rank: u16) -> String {
+    let prefix = format!("node {rank}: died");
+    f.lines
+        .iter()
+        .filter(|l| l.contains(&prefix))
+        .find_map(|l| l.split("on spare slot ").nth(1))
+        .unwrap_or_else(|| panic!("node {rank} was not restarted on a spare slot"))
+        .trim()
+        .to_string()
+}
+
+fn spares(n: &str) -> [&std::ffi::OsStr; 2] {
+    ["--spares".as_ref(), n.as_ref()]
+}
+
+#[test]
+fn a_node_restarted_on_a_spare_slot_recovers_and_every_peer_reaches_it_there() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let expected = reference(ITERS);
+    let mut run = launch_with(true, ITERS, &[], &spares("1"));
+    run.wait_started();
+    run.wait_for("a checkpoint of node 2", |l| {
+        l.contains("node 2: checkpoint committed id=2")
+    });
+    run.kill(2);
+    let f = run.finish();
+    assert_eq!(f.checksum(), expected);
+    let spare = spare_slot(&f, 2);
+    for peer in [0, 1, 3] {
+        assert!(
+            f.has(&format!(
+                "node {peer}: connection to a restarted peer is up peer=2 incarnation=1 addr={spare}"
+            )),
+            "node {peer} reached node 2's replacement at {spare}"
+        );
+    }
+    assert_only_restarted(&f, &[2]);
+}
+
+#[test]
+fn a_node_its_peers_declared_failed_restarts_on_a_spare_slot_and_they_redial_it_there() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let expected = reference(ITERS);
+    let mut run = launch_with(true, ITERS, &[], &spares("1"));
+    run.wait_started();
+    run.wait_for("a checkpoint of node 1", |l| {
+        l.contains("node 1: checkpoint committed id=2")
+    });
+    // Stopped, node 1 goes silent: its peers declare it failed, and the higher ranks
+    // start dialing it at its old address, where nobody will answer.
+    run.signal(1, support::launched::SIGSTOP);
+    for peer in [2, 3] {
+        run.wait_for(&format!("node {peer} declaring node 1 failed"), |l| {
+            l.starts_with(&format!("[{peer}]")) && l.contains("node 1 failed (no heartbeat")
+        });
+    }
+    run.kill(1);
+    let f = run.finish();
+    assert_eq!(f.checksum(), expected);
+    let spare = spare_slot(&f, 1);
+    for peer in [0, 2, 3] {
+        assert!(
+            f.has(&format!(
+                "node {peer}: connection to a restarted peer is up peer=1 incarnation=1 addr={spare}"
+            )),
+            "node {peer} reached node 1's first replacement at {spare}"
+        );
+    }
+    assert_only_restarted(&f, &[1]);
+}
+
 /// Iterations of the shutdown tests: a short run, the moment that matters is its end.
 const SHORT_ITERS: &str = "2000";
 

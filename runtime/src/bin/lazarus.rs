@@ -84,6 +84,11 @@ struct RunArgs {
     /// whose checkpoint directory is lost restores from that copy.
     #[arg(long, value_enum, default_value_t = BuddyArg::Auto)]
     buddy: BuddyArg,
+    /// Spare slots (an address and port each) for restarted nodes, with recovery on: a dead
+    /// node's replacement starts on the next spare and its old slot is retired, as a
+    /// failed host's would be; once the spares are used up, replacements start in place.
+    #[arg(long, default_value_t = 0)]
+    spares: u16,
     /// SIGKILL nodes at given times: RANK@SECONDS[,RANK@SECONDS...].
     #[arg(long, value_parser = parse_kill_list)]
     kill: Option<KillList>,
@@ -147,8 +152,6 @@ struct Node {
     pid: u32,
     incarnation: u32,
     child: Child,
-    /// Where the supervisor's word goes (recovery on): `leave` once every node finished.
-    stdin: Option<std::process::ChildStdin>,
     status: Option<ExitStatus>,
     /// The threads copying its stdout and stderr.
     pumps: Vec<std::thread::JoinHandle<()>>,
@@ -208,7 +211,13 @@ fn unix_ms() -> u128 {
 
 struct Launch<'a> {
     args: &'a RunArgs,
-    peers: String,
+    /// Where each rank listens now.
+    slots: Mutex<Vec<String>>,
+    /// Spare slots not used yet.
+    spares: Mutex<std::collections::VecDeque<String>>,
+    /// Each rank's current process's standard input (recovery on): the supervisor's
+    /// channel to it (`lazarus::cluster::supervisor_channel`).
+    channels: Mutex<std::collections::HashMap<u16, std::process::ChildStdin>>,
     secret: String,
     per_node: usize,
     host_cores: usize,
@@ -218,12 +227,41 @@ struct Launch<'a> {
 }
 
 impl Launch<'_> {
+    /// Says `line` to every node's current process but `except`'s. A process that died
+    /// meanwhile cannot read it: its exit is handled on its own.
+    fn tell_all(&self, except: Option<u16>, line: &str) {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        for (rank, stdin) in channels.iter_mut() {
+            if Some(*rank) != except {
+                let _ = writeln!(stdin, "{line}").and_then(|()| stdin.flush());
+            }
+        }
+    }
+
+    /// Moves `rank` to the next spare slot, if any is left, and tells the other nodes
+    /// where it will listen. Returns the new address.
+    fn move_to_spare(&self, rank: u16) -> Option<String> {
+        let addr = self
+            .spares
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()?;
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())[usize::from(rank)] = addr.clone();
+        self.tell_all(Some(rank), &format!("moved {rank} {addr}"));
+        Some(addr)
+    }
+
     fn start(&self, rank: u16, incarnation: u32) -> Result<Node, Box<dyn std::error::Error>> {
         let args = self.args;
+        let peers = self
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .join(",");
         let mut cmd = Command::new(&args.app[0]);
         cmd.args(&args.app[1..])
             .env("LAZARUS_RANK", rank.to_string())
-            .env("LAZARUS_PEERS", &self.peers)
+            .env("LAZARUS_PEERS", peers)
             .env("LAZARUS_SECRET", &self.secret)
             .env("LAZARUS_CORES", self.per_node.to_string())
             .env(
@@ -278,13 +316,17 @@ impl Launch<'_> {
         if let Some(stderr) = child.stderr.take() {
             pumps.push(pump(stderr, rank, self.out.clone(), true));
         }
-        let stdin = child.stdin.take();
+        if let Some(stdin) = child.stdin.take() {
+            self.channels
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(rank, stdin);
+        }
         Ok(Node {
             rank,
             pid,
             incarnation,
             child,
-            stdin,
             status: None,
             pumps,
         })
@@ -304,15 +346,19 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     {
         return Err(format!("--kill names node {} but there are {n} nodes", k.rank).into());
     }
-    let ports = match args.base_port {
-        Some(p) => (0..n as u16).map(|i| p.saturating_add(i)).collect(),
-        None => free_ports(n)?,
+    let spares = if args.ft == Ft::On {
+        usize::from(args.spares)
+    } else {
+        0
     };
-    let peers = ports
-        .iter()
-        .map(|p| format!("127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
+    let ports = match args.base_port {
+        Some(p) => (0..(n + spares) as u16)
+            .map(|i| p.saturating_add(i))
+            .collect(),
+        None => free_ports(n + spares)?,
+    };
+    let mut slots: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let spare_slots = slots.split_off(n).into();
     let host_cores = lazarus::topology::allowed_cores()?.len();
     let per_node = args.cores_per_node.unwrap_or((host_cores / n).max(1));
     let checkpoint_dir = match &args.checkpoint_dir {
@@ -324,7 +370,9 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     let recovery = args.ft == Ft::On;
     let launch = Launch {
         args: &args,
-        peers,
+        slots: Mutex::new(slots),
+        spares: Mutex::new(spare_slots),
+        channels: Mutex::default(),
         secret: lazarus::cluster::new_secret_hex()?,
         per_node,
         host_cores,
@@ -436,10 +484,14 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 OnExit::Done => {}
                 OnExit::Restart { incarnation } => {
                     let rank = node.rank;
+                    let place = match launch.move_to_spare(rank) {
+                        Some(addr) => format!(" on spare slot {addr}"),
+                        None => String::new(),
+                    };
                     launch.out.timeline(
                         started.elapsed(),
                         &format!(
-                            "node {rank}: died ({}), restarting as incarnation {incarnation}",
+                            "node {rank}: died ({}), restarting as incarnation {incarnation}{place}",
                             describe(status)
                         ),
                     );
@@ -485,12 +537,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 launch
                     .out
                     .timeline(started.elapsed(), "every node has finished: they may leave");
-                for node in nodes.iter_mut().filter(|n| n.status.is_none()) {
-                    if let Some(stdin) = node.stdin.as_mut() {
-                        // A node that died meanwhile cannot read it; its exit says so.
-                        let _ = stdin.write_all(b"leave\n").and_then(|()| stdin.flush());
-                    }
-                }
+                launch.tell_all(None, "leave");
             }
         }
         if let Some((rank, _, at)) = first_failure {
@@ -576,6 +623,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         checkpoint_every: Duration::from_secs(1),
         checkpoint_dir: None,
         buddy: BuddyArg::Auto,
+        spares: 0,
         kill: None,
         app: app_args,
     };
@@ -592,11 +640,13 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         .to_string();
     let kill_at = reference.elapsed.as_secs_f64() * args.kill_at.clamp(0.05, 0.95);
     println!(
-        "\n== 2. same run with recovery on (checkpoint every 1s); node {} is SIGKILLed at {kill_at:.2}s",
+        "\n== 2. same run with recovery on (checkpoint every 1s, one spare slot); node {} is SIGKILLed at {kill_at:.2}s",
         args.kill_rank
     );
     let faulty = run(RunArgs {
         ft: Ft::On,
+        // The replacement starts on a spare slot, as it would on a spare host.
+        spares: 1,
         kill: Some(KillList(vec![PlannedKill {
             rank: args.kill_rank,
             at: Duration::from_secs_f64(kill_at),

@@ -17,6 +17,7 @@
 //! (created on first use, mode 0600; on a cluster, home directories are shared).
 
 pub mod slurm;
+pub mod supervisor_channel;
 
 use crate::node::{Node, NodeBuilder, NodeHandle, ShutdownReport};
 use crate::recovery_layer::{RecoveryConfig, RecoveryLayer};
@@ -307,6 +308,8 @@ pub struct Cluster {
     node: Node,
     transport: Option<Arc<Transport>>,
     spec: ClusterSpec,
+    /// What a restarting supervisor says on standard input (recovery on, supervised).
+    supervisor: Option<Arc<supervisor_channel::SupervisorChannel>>,
 }
 
 impl Cluster {
@@ -325,6 +328,7 @@ impl Cluster {
             builder = builder.idle_spin(s);
         }
         let node = builder.build()?;
+        let mut supervisor = None;
         let transport = if spec.launcher == Launcher::Alone || spec.addrs.len() <= 1 {
             None
         } else {
@@ -365,6 +369,13 @@ impl Cluster {
             });
             let t = Transport::start(config, node.handle().clone())?;
             node.handle().set_transport(Arc::clone(&t));
+            if spec.recovery.as_ref().is_some_and(|r| r.supervised) {
+                supervisor = Some(
+                    supervisor_channel::SupervisorChannel::start(Arc::clone(&t)).map_err(|e| {
+                        ClusterError::Environment(format!("supervisor channel: {e}"))
+                    })?,
+                );
+            }
             if let Some(layer) = layer {
                 layer
                     .attach(Arc::clone(&t))
@@ -382,6 +393,7 @@ impl Cluster {
             node,
             transport,
             spec,
+            supervisor,
         })
     }
 
@@ -435,9 +447,10 @@ impl Cluster {
     /// that left early could not answer the rollback of a peer that dies after it.
     pub fn shutdown(self) -> ShutdownReport {
         if let Some(layer) = self.node.handle().recovery_layer() {
-            if layer.supervised() {
+            if let Some(supervisor) = &self.supervisor {
                 self.node.drain();
-                layer.finish_and_wait_for_leave();
+                layer.announce_finished();
+                supervisor.wait_for_leave();
             }
             layer.shutdown();
         }

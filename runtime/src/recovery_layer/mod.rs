@@ -74,8 +74,6 @@ pub const RECOVERY_PHASE: &str = "lazarus_recovery_phase_seconds";
 pub const STALLED_PERIODS: &str = "lazarus_recovery_stalled_periods_total";
 /// Recovery frames refused by the protocol (label `reason`).
 pub const BAD_RECOVERY_FRAMES: &str = "lazarus_recovery_rejected_total";
-/// Lines on standard input from the supervisor that were not `leave`, and read errors.
-pub const SUPERVISOR_BAD_LINES: &str = "lazarus_supervisor_bad_lines_total";
 
 /// Exit status of a node process that ended because one of its actors failed.
 pub const ACTOR_FAILED_EXIT: i32 = 70;
@@ -146,11 +144,12 @@ pub struct RecoveryConfig {
     pub log_everything: bool,
     /// Event loggers per node: the nodes that keep this node's determinants.
     pub event_loggers: u16,
-    /// A supervisor restarts this rank when it dies and says when it may leave
-    /// (`LAZARUS_SUPERVISOR=stdin`, set by the `lazarus` launcher): at shutdown the node
-    /// announces that it has finished, then waits, still answering its peers, until a
-    /// line `leave` on standard input says every node has finished. A node that left
-    /// could not resend its log to a peer that dies after it.
+    /// A supervisor restarts this rank when it dies and talks to the node on its standard
+    /// input (`LAZARUS_SUPERVISOR=stdin`, set by the `lazarus` launcher; see
+    /// `cluster::supervisor_channel`): at shutdown the node announces that it has
+    /// finished, then waits, still answering its peers, until the supervisor says every
+    /// node has finished. A node that left could not resend its log to a peer that dies
+    /// after it.
     pub supervised: bool,
 }
 
@@ -776,12 +775,12 @@ impl RecoveryLayer {
         }
     }
 
-    /// A (new) connection to `peer`'s incarnation `incarnation` is up.
-    pub(crate) fn peer_connected(&self, peer: u16, incarnation: u32) {
+    /// A (new) connection to `peer`'s incarnation `incarnation` at `addr` is up.
+    pub(crate) fn peer_connected(&self, peer: u16, incarnation: u32, addr: std::net::SocketAddr) {
         if incarnation > 0 {
             event(
                 self.rank,
-                &format!("reconnected peer={peer} incarnation={incarnation}"),
+                &format!("reconnected peer={peer} incarnation={incarnation} addr={addr}"),
             );
         }
     }
@@ -817,48 +816,15 @@ impl RecoveryLayer {
         (core, skip)
     }
 
-    /// Whether a supervisor says when this node may leave ([`RecoveryConfig::supervised`]).
-    pub(crate) fn supervised(&self) -> bool {
-        self.config.supervised
-    }
-
     /// The first phase of a supervised shutdown: announces that this node's `main` has
-    /// finished (event `finished`), then waits for the supervisor's `leave`. Meanwhile the
-    /// node runs on: its actors, checkpoints and log serve a peer that dies and replays.
-    /// If this node dies now, the supervisor restarts it; once every node has finished,
-    /// none is needed any more and the supervisor lets them all leave.
-    pub(crate) fn finish_and_wait_for_leave(&self) {
+    /// finished (event `finished`). The node then runs on until the supervisor says
+    /// `leave`: its actors, checkpoints and log serve a peer that dies and replays.
+    pub(crate) fn announce_finished(&self) {
         crate::failpoint::before_finished();
         event(
             self.rank,
             &format!("finished incarnation={}", self.config.incarnation),
         );
-        let mut line = String::new();
-        let mut stdin = std::io::stdin().lock();
-        loop {
-            line.clear();
-            match std::io::BufRead::read_line(&mut stdin, &mut line) {
-                Ok(0) => {
-                    // The supervisor is gone (it would have killed us with it, had it
-                    // died): nobody will restart a peer either.
-                    tracing::warn!("the supervisor closed standard input; leaving");
-                    return;
-                }
-                Ok(_) if line.trim() == "leave" => return,
-                Ok(_) => {
-                    counter!(SUPERVISOR_BAD_LINES).increment(1);
-                    tracing::warn!(
-                        line = line.trim(),
-                        "ignored a line from the supervisor: expected `leave`"
-                    );
-                }
-                Err(e) => {
-                    counter!(SUPERVISOR_BAD_LINES).increment(1);
-                    tracing::warn!(error = %e, "cannot read the supervisor's word; leaving");
-                    return;
-                }
-            }
-        }
     }
 
     /// Stops the checkpoint thread and reports the node's recovery totals.

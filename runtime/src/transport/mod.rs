@@ -258,6 +258,12 @@ pub struct Transport {
     multi_threaded: bool,
     /// The live connection to each peer and the incarnation it belongs to.
     conns: Mutex<HashMap<u16, (u32, quinn::Connection)>>,
+    /// Where each peer listens. A supervisor that restarts a rank on a spare slot says
+    /// where it went ([`Transport::peer_moved`]); dials read it at every attempt.
+    addrs: Mutex<Vec<SocketAddr>>,
+    /// Woken when a peer moves: a dial to its old address is abandoned at once (a handshake
+    /// with a dead or stopped host only ends at its timeout).
+    moved: Notify,
 }
 
 impl Transport {
@@ -304,6 +310,8 @@ impl Transport {
             reconnect: config.reconnect,
             multi_threaded: config.reconnect && config.net_mode == NetMode::Thread,
             conns: Mutex::new(HashMap::new()),
+            addrs: Mutex::new(config.addrs.clone()),
+            moved: Notify::new(),
         });
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), TransportError>>();
         let t = Arc::clone(&transport);
@@ -683,6 +691,23 @@ impl Transport {
         }
     }
 
+    /// Where `peer` listens (its latest address).
+    pub fn peer_addr(&self, peer: u16) -> SocketAddr {
+        self.addrs.lock().unwrap_or_else(|e| e.into_inner())[usize::from(peer)]
+    }
+
+    /// `peer`'s next incarnation listens at `addr` (a supervisor restarted it on a spare
+    /// slot). Dials from now on go there; the live connection, if any, is untouched.
+    /// Returns `false` for a rank outside the cluster or this node's own.
+    pub fn peer_moved(&self, peer: u16, addr: SocketAddr) -> bool {
+        if peer == self.rank || usize::from(peer) >= self.size {
+            return false;
+        }
+        self.addrs.lock().unwrap_or_else(|e| e.into_inner())[usize::from(peer)] = addr;
+        self.moved.notify_waiters();
+        true
+    }
+
     /// Says goodbye to every peer, flushes and stops the network thread.
     pub fn close(&self) {
         let mut goodbye = Vec::new();
@@ -950,7 +975,6 @@ async fn net_main(
             endpoint.clone(),
             conn_tx.clone(),
             peer,
-            config.addrs[peer as usize],
             config.connect_timeout,
         ));
     }
@@ -971,7 +995,6 @@ async fn net_main(
     let watching = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let endpoint_for_redial = endpoint.clone();
     let conn_tx_for_redial = conn_tx.clone();
-    let addrs_for_redial = config.addrs.clone();
     let rv_for_redial = Arc::clone(&rv);
     drop(conn_tx);
     {
@@ -1004,7 +1027,6 @@ async fn net_main(
                                 endpoint_for_redial.clone(),
                                 conn_tx_for_redial.clone(),
                                 s.rank,
-                                addrs_for_redial[s.rank as usize],
                                 Duration::from_secs(3600),
                             ));
                         }
@@ -1074,13 +1096,21 @@ async fn dial(
     endpoint: quinn::Endpoint,
     conn_tx: mpsc::UnboundedSender<(u16, quinn::Connection)>,
     peer: u16,
-    addr: SocketAddr,
     patience: Duration,
 ) {
     let deadline = Instant::now() + patience;
     loop {
+        // Read at every attempt: the peer may have been restarted elsewhere meanwhile.
+        let moved = rv.t.moved.notified();
+        tokio::pin!(moved);
+        moved.as_mut().enable();
+        let addr = rv.t.peer_addr(peer);
         let attempt = match endpoint.connect(addr, &credentials::server_name(peer)) {
-            Ok(connecting) => connecting.await.map_err(|e| e.to_string()),
+            Ok(connecting) => tokio::select! {
+                done = connecting => done.map_err(|e| e.to_string()),
+                // Some peer moved (a move of another one costs this attempt a retry).
+                () = &mut moved => Err(format!("a peer moved; dialing node {peer} again")),
+            },
             Err(e) => Err(e.to_string()),
         };
         match attempt {
@@ -1354,7 +1384,7 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         }
     }
     if let Some(layer) = node.recovery_layer() {
-        layer.peer_connected(peer, incarnation);
+        layer.peer_connected(peer, incarnation, conn.remote_address());
     }
     if peer == 0 && incarnation > 0 && t.reconnect {
         // A restarted rank 0 lost the barrier state: tell it every barrier this node

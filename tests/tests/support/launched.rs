@@ -110,10 +110,15 @@ impl Launched {
     /// Sends SIGKILL to node `rank`'s process (the PID the launcher printed last for it)
     /// from this test process; returns the PID.
     pub fn kill(&mut self, rank: u16) -> i32 {
+        self.signal(rank, SIGKILL)
+    }
+
+    /// Sends `signal` to node `rank`'s process; returns the PID.
+    pub fn signal(&mut self, rank: u16, signal: i32) -> i32 {
         let pid = self.pid(rank);
         // SAFETY: plain kill(2) on a process id the launcher printed.
-        let rc = unsafe { kill(pid, 9) };
-        assert_eq!(rc, 0, "kill -9 {pid} (node {rank})");
+        let rc = unsafe { kill(pid, signal) };
+        assert_eq!(rc, 0, "kill -{signal} {pid} (node {rank})");
         pid
     }
 
@@ -281,6 +286,11 @@ pub fn assert_only_restarted(f: &Finished, killed: &[u16]) {
     restarted.dedup();
     assert_eq!(restarted, killed, "exactly the killed nodes were restarted");
 }
+
+/// SIGKILL's number.
+pub const SIGKILL: i32 = 9;
+/// SIGSTOP's number (Linux).
+pub const SIGSTOP: i32 = 19;
 
 extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;

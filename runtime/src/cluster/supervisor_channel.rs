@@ -1,0 +1,145 @@
+//! What a restarting supervisor (the `lazarus` launcher with recovery on,
+//! `LAZARUS_SUPERVISOR=stdin`) tells a node, one line at a time on its standard input:
+//!
+//! | line | meaning |
+//! |---|---|
+//! | `leave` | every node's `main` has finished: the second phase of `Cluster::shutdown` |
+//! | `moved RANK HOST:PORT` | `RANK`'s next incarnation listens there (a spare slot): dial it there |
+//!
+//! A line that is neither is refused with a warning and counted
+//! (`lazarus_supervisor_bad_lines_total`); the node goes on. If standard input ends, the
+//! supervisor is gone: nobody will restart a peer any more, so the node may leave.
+
+use crate::transport::Transport;
+use metrics::counter;
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::sync::{Arc, Condvar, Mutex};
+
+/// Lines from the supervisor that were not understood, and read errors.
+pub const SUPERVISOR_BAD_LINES: &str = "lazarus_supervisor_bad_lines_total";
+
+/// One line from the supervisor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Word {
+    /// Every node has finished: leave.
+    Leave,
+    /// `rank`'s next incarnation listens at `addr`.
+    Moved {
+        /// The rank that moved.
+        rank: u16,
+        /// Where it listens now.
+        addr: SocketAddr,
+    },
+}
+
+/// Parses one line from the supervisor.
+pub fn parse(line: &str) -> Result<Word, String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        ["leave"] => Ok(Word::Leave),
+        ["moved", rank, addr] => Ok(Word::Moved {
+            rank: rank
+                .parse()
+                .map_err(|_| format!("`{line}`: `{rank}` is not a rank"))?,
+            addr: addr
+                .parse()
+                .map_err(|_| format!("`{line}`: `{addr}` is not an address (HOST:PORT)"))?,
+        }),
+        _ => Err(format!(
+            "`{line}`: expected `leave` or `moved RANK HOST:PORT`"
+        )),
+    }
+}
+
+/// The node's end of the channel: a thread reads standard input and acts on each line.
+pub(crate) struct SupervisorChannel {
+    leave: Mutex<bool>,
+    said: Condvar,
+}
+
+impl SupervisorChannel {
+    /// Starts reading standard input; `moved` lines update `transport`'s peer addresses.
+    pub(crate) fn start(transport: Arc<Transport>) -> std::io::Result<Arc<Self>> {
+        let channel = Arc::new(SupervisorChannel {
+            leave: Mutex::new(false),
+            said: Condvar::new(),
+        });
+        let reader = Arc::clone(&channel);
+        std::thread::Builder::new()
+            .name("lazarus-supervisor".into())
+            .spawn(move || reader.read(std::io::stdin().lock(), &transport))?;
+        Ok(channel)
+    }
+
+    fn read(&self, input: impl BufRead, transport: &Transport) {
+        for line in input.lines() {
+            let line = match line {
+                Ok(l) => l,
+                Err(e) => {
+                    counter!(SUPERVISOR_BAD_LINES).increment(1);
+                    tracing::warn!(error = %e, "cannot read the supervisor's channel; leaving when done");
+                    break;
+                }
+            };
+            match parse(&line) {
+                Ok(Word::Leave) => {
+                    self.say_leave();
+                    return;
+                }
+                Ok(Word::Moved { rank, addr }) => {
+                    if transport.peer_moved(rank, addr) {
+                        tracing::info!(rank, %addr, "node {rank} restarts at {addr}");
+                    } else {
+                        counter!(SUPERVISOR_BAD_LINES).increment(1);
+                        tracing::warn!(rank, "the supervisor moved a rank that is not a peer");
+                    }
+                }
+                Err(e) => {
+                    counter!(SUPERVISOR_BAD_LINES).increment(1);
+                    tracing::warn!("ignored a line from the supervisor: {e}");
+                }
+            }
+        }
+        // End of input: the supervisor is gone (it would have taken us with it, had it
+        // died), so no peer will be restarted: nothing to wait for.
+        self.say_leave();
+    }
+
+    fn say_leave(&self) {
+        *self.leave.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.said.notify_all();
+    }
+
+    /// Blocks until the supervisor says `leave` (or is gone).
+    pub(crate) fn wait_for_leave(&self) {
+        let mut leave = self.leave.lock().unwrap_or_else(|e| e.into_inner());
+        while !*leave {
+            leave = self.said.wait(leave).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_supervisors_words_parse_and_bad_lines_say_why() {
+        assert_eq!(parse("leave"), Ok(Word::Leave));
+        assert_eq!(
+            parse("moved 2 127.0.0.1:4005"),
+            Ok(Word::Moved {
+                rank: 2,
+                addr: "127.0.0.1:4005".parse().unwrap()
+            })
+        );
+        assert!(parse("moved x 127.0.0.1:1")
+            .unwrap_err()
+            .contains("not a rank"));
+        assert!(parse("moved 2 nowhere")
+            .unwrap_err()
+            .contains("not an address"));
+        assert!(parse("stay").unwrap_err().contains("expected"));
+    }
+}
