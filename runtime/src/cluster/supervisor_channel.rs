@@ -35,6 +35,7 @@ pub enum Word {
 
 /// Parses one line from the supervisor.
 pub fn parse(line: &str) -> Result<Word, String> {
+    let line = line.trim();
     let words: Vec<&str> = line.split_whitespace().collect();
     match words.as_slice() {
         ["leave"] => Ok(Word::Leave),
@@ -68,27 +69,40 @@ impl SupervisorChannel {
         let reader = Arc::clone(&channel);
         std::thread::Builder::new()
             .name("lazarus-supervisor".into())
-            .spawn(move || reader.read(std::io::stdin().lock(), &transport))?;
+            .spawn(move || {
+                reader.read(std::io::stdin().lock(), &|rank, addr| {
+                    transport.peer_moved(rank, addr)
+                })
+            })?;
         Ok(channel)
     }
 
-    fn read(&self, input: impl BufRead, transport: &Transport) {
-        for line in input.lines() {
-            let line = match line {
-                Ok(l) => l,
+    /// Acts on every line of `input` until `leave` or its end; `moved` lines go to
+    /// `peer_moved`, which says whether the rank was a peer.
+    fn read(&self, mut input: impl BufRead, peer_moved: &dyn Fn(u16, SocketAddr) -> bool) {
+        let mut raw = Vec::new();
+        loop {
+            raw.clear();
+            match input.read_until(b'\n', &mut raw) {
+                Ok(0) => break,
+                Ok(_) => {}
                 Err(e) => {
+                    // The channel itself broke: the supervisor can no longer say anything.
                     counter!(SUPERVISOR_BAD_LINES).increment(1);
                     tracing::warn!(error = %e, "cannot read the supervisor's channel; leaving when done");
                     break;
                 }
-            };
-            match parse(&line) {
+            }
+            let word = std::str::from_utf8(&raw)
+                .map_err(|_| "a line that is not UTF-8".to_string())
+                .and_then(parse);
+            match word {
                 Ok(Word::Leave) => {
                     self.say_leave();
                     return;
                 }
                 Ok(Word::Moved { rank, addr }) => {
-                    if transport.peer_moved(rank, addr) {
+                    if peer_moved(rank, addr) {
                         tracing::info!(rank, %addr, "node {rank} restarts at {addr}");
                     } else {
                         counter!(SUPERVISOR_BAD_LINES).increment(1);
@@ -141,5 +155,60 @@ mod tests {
             .unwrap_err()
             .contains("not an address"));
         assert!(parse("stay").unwrap_err().contains("expected"));
+    }
+
+    #[test]
+    fn bad_lines_are_counted_and_skipped_and_the_node_still_hears_leave() {
+        use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let channel = SupervisorChannel {
+            leave: Mutex::new(false),
+            said: Condvar::new(),
+        };
+        let moved = Mutex::new(Vec::new());
+        let input: &[u8] =
+            b"hello\n\xff\xfe\nmoved 9 127.0.0.1:7009\nmoved 1 127.0.0.1:7001\nleave\nmoved 2 127.0.0.1:7002\n";
+        metrics::with_local_recorder(&recorder, || {
+            channel.read(std::io::Cursor::new(input), &|rank, addr| {
+                moved.lock().unwrap().push((rank, addr));
+                rank < 4
+            })
+        });
+        channel.wait_for_leave();
+        assert_eq!(
+            *moved.lock().unwrap(),
+            vec![
+                (9, "127.0.0.1:7009".parse().unwrap()),
+                (1, "127.0.0.1:7001".parse().unwrap())
+            ],
+            "bad lines are skipped, moves applied in order, nothing after `leave` read"
+        );
+        let bad: u64 = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(k, ..)| k.key().name() == SUPERVISOR_BAD_LINES)
+            .map(|(.., v)| match v {
+                DebugValue::Counter(c) => c,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(
+            bad, 3,
+            "`hello`, a rank that is not a peer, and bytes that are not text"
+        );
+    }
+
+    #[test]
+    fn the_end_of_the_supervisors_channel_lets_the_node_leave() {
+        let channel = SupervisorChannel {
+            leave: Mutex::new(false),
+            said: Condvar::new(),
+        };
+        channel.read(std::io::Cursor::new("moved 1 127.0.0.1:7001\n"), &|_, _| {
+            true
+        });
+        channel.wait_for_leave();
     }
 }
