@@ -157,6 +157,23 @@ pub fn finished_incarnation(e: &NodeEvent) -> Option<u32> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The `(peer, incarnation)` a node's event declares failed by its silence (`suspected`);
+/// `None` for other events.
+pub fn suspicion(e: &NodeEvent) -> Option<(u16, u32)> {
+    if e.kind != "suspected" {
+        return None;
+    }
+    let field = |key: &str| {
+        e.details
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+    };
+    Some((
+        field("peer")?.parse().ok()?,
+        field("incarnation")?.parse().ok()?,
+    ))
+}
+
 /// Parses a node's event line; `None` for any other line.
 pub fn parse_event(line: &str) -> Option<NodeEvent> {
     let rest = line.trim().strip_prefix("lazarus-event ")?;
@@ -184,6 +201,7 @@ pub fn describe_event(e: &NodeEvent) -> String {
         "peer-rollback" => "answered a peer's rollback (logged messages resent)",
         "reconnected" => "connection to a restarted peer is up",
         "finished" => "main finished; serves its peers until every node has",
+        "suspected" => "declared a silent peer failed",
         other => other,
     };
     format!("node {}: {what} {}", e.rank, e.details)
@@ -289,5 +307,10 @@ mod tests {
             (2, "checkpoint", "id=3 bytes=10")
         );
         assert!(parse_event("RESULT app=x").is_none());
+        let s =
+            parse_event("lazarus-event ms=1 rank=0 suspected peer=2 incarnation=1 silent_ms=3012")
+                .unwrap();
+        assert_eq!(suspicion(&s), Some((2, 1)));
+        assert_eq!(suspicion(&f), None);
     }
 }

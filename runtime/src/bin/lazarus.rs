@@ -183,6 +183,9 @@ struct Output {
     lock: Arc<Mutex<()>>,
     /// Actor failures reported by each rank, oldest first.
     failures: Arc<Mutex<std::collections::HashMap<u16, Vec<String>>>>,
+    /// `(peer, incarnation, by)`: a node declared `peer`'s incarnation failed by its
+    /// silence. Not yet acted on.
+    suspicions: Arc<Mutex<Vec<(u16, u32, u16)>>>,
     /// `(rank, incarnation)` of nodes that announced their `main` had finished: when every
     /// running node has, they may leave.
     finished: Arc<Mutex<std::collections::HashSet<(u16, u32)>>>,
@@ -382,6 +385,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             lock: Arc::default(),
             result: Arc::default(),
             failures: Arc::default(),
+            suspicions: Arc::default(),
             finished: Arc::default(),
             start_unix_ms: unix_ms(),
         },
@@ -406,7 +410,42 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     // then no node leaves, so a node that dies can be restarted and replayed; after it no
     // node is needed any more, so none is restarted.
     let mut released = false;
+    // Processes already killed because their peers declared them failed.
+    let mut fenced: std::collections::HashSet<(u16, u32)> = std::collections::HashSet::new();
     loop {
+        // Fail-stop: a node its peers have declared failed (silent for the failure timeout)
+        // is killed if its process is still alive, frozen or overloaded, so that it
+        // restarts from its checkpoint like a crashed one. Its peers closed their
+        // connections to it and will not take it back as it was.
+        let suspicions: Vec<(u16, u32, u16)> = std::mem::take(
+            &mut *launch
+                .out
+                .suspicions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for (peer, incarnation, by) in suspicions {
+            let Some(node) = nodes
+                .iter_mut()
+                .find(|x| x.rank == peer && x.incarnation == incarnation && x.status.is_none())
+            else {
+                continue;
+            };
+            if released || !fenced.insert((peer, incarnation)) {
+                continue;
+            }
+            // SAFETY: kill(2) on a pid we own (our child, not yet reaped).
+            unsafe {
+                libc::kill(node.pid as i32, libc::SIGKILL);
+            }
+            launch.out.timeline(
+                started.elapsed(),
+                &format!(
+                    "node {peer}: declared failed by node {by} while its process (pid {}) was alive; killed so that it restarts",
+                    node.pid
+                ),
+            );
+        }
         while let Some(k) = kills.next_if(|k| started.elapsed() >= k.at) {
             if let Some(node) = nodes
                 .iter_mut()
@@ -716,6 +755,12 @@ fn pump(
                         .entry(e.rank)
                         .or_default()
                         .push(sig);
+                }
+                if let Some((peer, incarnation)) = supervisor::suspicion(&e) {
+                    out.suspicions
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((peer, incarnation, e.rank));
                 }
                 if let Some(incarnation) = supervisor::finished_incarnation(&e) {
                     out.finished

@@ -641,13 +641,25 @@ impl Transport {
             link.state.store(LINK_DOWN, Ordering::Release);
         }
         if self.reconnect {
-            if let Some((_, conn)) = self
+            if let Some((incarnation, conn)) = self
                 .conns
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&rank)
             {
                 conn.close(2u32.into(), b"declared failed");
+                if !silent_for.is_zero() {
+                    // Declared failed by silence: if its process is in fact alive (frozen,
+                    // overloaded), the supervisor kills it so that it restarts. A node this
+                    // node has given up on must not come back with its old state.
+                    crate::recovery_layer::event(
+                        self.rank,
+                        &format!(
+                            "suspected peer={rank} incarnation={incarnation} silent_ms={}",
+                            silent_for.as_millis()
+                        ),
+                    );
+                }
             }
         }
         counter!(NODE_FAILURES, "rank" => rank.to_string()).increment(1);
