@@ -703,8 +703,9 @@ impl Transport {
         }
     }
 
-    /// Where `peer` listens (its latest address).
-    pub fn peer_addr(&self, peer: u16) -> SocketAddr {
+    /// Where `peer` listens (its latest address). `peer` must be a rank of the cluster:
+    /// only the transport's own dials ask.
+    pub(crate) fn peer_addr(&self, peer: u16) -> SocketAddr {
         self.addrs.lock().unwrap_or_else(|e| e.into_inner())[usize::from(peer)]
     }
 
