@@ -157,6 +157,19 @@ pub fn finished_incarnation(e: &NodeEvent) -> Option<u32> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The incarnation a node becomes by rolling back in place after an actor failed
+/// (`rolling-back incarnation=K`: same process, re-executed); `None` for other
+/// events.
+pub fn in_place_incarnation(e: &NodeEvent) -> Option<u32> {
+    if e.kind != "rolling-back" {
+        return None;
+    }
+    e.details
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("incarnation="))
+        .and_then(|v| v.parse().ok())
+}
+
 /// The `(peer, incarnation)` a node's event declares failed by its silence (`suspected`);
 /// `None` for other events.
 pub fn suspicion(e: &NodeEvent) -> Option<(u16, u32)> {
@@ -202,6 +215,8 @@ pub fn describe_event(e: &NodeEvent) -> String {
         "reconnected" => "connection to a restarted peer is up",
         "finished" => "main finished; serves its peers until every node has",
         "suspected" => "declared a silent peer failed",
+        "actor-failed" => "an actor failed",
+        "rolling-back" => "rolls back in place: its process re-executes itself",
         other => other,
     };
     format!("node {}: {what} {}", e.rank, e.details)

@@ -11,7 +11,7 @@ mod support;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
-use support::launched::{assert_only_restarted, Launched};
+use support::launched::{assert_only_restarted, assert_only_rolled_back, Launched};
 use support::{bin, parse_result};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -362,14 +362,28 @@ fn a_node_killed_once_every_node_has_finished_is_not_restarted_and_the_run_succe
 }
 
 #[test]
-fn a_transient_handler_panic_rolls_back_only_its_node_and_the_answer_is_exact() {
+fn a_transient_handler_panic_rolls_back_only_its_node_inside_its_own_process_and_the_answer_is_exact(
+) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let expected = reference(ITERS);
     let run = launch(true, ITERS, &[("LAZARUS_FAILPOINT", "panic:1:0:2500")]);
     let f = run.finish();
     assert_eq!(f.checksum(), expected);
-    assert!(f.has("actor-failed actor=1:0 type=Tile message=Halo"));
-    assert_only_restarted(&f, &[1]);
+    assert!(f.has("an actor failed actor=1:0 type=Tile message=Halo"));
+    // In place: the node's own process re-executed itself; the launcher started nothing.
+    let pid = f
+        .lines
+        .iter()
+        .find_map(|l| l.strip_prefix("node 1 pid "))
+        .expect("the launcher printed node 1's pid");
+    assert!(
+        f.has(&format!(
+            "node 1: rolls back in place: its process re-executes itself incarnation=1 pid={pid}"
+        )),
+        "node 1 did not roll back in its own process (pid {pid})"
+    );
+    assert!(f.restarted().is_empty(), "no process was started again");
+    assert_only_rolled_back(&f, &[1]);
 }
 
 #[test]
@@ -392,11 +406,13 @@ fn a_handler_that_panics_every_time_escalates_naming_the_actor_and_message() {
         verdict.contains("actor=1:0 type=Tile message=Halo"),
         "{verdict}"
     );
-    assert_eq!(
-        f.restarted(),
-        vec![1, 1],
-        "two retries, then the escalation"
-    );
+    let rollbacks = f
+        .lines
+        .iter()
+        .filter(|l| l.contains("node 1: rolls back in place"))
+        .count();
+    assert_eq!(rollbacks, 2, "two retries in place, then the escalation");
+    assert!(f.restarted().is_empty(), "the launcher restarted nothing");
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! The same app binary (ring, pingpong, the NPB kernels) forms its cluster from Slurm's
-//! environment under a real `srun`, with no extra flags. Needs the single-host Slurm that
+//! The same app binary (ring, pingpong, the NPB kernels, jacobi2d) forms its cluster from
+//! Slurm's environment under a real `srun`, with no extra flags; with recovery on, a node
+//! whose actor panics rolls back by itself (Slurm restarts nothing). Needs the single-host Slurm that
 //! `scripts/slurm-setup.sh` starts; `scripts/test.sh` runs it and sets
 //! `LAZARUS_TEST_SLURM=1`.
 
@@ -18,10 +19,16 @@ fn slurm_available() -> bool {
 }
 
 fn srun(args: &[&str]) -> std::process::Output {
+    srun_with(args, &[])
+}
+
+/// [`srun`] with more variables in the tasks' environment (srun passes its own on).
+fn srun_with(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     Command::new("timeout")
         .arg(Duration::from_secs(120).as_secs().to_string())
         .args(["srun", "-n", "4", "--overcommit"])
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("srun runs")
 }
@@ -117,4 +124,65 @@ fn npb_kernels_under_srun_verify_with_the_values_of_a_run_alone() {
             assert_eq!(result[*v], alone[*v], "{app}: {v}");
         }
     }
+}
+
+#[test]
+fn under_srun_a_handler_panic_rolls_its_node_back_in_place_and_the_answer_is_exact() {
+    if !slurm_available() {
+        return;
+    }
+    // Slurm restarts nothing: the node whose actor panics rolls back by itself, in its
+    // own process, from its last checkpoint, while the other three run on.
+    let jacobi = bin("jacobi2d");
+    let args = ["--n", "256", "--iters", "12000", "--check", "bounds"];
+    let dir = std::env::temp_dir().join(format!("lazarus-slurm-ckpt-{}", std::process::id()));
+    let mut run_args = vec![jacobi.to_str().unwrap()];
+    run_args.extend(args);
+    let out = srun_with(
+        &run_args,
+        &[
+            ("LAZARUS_FT", "on"),
+            ("LAZARUS_CHECKPOINT_EVERY_MS", "300"),
+            ("LAZARUS_CHECKPOINT_DIR", dir.to_str().unwrap()),
+            // Actor 1:0's 20000th handler call, about a third into the run: after its
+            // node's first checkpoints.
+            ("LAZARUS_FAILPOINT", "panic:1:0:20000"),
+        ],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "srun failed: {stdout}\n{stderr}");
+    let said = |needle: &str| stdout.contains(needle) || stderr.contains(needle);
+    assert!(
+        said("rank=1 actor-failed actor=1:0 type=Tile message=Halo"),
+        "the panic was not reported: {stderr}"
+    );
+    assert!(said("rank=1 rolling-back incarnation=1"), "{stderr}");
+    assert!(
+        said("rank=1 loaded source=directory:"),
+        "node 1 did not restore a checkpoint: {stderr}"
+    );
+    for rank in 0..4 {
+        let incarnation = if rank == 1 { 1 } else { 0 };
+        assert!(
+            said(&format!("rank={rank} final incarnation={incarnation} ")),
+            "node {rank} should end as incarnation {incarnation}: {stderr}"
+        );
+    }
+    let result = stdout
+        .lines()
+        .find_map(parse_result)
+        .unwrap_or_else(|| panic!("no RESULT line in: {stdout}"));
+    assert_eq!(result["verified"], "true");
+
+    let alone = support::output(Command::new(&jacobi).args(args)).unwrap();
+    let alone = String::from_utf8_lossy(&alone.stdout)
+        .lines()
+        .find_map(parse_result)
+        .expect("RESULT alone");
+    assert_eq!(
+        result["checksum"], alone["checksum"],
+        "the grid after a rollback equals a failure-free run's"
+    );
 }

@@ -189,6 +189,9 @@ struct Output {
     /// `(rank, incarnation)` of nodes that announced their `main` had finished: when every
     /// running node has, they may leave.
     finished: Arc<Mutex<std::collections::HashSet<(u16, u32)>>>,
+    /// `(rank, incarnation)`: a node rolled back in place after an actor failed; its
+    /// process now runs as that incarnation. Not yet acted on.
+    in_place: Arc<Mutex<Vec<(u16, u32)>>>,
     result: Arc<Mutex<Option<String>>>,
     start_unix_ms: u128,
 }
@@ -221,6 +224,8 @@ struct Launch<'a> {
     /// Each rank's current process's standard input (recovery on): the supervisor's
     /// channel to it (`lazarus::cluster::supervisor_channel`).
     channels: Mutex<std::collections::HashMap<u16, std::process::ChildStdin>>,
+    /// Ranks that have moved to a spare slot.
+    moved: Mutex<std::collections::BTreeSet<u16>>,
     secret: String,
     per_node: usize,
     host_cores: usize,
@@ -241,6 +246,20 @@ impl Launch<'_> {
         }
     }
 
+    /// Says again to `rank` where every peer that moved to a spare slot listens now.
+    fn repeat_moves(&self, rank: u16) {
+        let moved = self.moved.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(stdin) = channels.get_mut(&rank) else {
+            return;
+        };
+        for peer in moved.into_iter().filter(|p| *p != rank) {
+            let _ = writeln!(stdin, "moved {peer} {}", slots[usize::from(peer)])
+                .and_then(|()| stdin.flush());
+        }
+    }
+
     /// Moves `rank` to the next spare slot, if any is left, and tells the other nodes
     /// where it will listen. Returns the new address.
     fn move_to_spare(&self, rank: u16) -> Option<String> {
@@ -250,6 +269,10 @@ impl Launch<'_> {
             .unwrap_or_else(|e| e.into_inner())
             .pop_front()?;
         self.slots.lock().unwrap_or_else(|e| e.into_inner())[usize::from(rank)] = addr.clone();
+        self.moved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(rank);
         self.tell_all(Some(rank), &format!("moved {rank} {addr}"));
         Some(addr)
     }
@@ -376,6 +399,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         slots: Mutex::new(slots),
         spares: Mutex::new(spare_slots),
         channels: Mutex::default(),
+        moved: Mutex::default(),
         secret: lazarus::cluster::new_secret_hex()?,
         per_node,
         host_cores,
@@ -387,6 +411,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             failures: Arc::default(),
             suspicions: Arc::default(),
             finished: Arc::default(),
+            in_place: Arc::default(),
             start_unix_ms: unix_ms(),
         },
     };
@@ -413,6 +438,25 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     // Processes already killed because their peers declared them failed.
     let mut fenced: std::collections::HashSet<(u16, u32)> = std::collections::HashSet::new();
     loop {
+        // A node that rolled back in place is the same process as a new incarnation: its
+        // `finished` and its peers' suspicions from now on name that one. A `moved` line
+        // written while it re-executed may be lost with the old image: say them again.
+        let rolled: Vec<(u16, u32)> = std::mem::take(
+            &mut *launch
+                .out
+                .in_place
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for (rank, incarnation) in rolled {
+            if let Some(node) = nodes
+                .iter_mut()
+                .find(|x| x.rank == rank && x.status.is_none())
+            {
+                node.incarnation = node.incarnation.max(incarnation);
+            }
+            launch.repeat_moves(rank);
+        }
         // Fail-stop: a node its peers have declared failed (silent for the failure timeout)
         // is killed if its process is still alive, frozen or overloaded, so that it
         // restarts from its checkpoint like a crashed one. Its peers closed their
@@ -761,6 +805,12 @@ fn pump(
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .push((peer, incarnation, e.rank));
+                }
+                if let Some(incarnation) = supervisor::in_place_incarnation(&e) {
+                    out.in_place
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((e.rank, incarnation));
                 }
                 if let Some(incarnation) = supervisor::finished_incarnation(&e) {
                     out.finished

@@ -197,6 +197,16 @@ impl CheckpointStore for DirectoryStore {
         Ok(None)
     }
 
+    fn discard_all(&self, set: u16) -> Result<usize, CheckpointError> {
+        let found = self.epochs(set)?.len();
+        let dir = self.set_dir(set);
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(found),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(io(&dir)(e)),
+        }
+    }
+
     fn prune_before(&self, set: u16, epoch: u64) -> Result<(), CheckpointError> {
         let epochs = self.epochs(set)?;
         let newest = epochs.first().copied();
@@ -407,6 +417,20 @@ mod tests {
             .unwrap();
         assert_eq!(len as usize, whole.len());
         assert!(s.load_latest(6).unwrap().unwrap().body == whole);
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_fresh_start_discards_an_earlier_runs_checkpoints_of_its_set_only() {
+        let (s, dir) = store();
+        s.save(0, 7, b"earlier run").unwrap();
+        s.save(1, 3, b"other set").unwrap();
+        assert_eq!(s.discard_all(0).unwrap(), 1);
+        assert!(s.load_latest(0).unwrap().is_none());
+        assert_eq!(s.load_latest(1).unwrap().unwrap().epoch, 3);
+        assert_eq!(s.discard_all(0).unwrap(), 0, "nothing left, and no error");
+        s.save(0, 1, b"this run").unwrap();
+        assert_eq!(s.load_latest(0).unwrap().unwrap().body, b"this run");
         let _ = fs::remove_dir_all(dir);
     }
 

@@ -62,4 +62,10 @@ pub trait CheckpointStore: Send + Sync {
 
     /// Deletes checkpoints of `set` older than `epoch` (the newest is never deleted).
     fn prune_before(&self, set: u16, epoch: u64) -> Result<(), CheckpointError>;
+
+    /// Deletes every checkpoint of `set`, complete or not; returns how many complete-
+    /// looking ones there were. For a set that starts from the beginning: what a
+    /// directory holds then was left by an earlier run, and a restart of this run must
+    /// never load it.
+    fn discard_all(&self, set: u16) -> Result<usize, CheckpointError>;
 }

@@ -172,6 +172,12 @@ impl ClusterSpec {
             // Each step gets its own port range so steps of one job do not collide.
             let job = num("SLURM_JOB_ID")?.unwrap_or(0);
             let step = num("SLURM_STEP_ID")?.unwrap_or(0);
+            // And its own checkpoints: several jobs may share a host's temporary directory.
+            if let (Some(rc), None) = (spec.recovery.as_mut(), var("LAZARUS_CHECKPOINT_DIR")) {
+                rc.dir = std::env::temp_dir()
+                    .join("lazarus-checkpoints")
+                    .join(format!("slurm-{job}.{step}"));
+            }
             let base = match num("LAZARUS_BASE_PORT")? {
                 Some(p) => p,
                 None => 20_000 + ((job * 7 + step) % 1_000) * 32,
@@ -539,6 +545,31 @@ mod tests {
         let ports: Vec<u16> = s.addrs.iter().map(|a| a.port()).collect();
         let base = 20_000 + 12 * 7 * 32; // job 12, step 0
         assert_eq!(ports, [base, base + 1, base + 2, base + 3]);
+    }
+
+    #[test]
+    fn each_slurm_step_keeps_its_checkpoints_apart_unless_told_where() {
+        let dir = |job: &'static str, step: &'static str, explicit: Option<&'static str>| {
+            let mut vars = vec![
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "2"),
+                ("SLURM_STEP_NODELIST", "localhost"),
+                ("SLURM_STEP_TASKS_PER_NODE", "2"),
+                ("SLURM_JOB_ID", job),
+                ("SLURM_STEP_ID", step),
+                ("LAZARUS_SECRET", "00112233445566778899aabbccddeeff"),
+                ("LAZARUS_FT", "on"),
+            ];
+            vars.extend(explicit.map(|d| ("LAZARUS_CHECKPOINT_DIR", d)));
+            spec(&vars).unwrap().recovery.expect("recovery is on").dir
+        };
+        assert_ne!(dir("12", "0", None), dir("13", "0", None), "another job");
+        assert_ne!(dir("12", "0", None), dir("12", "1", None), "another step");
+        assert!(dir("12", "0", None).ends_with("slurm-12.0"));
+        assert_eq!(
+            dir("12", "0", Some("/scratch/ckpt")),
+            std::path::PathBuf::from("/scratch/ckpt")
+        );
     }
 
     #[test]

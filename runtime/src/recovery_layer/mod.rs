@@ -22,12 +22,13 @@
 
 pub(crate) mod dependence;
 pub mod events;
+pub mod in_place;
 pub mod replica;
 pub mod restore;
 pub mod set_checkpoint;
 
 use crate::actor_id::ActorId;
-use crate::checkpoint::DirectoryStore;
+use crate::checkpoint::{CheckpointStore, DirectoryStore};
 use crate::lifecycle::{ActorImage, Control};
 use crate::node::{CurrentNode, NodeHandle};
 use crate::recovery::{
@@ -416,6 +417,19 @@ impl RecoveryLayer {
             LOG_ALL.store(true, Ordering::Relaxed);
         }
         let fresh = config.incarnation == 0;
+        let store = DirectoryStore::new(config.dir.clone());
+        if fresh {
+            // A first incarnation starts from the beginning: checkpoints of this rank in
+            // the directory belong to an earlier run, and a restart must not load them.
+            match store.discard_all(rank) {
+                Ok(0) => {}
+                Ok(n) => tracing::warn!(
+                    "removed {n} checkpoints of rank {rank} that an earlier run left in {}",
+                    config.dir.display()
+                ),
+                Err(e) => tracing::warn!("cannot clear this rank's old checkpoints: {e}"),
+            }
+        }
         let events = events::Events::new(rank, size, config.event_loggers, fresh, &config.dir);
         let protocol = fresh
             .then(|| SetProtocol::new(SetId(rank), size).ok())
@@ -425,7 +439,7 @@ impl RecoveryLayer {
         Arc::new(RecoveryLayer {
             rank,
             size,
-            store: DirectoryStore::new(config.dir.clone()),
+            store,
             config,
             core: Mutex::new(Core {
                 protocol,
@@ -854,20 +868,56 @@ impl RecoveryLayer {
         crate::failpoint::after_final();
     }
 
-    /// An actor of this node failed: with recovery on the whole set rolls back, so the
-    /// process ends at once (as a crash would) and the supervisor restarts it.
+    /// An actor of this node failed: with recovery on the whole set rolls back. The node
+    /// does it itself, in place (see [`in_place`]): the process re-executes its program as
+    /// the next incarnation, which restores the set from its checkpoint while the peers
+    /// replay. A failure repeated the same way ends the process as a deterministic bug;
+    /// so does a failure after `main` finished, or an exec that fails (a supervisor, if
+    /// any, then decides).
     pub(crate) fn actor_failed(&self, failure: &crate::supervision::SupervisionEvent) {
         let message_type = match &failure.kind {
             crate::supervision::FailureKind::HandlerPanicked { message_type } => message_type,
             _ => "-",
         };
-        event(
-            self.rank,
-            &format!(
-                "actor-failed actor={} type={} message={message_type} panic={:?}",
-                failure.actor, failure.actor_type, failure.panic_message
-            ),
+        let signature = format!(
+            "actor={} type={} message={message_type} panic={:?}",
+            failure.actor, failure.actor_type, failure.panic_message
         );
+        event(self.rank, &format!("actor-failed {signature}"));
+        let history = std::env::var(in_place::FAILURES_VAR).ok();
+        let finished = self.stop.load(Ordering::Acquire);
+        match in_place::decide(
+            history.as_deref(),
+            &signature,
+            self.config.incarnation,
+            finished,
+        ) {
+            in_place::Decision::RollBack {
+                incarnation,
+                failures,
+            } => {
+                event(
+                    self.rank,
+                    &format!(
+                        "rolling-back incarnation={incarnation} pid={}",
+                        std::process::id()
+                    ),
+                );
+                // A node started with an explicit peer list hands on the current one:
+                // peers may have moved to spare slots since it started.
+                let peers = std::env::var_os("LAZARUS_RANK")
+                    .and_then(|_| self.transport.get())
+                    .map(|t| t.peer_addrs());
+                let e = in_place::reexec(incarnation, &failures, peers.as_deref());
+                tracing::error!("cannot re-execute this node to roll back in place: {e}");
+            }
+            in_place::Decision::GiveUp { times } => {
+                tracing::error!(
+                    "giving up: the same actor failed the same way {times} times (a deterministic bug, not a transient fault): {signature}"
+                );
+            }
+            in_place::Decision::Exit => {}
+        }
         // SAFETY: _exit ends the process without running destructors or atexit handlers,
         // which could block on locks other threads hold; stderr is unbuffered.
         unsafe { libc::_exit(ACTOR_FAILED_EXIT) }

@@ -709,6 +709,12 @@ impl Transport {
         self.addrs.lock().unwrap_or_else(|e| e.into_inner())[usize::from(peer)]
     }
 
+    /// Where every node of the cluster listens now (this node's own slot included): what
+    /// a node rolling back in place hands to its next image.
+    pub(crate) fn peer_addrs(&self) -> Vec<SocketAddr> {
+        self.addrs.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// `peer`'s next incarnation listens at `addr` (a supervisor restarted it on a spare
     /// slot). Dials from now on go there; the live connection, if any, is untouched.
     /// Returns `false` for a rank outside the cluster or this node's own.

@@ -263,8 +263,18 @@ impl Finished {
 }
 
 /// Survivors neither restarted nor rolled back; the `killed` nodes (in increasing order)
-/// did.
+/// were restarted by the launcher.
 pub fn assert_only_restarted(f: &Finished, killed: &[u16]) {
+    assert_only_rolled_back(f, killed);
+    let mut restarted = f.restarted();
+    restarted.sort();
+    restarted.dedup();
+    assert_eq!(restarted, killed, "exactly the killed nodes were restarted");
+}
+
+/// Survivors never rolled back; the `failed` nodes did (in a new process or in place):
+/// each one's final totals come from a later incarnation.
+pub fn assert_only_rolled_back(f: &Finished, failed: &[u16]) {
     let finals = f.finals();
     assert_eq!(
         finals.len(),
@@ -272,8 +282,8 @@ pub fn assert_only_restarted(f: &Finished, killed: &[u16]) {
         "every node reports its totals"
     );
     for (rank, totals) in &finals {
-        if killed.contains(rank) {
-            assert!(totals["incarnation"] > 0, "node {rank} was restarted");
+        if failed.contains(rank) {
+            assert!(totals["incarnation"] > 0, "node {rank} rolled back");
         } else {
             assert_eq!(
                 totals["incarnation"], 0,
@@ -281,10 +291,6 @@ pub fn assert_only_restarted(f: &Finished, killed: &[u16]) {
             );
         }
     }
-    let mut restarted = f.restarted();
-    restarted.sort();
-    restarted.dedup();
-    assert_eq!(restarted, killed, "exactly the killed nodes were restarted");
 }
 
 /// SIGKILL's number.
