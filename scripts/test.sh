@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine and runs every check and test of the workspace:
 # formatting, clippy (all targets, warnings are errors), unit, integration, macro UI,
-# doc, miniapp, cluster (lazarus run, SIGKILL detection, authentication) and Slurm
-# (srun) tests.
+# doc, miniapp, cluster (lazarus run, SIGKILL detection, authentication), Slurm (srun)
+# and multi-host (network namespaces) tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,9 @@ scripts/setup.sh
 # A real single-host Slurm for the srun integration tests.
 scripts/slurm-setup.sh
 export LAZARUS_TEST_SLURM=1
+# Emulated hosts (network namespaces) for the multi-host tests.
+scripts/netns-setup.sh
+export LAZARUS_TEST_NETNS=1
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

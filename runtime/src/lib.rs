@@ -50,6 +50,7 @@ mod lifecycle;
 mod mailbox;
 pub mod node;
 pub mod payload;
+pub mod placement;
 pub mod recovery;
 pub mod recovery_layer;
 mod registry;

@@ -186,3 +186,58 @@ fn under_srun_a_handler_panic_rolls_its_node_back_in_place_and_the_answer_is_exa
         "the grid after a rollback equals a failure-free run's"
     );
 }
+
+#[test]
+fn lazarus_run_over_srun_restarts_a_dead_node_as_a_new_job_and_the_answer_is_exact() {
+    if !slurm_available() {
+        return;
+    }
+    // `lazarus run` as the supervisor of a Slurm cluster: every node is a job of its own
+    // on the Slurm node (`--remote 'srun ...'`). Node 2 SIGKILLs itself inside its third
+    // checkpoint, a crash, so nothing rolls back in place: the launcher sees its srun end
+    // and submits the replacement through srun again.
+    let jacobi = bin("jacobi2d");
+    let args = ["--n", "256", "--iters", "12000", "--check", "bounds"];
+    let out = Command::new("timeout")
+        .arg("180")
+        .arg(bin("lazarus"))
+        .args(["run", "-n", "4", "--hosts", "vm"])
+        .args(["--remote", "srun -N1 -n1 --overcommit -w {host}"])
+        .args([
+            "--cores-per-node",
+            "1",
+            "--ft",
+            "on",
+            "--checkpoint-every",
+            "300ms",
+        ])
+        .arg("--")
+        .arg(&jacobi)
+        .args(args)
+        .env("LAZARUS_FAILPOINT", "checkpoint:2:3")
+        // Four single-core nodes share this machine's two cores.
+        .env("LAZARUS_IDLE_SPIN_US", "0")
+        .output()
+        .expect("lazarus runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the run failed: {stdout}\n{stderr}");
+    assert!(
+        stdout.contains("node 2: died") && stdout.contains("restarting as incarnation 1"),
+        "node 2 was not restarted: {stdout}"
+    );
+    assert!(
+        stdout.contains("node 2: restarted node loaded its checkpoint source=directory:2"),
+        "the replacement did not load the last complete checkpoint: {stdout}"
+    );
+    let result = stdout
+        .lines()
+        .find_map(parse_result)
+        .unwrap_or_else(|| panic!("no RESULT line in: {stdout}"));
+    let alone = support::output(Command::new(&jacobi).args(args)).unwrap();
+    let alone = String::from_utf8_lossy(&alone.stdout)
+        .lines()
+        .find_map(parse_result)
+        .expect("RESULT alone");
+    assert_eq!(result["checksum"], alone["checksum"]);
+}

@@ -6,6 +6,7 @@
 //! recovery timeline is printed as it happens. `lazarus demo` shows exactly that.
 
 use clap::{Parser, Subcommand, ValueEnum};
+use lazarus::placement::{self, Slot};
 use lazarus::supervisor::{self, OnExit, PlannedKill};
 use std::io::{BufRead, BufReader, Write};
 use std::net::UdpSocket;
@@ -78,6 +79,8 @@ struct RunArgs {
     #[arg(long, default_value = "1s", value_parser = supervisor::parse_duration)]
     checkpoint_every: Duration,
     /// Where checkpoints are stored (default: a fresh directory under the temp dir).
+    /// `{host}` in it is replaced by the node's host name (`local` on this host): each
+    /// host then keeps its own, as with host-local disks.
     #[arg(long)]
     checkpoint_dir: Option<PathBuf>,
     /// Also keep each checkpoint in the memory of the next node (rank + 1), so a node
@@ -89,6 +92,22 @@ struct RunArgs {
     /// failed host's would be; once the spares are used up, replacements start in place.
     #[arg(long, default_value_t = 0)]
     spares: u16,
+    /// Run the nodes on these hosts instead of this one: `NAME[=ADDRESS],...`, ranks in
+    /// blocks (the first host gets the first nodes). Each node listens at its host's
+    /// address, ports from `--base-port` up.
+    #[arg(long)]
+    hosts: Option<String>,
+    /// Spare hosts for restarted nodes, with recovery on (`NAME[=ADDRESS],...`): a dead
+    /// node's replacement starts on the next free slot of a spare host (the failed host is
+    /// not trusted again); once they are used up, replacements start in place.
+    #[arg(long)]
+    spare_hosts: Option<String>,
+    /// How to start a process on a host of `--hosts`: a command template in which
+    /// `{host}` is the host's name (appended if absent), e.g. `ip netns exec {host}` or
+    /// `ssh {host}`. It must pass the environment on (`ip netns exec` does; `ssh` needs
+    /// `SendEnv`/`AcceptEnv LAZARUS_*`). Without it, processes start here.
+    #[arg(long)]
+    remote: Option<String>,
     /// SIGKILL nodes at given times: RANK@SECONDS[,RANK@SECONDS...].
     #[arg(long, value_parser = parse_kill_list)]
     kill: Option<KillList>,
@@ -217,10 +236,12 @@ fn unix_ms() -> u128 {
 
 struct Launch<'a> {
     args: &'a RunArgs,
-    /// Where each rank listens now.
-    slots: Mutex<Vec<String>>,
+    /// Where each rank runs now.
+    slots: Mutex<Vec<Slot>>,
     /// Spare slots not used yet.
-    spares: Mutex<std::collections::VecDeque<String>>,
+    spares: Mutex<std::collections::VecDeque<Slot>>,
+    /// Nodes per host.
+    per_host: usize,
     /// Each rank's current process's standard input (recovery on): the supervisor's
     /// channel to it (`lazarus::cluster::supervisor_channel`).
     channels: Mutex<std::collections::HashMap<u16, std::process::ChildStdin>>,
@@ -255,44 +276,51 @@ impl Launch<'_> {
             return;
         };
         for peer in moved.into_iter().filter(|p| *p != rank) {
-            let _ = writeln!(stdin, "moved {peer} {}", slots[usize::from(peer)])
+            let _ = writeln!(stdin, "moved {peer} {}", slots[usize::from(peer)].addr)
                 .and_then(|()| stdin.flush());
         }
     }
 
     /// Moves `rank` to the next spare slot, if any is left, and tells the other nodes
-    /// where it will listen. Returns the new address.
+    /// where it will listen. Returns where that is, for the timeline.
     fn move_to_spare(&self, rank: u16) -> Option<String> {
-        let addr = self
+        let slot = self
             .spares
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop_front()?;
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())[usize::from(rank)] = addr.clone();
+        let addr = slot.addr;
+        let place = match &slot.host {
+            Some(host) => format!("spare host {host} at {addr}"),
+            None => format!("spare slot {addr}"),
+        };
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())[usize::from(rank)] = slot;
         self.moved
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(rank);
         self.tell_all(Some(rank), &format!("moved {rank} {addr}"));
-        Some(addr)
+        Some(place)
     }
 
     fn start(&self, rank: u16, incarnation: u32) -> Result<Node, Box<dyn std::error::Error>> {
         let args = self.args;
-        let peers = self
-            .slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .join(",");
-        let mut cmd = Command::new(&args.app[0]);
-        cmd.args(&args.app[1..])
+        let (peers, host) = {
+            let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            let peers: Vec<String> = slots.iter().map(|s| s.addr.to_string()).collect();
+            (peers.join(","), slots[usize::from(rank)].host.clone())
+        };
+        let words = placement::command_words(args.remote.as_deref(), host.as_deref(), &args.app);
+        let index_on_host = usize::from(rank) % self.per_host;
+        let mut cmd = Command::new(&words[0]);
+        cmd.args(&words[1..])
             .env("LAZARUS_RANK", rank.to_string())
             .env("LAZARUS_PEERS", peers)
             .env("LAZARUS_SECRET", &self.secret)
             .env("LAZARUS_CORES", self.per_node.to_string())
             .env(
                 "LAZARUS_CORE_OFFSET",
-                ((rank as usize * self.per_node) % self.host_cores).to_string(),
+                ((index_on_host * self.per_node) % self.host_cores).to_string(),
             )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -303,7 +331,12 @@ impl Launch<'_> {
                     "LAZARUS_CHECKPOINT_EVERY_MS",
                     args.checkpoint_every.as_millis().to_string(),
                 )
-                .env("LAZARUS_CHECKPOINT_DIR", &self.checkpoint_dir)
+                .env(
+                    "LAZARUS_CHECKPOINT_DIR",
+                    self.checkpoint_dir
+                        .to_string_lossy()
+                        .replace("{host}", host.as_deref().unwrap_or("local")),
+                )
                 .env("LAZARUS_BUDDY", args.buddy.as_env())
                 .env("LAZARUS_INCARNATION", incarnation.to_string())
                 // The node leaves only when told: see `supervisor::may_leave`.
@@ -372,21 +405,47 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     {
         return Err(format!("--kill names node {} but there are {n} nodes", k.rank).into());
     }
-    let spares = if args.ft == Ft::On {
-        usize::from(args.spares)
-    } else {
-        0
+    let ft = args.ft == Ft::On;
+    let places = match &args.hosts {
+        None => {
+            if args.spare_hosts.is_some() || args.remote.is_some() {
+                return Err("--spare-hosts and --remote go with --hosts".into());
+            }
+            let spares = if ft { usize::from(args.spares) } else { 0 };
+            let ports = match args.base_port {
+                Some(p) => (0..(n + spares) as u16)
+                    .map(|i| p.saturating_add(i))
+                    .collect(),
+                None => free_ports(n + spares)?,
+            };
+            placement::on_this_host(n, &ports)
+        }
+        Some(hosts) => {
+            if args.spares > 0 {
+                return Err(
+                    "--spares adds slots on this host; with --hosts use --spare-hosts".into(),
+                );
+            }
+            let hosts = placement::parse_hosts(hosts).map_err(|e| format!("--hosts: {e}"))?;
+            let spare_hosts = match (&args.spare_hosts, ft) {
+                (Some(s), true) => {
+                    placement::parse_hosts(s).map_err(|e| format!("--spare-hosts: {e}"))?
+                }
+                _ => Vec::new(),
+            };
+            // Ports the nodes of one run share on every host: per run, like Slurm steps.
+            let base = args
+                .base_port
+                .unwrap_or(20_000 + (std::process::id() % 1_000) as u16 * 32);
+            placement::on_hosts(n, &hosts, &spare_hosts, base)?
+        }
     };
-    let ports = match args.base_port {
-        Some(p) => (0..(n + spares) as u16)
-            .map(|i| p.saturating_add(i))
-            .collect(),
-        None => free_ports(n + spares)?,
-    };
-    let mut slots: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-    let spare_slots = slots.split_off(n).into();
+    let per_host = places.per_host;
+    // Other hosts are taken to be like this one.
     let host_cores = lazarus::topology::allowed_cores()?.len();
-    let per_node = args.cores_per_node.unwrap_or((host_cores / n).max(1));
+    let per_node = args
+        .cores_per_node
+        .unwrap_or((host_cores / per_host).max(1));
     let checkpoint_dir = match &args.checkpoint_dir {
         Some(d) => d.clone(),
         None => {
@@ -396,14 +455,15 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     let recovery = args.ft == Ft::On;
     let launch = Launch {
         args: &args,
-        slots: Mutex::new(slots),
-        spares: Mutex::new(spare_slots),
+        slots: Mutex::new(places.slots),
+        spares: Mutex::new(places.spares.into()),
+        per_host,
         channels: Mutex::default(),
         moved: Mutex::default(),
         secret: lazarus::cluster::new_secret_hex()?,
         per_node,
         host_cores,
-        oversubscribed: per_node * n > host_cores,
+        oversubscribed: per_node * per_host > host_cores,
         checkpoint_dir: checkpoint_dir.clone(),
         out: Output {
             lock: Arc::default(),
@@ -568,7 +628,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 OnExit::Restart { incarnation } => {
                     let rank = node.rank;
                     let place = match launch.move_to_spare(rank) {
-                        Some(addr) => format!(" on spare slot {addr}"),
+                        Some(place) => format!(" on {place}"),
                         None => String::new(),
                     };
                     launch.out.timeline(
@@ -707,6 +767,9 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         checkpoint_dir: None,
         buddy: BuddyArg::Auto,
         spares: 0,
+        hosts: None,
+        spare_hosts: None,
+        remote: None,
         kill: None,
         app: app_args,
     };
