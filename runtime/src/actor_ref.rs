@@ -315,7 +315,7 @@ impl<A: Actor> ActorRef<A> {
 impl RemoteTarget {
     /// Encodes `set` into an envelope for the actor.
     fn envelope<S: Serialize>(&self, set: &S, request: Option<u64>) -> Result<Envelope, String> {
-        let payload = crate::wire::encode(set).map_err(|e| e.to_string())?;
+        let payload = crate::wire::encode_bytes(set).map_err(|e| e.to_string())?;
         Ok(Envelope {
             to: self.id,
             from: crate::lifecycle::current_actor().unwrap_or_else(|| {
@@ -323,7 +323,7 @@ impl RemoteTarget {
             }),
             type_tag: self.type_tag,
             request,
-            payload: payload.into(),
+            payload,
         })
     }
 

@@ -12,17 +12,55 @@
 //! encoded: `(set, value)` pairs in increasing set order, each number a postcard varint.
 
 use super::ids::SetId;
-use serde::{Deserialize, Serialize};
+use serde::de::{Error as _, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use smallvec::SmallVec;
+
+/// Entries kept inline: a vector over up to this many sets needs no heap allocation, and
+/// every message sent, logged and delivered copies or merges one.
+const INLINE: usize = 4;
+
+/// The non-zero entries, in increasing set order.
+type Entries = SmallVec<[(SetId, u64); INLINE]>;
 
 /// A sparse dependency-interval vector: absent entries are 0.
 ///
 /// Invariant: entries are sorted by strictly increasing set id and no value is 0. Decoding
 /// refuses anything else (see [`DepVectorError`]), so a vector from the network is always
 /// canonical.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "Vec<(SetId, u64)>", into = "Vec<(SetId, u64)>")]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DepVector {
-    entries: Vec<(SetId, u64)>,
+    entries: Entries,
+}
+
+/// Encoded as its entries, a sequence of `(set, value)` pairs, like the `Vec` it decodes
+/// from; written straight from the entries (a derived `into` would copy the vector for
+/// every message sent).
+impl Serialize for DepVector {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.entries.as_slice().serialize(serializer)
+    }
+}
+
+/// Decoded from a sequence of `(set, value)` pairs, refused unless canonical.
+impl<'de> Deserialize<'de> for DepVector {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Pairs;
+        impl<'de> Visitor<'de> for Pairs {
+            type Value = DepVector;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a sequence of (set, interval) pairs")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<DepVector, A::Error> {
+                let mut entries = Entries::new();
+                while let Some(pair) = seq.next_element::<(SetId, u64)>()? {
+                    entries.push(pair);
+                }
+                DepVector::from_entries(entries).map_err(A::Error::custom)
+            }
+        }
+        deserializer.deserialize_seq(Pairs)
+    }
 }
 
 /// A vector that is not in canonical sparse form.
@@ -40,6 +78,13 @@ impl TryFrom<Vec<(SetId, u64)>> for DepVector {
     type Error = DepVectorError;
 
     fn try_from(entries: Vec<(SetId, u64)>) -> Result<Self, DepVectorError> {
+        DepVector::from_entries(entries.into())
+    }
+}
+
+impl DepVector {
+    /// The vector of `entries`, if they are canonical.
+    fn from_entries(entries: Entries) -> Result<Self, DepVectorError> {
         for (i, &(set, value)) in entries.iter().enumerate() {
             if value == 0 {
                 return Err(DepVectorError::ZeroEntry(set));
@@ -54,7 +99,7 @@ impl TryFrom<Vec<(SetId, u64)>> for DepVector {
 
 impl From<DepVector> for Vec<(SetId, u64)> {
     fn from(v: DepVector) -> Self {
-        v.entries
+        v.entries.into_vec()
     }
 }
 
@@ -98,7 +143,7 @@ impl DepVector {
         if other.entries.is_empty() {
             return;
         }
-        let mut merged = Vec::with_capacity(self.entries.len().max(other.entries.len()));
+        let mut merged = Entries::with_capacity(self.entries.len().max(other.entries.len()));
         let (mut a, mut b) = (
             self.entries.iter().peekable(),
             other.entries.iter().peekable(),
@@ -251,6 +296,11 @@ mod tests {
         ] {
             let bytes = postcard::to_allocvec(&d).unwrap();
             assert_eq!(bytes.len(), d.encoded_len(), "{d:?}");
+            assert_eq!(
+                bytes,
+                postcard::to_allocvec(&Vec::from(d.clone())).unwrap(),
+                "encoded exactly as the list of entries it decodes from"
+            );
             let back: DepVector = postcard::from_bytes(&bytes).unwrap();
             assert_eq!(back, d);
         }

@@ -364,7 +364,9 @@ pub fn encode_split(body: &FrameBody) -> Result<SplitFrame, postcard::Error> {
             return Ok(SplitFrame::whole(out.into()));
         }
     };
-    let mut head = Vec::new();
+    // Room for the header, ids, indices and a dependency vector of a few sets: grown
+    // from empty, the buffer would be reallocated several times per message.
+    let mut head = Vec::with_capacity(128);
     encode(&hollow, &mut head)?;
     // The empty payload encoded as its length, a single 0 byte: replace it.
     head.pop();
