@@ -216,6 +216,7 @@ pub fn describe_event(e: &NodeEvent) -> String {
         "finished" => "main finished; serves its peers until every node has",
         "suspected" => "declared a silent peer failed",
         "actor-failed" => "an actor failed",
+        "peer-gone" => "leaves without waiting for a peer that died after the release",
         "rolling-back" => "rolls back in place: its process re-executes itself",
         other => other,
     };

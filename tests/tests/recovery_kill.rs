@@ -357,6 +357,14 @@ fn a_node_killed_once_every_node_has_finished_is_not_restarted_and_the_run_succe
     assert!(
         f.has("node 0: died (was killed by SIGKILL) after every node had finished; not restarted")
     );
+    for peer in 1..4 {
+        assert!(
+            f.has(&format!(
+                "node {peer}: leaves without waiting for a peer that died after the release peer=0"
+            )),
+            "node {peer} was told node 0 is gone, so its goodbye does not wait for it"
+        );
+    }
     assert_eq!(f.checksum(), expected);
     assert!(f.restarted().is_empty(), "nobody needed a replacement");
 }

@@ -617,6 +617,8 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                         describe(status)
                     ),
                 );
+                // The others are leaving: they need not wait for its goodbye.
+                launch.tell_all(Some(node.rank), &format!("gone {}", node.rank));
             }
             if done && status.code().is_some_and(|c| c != 0) {
                 // It finished and then reported an error itself (its result did not

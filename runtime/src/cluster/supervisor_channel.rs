@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `leave` | every node's `main` has finished: the second phase of `Cluster::shutdown` |
 //! | `moved RANK HOST:PORT` | `RANK`'s next incarnation listens there (a spare slot): dial it there |
+//! | `gone RANK` | `RANK` died after `leave` and is not restarted: leave without waiting for it |
 //!
 //! A line that is neither is refused with a warning and counted
 //! (`lazarus_supervisor_bad_lines_total`); the node goes on. If standard input ends, the
@@ -31,6 +32,29 @@ pub enum Word {
         /// Where it listens now.
         addr: SocketAddr,
     },
+    /// `rank` died after every node had finished and will not be restarted: do not wait
+    /// for it to acknowledge a goodbye.
+    Gone {
+        /// The rank that is gone.
+        rank: u16,
+    },
+}
+
+/// What the channel does to the node's transport: `moved` and `gone` lines land here.
+pub(crate) trait Peers {
+    /// `rank` listens at `addr` now; false if `rank` is not a peer.
+    fn moved(&self, rank: u16, addr: SocketAddr) -> bool;
+    /// `rank` is gone for good; false if `rank` is not a peer.
+    fn gone(&self, rank: u16) -> bool;
+}
+
+impl Peers for Transport {
+    fn moved(&self, rank: u16, addr: SocketAddr) -> bool {
+        self.peer_moved(rank, addr)
+    }
+    fn gone(&self, rank: u16) -> bool {
+        self.peer_gone(rank)
+    }
 }
 
 /// Parses one line from the supervisor.
@@ -39,6 +63,11 @@ pub fn parse(line: &str) -> Result<Word, String> {
     let words: Vec<&str> = line.split_whitespace().collect();
     match words.as_slice() {
         ["leave"] => Ok(Word::Leave),
+        ["gone", rank] => Ok(Word::Gone {
+            rank: rank
+                .parse()
+                .map_err(|_| format!("`{line}`: `{rank}` is not a rank"))?,
+        }),
         ["moved", rank, addr] => Ok(Word::Moved {
             rank: rank
                 .parse()
@@ -48,7 +77,7 @@ pub fn parse(line: &str) -> Result<Word, String> {
                 .map_err(|_| format!("`{line}`: `{addr}` is not an address (HOST:PORT)"))?,
         }),
         _ => Err(format!(
-            "`{line}`: expected `leave` or `moved RANK HOST:PORT`"
+            "`{line}`: expected `leave`, `moved RANK HOST:PORT` or `gone RANK`"
         )),
     }
 }
@@ -69,17 +98,13 @@ impl SupervisorChannel {
         let reader = Arc::clone(&channel);
         std::thread::Builder::new()
             .name("lazarus-supervisor".into())
-            .spawn(move || {
-                reader.read(std::io::stdin().lock(), &|rank, addr| {
-                    transport.peer_moved(rank, addr)
-                })
-            })?;
+            .spawn(move || reader.read(std::io::stdin().lock(), &*transport))?;
         Ok(channel)
     }
 
-    /// Acts on every line of `input` until `leave` or its end; `moved` lines go to
-    /// `peer_moved`, which says whether the rank was a peer.
-    fn read(&self, mut input: impl BufRead, peer_moved: &dyn Fn(u16, SocketAddr) -> bool) {
+    /// Acts on every line of `input` until its end (after `leave` too: a peer may die
+    /// while this node leaves); `moved` and `gone` lines go to `peers`.
+    fn read(&self, mut input: impl BufRead, peers: &dyn Peers) {
         let mut raw = Vec::new();
         loop {
             raw.clear();
@@ -97,12 +122,20 @@ impl SupervisorChannel {
                 .map_err(|_| "a line that is not UTF-8".to_string())
                 .and_then(parse);
             match word {
-                Ok(Word::Leave) => {
-                    self.say_leave();
-                    return;
+                Ok(Word::Leave) => self.say_leave(),
+                Ok(Word::Gone { rank }) => {
+                    if peers.gone(rank) {
+                        tracing::info!(rank, "node {rank} is gone: not waiting for it to leave");
+                    } else {
+                        counter!(SUPERVISOR_BAD_LINES).increment(1);
+                        tracing::warn!(
+                            rank,
+                            "the supervisor said a rank that is not a peer is gone"
+                        );
+                    }
                 }
                 Ok(Word::Moved { rank, addr }) => {
-                    if peer_moved(rank, addr) {
+                    if peers.moved(rank, addr) {
                         tracing::info!(rank, %addr, "node {rank} restarts at {addr}");
                     } else {
                         counter!(SUPERVISOR_BAD_LINES).increment(1);
@@ -138,6 +171,24 @@ impl SupervisorChannel {
 mod tests {
     use super::*;
 
+    /// Peers of a 4-node cluster that record what the channel did to them.
+    #[derive(Default)]
+    struct Recorded {
+        moved: Mutex<Vec<(u16, SocketAddr)>>,
+        gone: Mutex<Vec<u16>>,
+    }
+
+    impl Peers for Recorded {
+        fn moved(&self, rank: u16, addr: SocketAddr) -> bool {
+            self.moved.lock().unwrap().push((rank, addr));
+            rank < 4
+        }
+        fn gone(&self, rank: u16) -> bool {
+            self.gone.lock().unwrap().push(rank);
+            rank < 4
+        }
+    }
+
     #[test]
     fn the_supervisors_words_parse_and_bad_lines_say_why() {
         assert_eq!(parse("leave"), Ok(Word::Leave));
@@ -154,6 +205,8 @@ mod tests {
         assert!(parse("moved 2 nowhere")
             .unwrap_err()
             .contains("not an address"));
+        assert_eq!(parse("gone 3"), Ok(Word::Gone { rank: 3 }));
+        assert!(parse("gone three").unwrap_err().contains("not a rank"));
         assert!(parse("stay").unwrap_err().contains("expected"));
     }
 
@@ -166,23 +219,25 @@ mod tests {
             leave: Mutex::new(false),
             said: Condvar::new(),
         };
-        let moved = Mutex::new(Vec::new());
+        let peers = Recorded::default();
         let input: &[u8] =
-            b"hello\n\xff\xfe\nmoved 9 127.0.0.1:7009\nmoved 1 127.0.0.1:7001\nleave\nmoved 2 127.0.0.1:7002\n";
+            b"hello\n\xff\xfe\nmoved 9 127.0.0.1:7009\nmoved 1 127.0.0.1:7001\nleave\ngone 2\ngone 7\n";
         metrics::with_local_recorder(&recorder, || {
-            channel.read(std::io::Cursor::new(input), &|rank, addr| {
-                moved.lock().unwrap().push((rank, addr));
-                rank < 4
-            })
+            channel.read(std::io::Cursor::new(input), &peers)
         });
         channel.wait_for_leave();
         assert_eq!(
-            *moved.lock().unwrap(),
+            *peers.moved.lock().unwrap(),
             vec![
                 (9, "127.0.0.1:7009".parse().unwrap()),
                 (1, "127.0.0.1:7001".parse().unwrap())
             ],
-            "bad lines are skipped, moves applied in order, nothing after `leave` read"
+            "bad lines are skipped, moves applied in order"
+        );
+        assert_eq!(
+            *peers.gone.lock().unwrap(),
+            vec![2, 7],
+            "the channel is still read after `leave`: a peer may die while the node leaves"
         );
         let bad: u64 = snapshotter
             .snapshot()
@@ -195,8 +250,8 @@ mod tests {
             })
             .sum();
         assert_eq!(
-            bad, 3,
-            "`hello`, a rank that is not a peer, and bytes that are not text"
+            bad, 4,
+            "`hello`, two ranks that are not peers, and bytes that are not text"
         );
     }
 
@@ -206,9 +261,10 @@ mod tests {
             leave: Mutex::new(false),
             said: Condvar::new(),
         };
-        channel.read(std::io::Cursor::new("moved 1 127.0.0.1:7001\n"), &|_, _| {
-            true
-        });
+        channel.read(
+            std::io::Cursor::new("moved 1 127.0.0.1:7001\n"),
+            &Recorded::default(),
+        );
         channel.wait_for_leave();
     }
 }

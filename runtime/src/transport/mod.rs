@@ -251,7 +251,12 @@ pub struct Transport {
     on_failure: Mutex<Vec<NodeFailureHook>>,
     shutdown: Notify,
     stop: Mutex<Option<NetDriver>>,
-    writers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    writers: Mutex<Vec<(u16, tokio::task::JoinHandle<()>)>>,
+    /// Peers that died after the supervisor let every node leave and will not come back
+    /// (`gone`): leaving does not wait for them.
+    gone: Mutex<std::collections::HashSet<u16>>,
+    /// Signalled when a peer is declared gone.
+    gone_changed: Notify,
     endpoint: Mutex<Option<quinn::Endpoint>>,
     reconnect: bool,
     /// The network runs on a multi-threaded runtime (recovery on, `NetMode::Thread`).
@@ -306,6 +311,8 @@ impl Transport {
             shutdown: Notify::new(),
             stop: Mutex::new(None),
             writers: Mutex::new(Vec::new()),
+            gone: Mutex::default(),
+            gone_changed: Notify::new(),
             endpoint: Mutex::new(None),
             reconnect: config.reconnect,
             multi_threaded: config.reconnect && config.net_mode == NetMode::Thread,
@@ -727,13 +734,36 @@ impl Transport {
         true
     }
 
+    /// `peer` died after every node was let leave and will not be restarted: leaving
+    /// does not say goodbye to it or wait for its acknowledgement (up to 2 s otherwise).
+    /// Returns `false` for a rank outside the cluster or this node's own.
+    pub fn peer_gone(&self, peer: u16) -> bool {
+        if peer == self.rank || usize::from(peer) >= self.size {
+            return false;
+        }
+        self.gone
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(peer);
+        self.gone_changed.notify_waiters();
+        crate::recovery_layer::event(self.rank, &format!("peer-gone peer={peer}"));
+        true
+    }
+
+    fn is_gone(&self, peer: u16) -> bool {
+        self.gone
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&peer)
+    }
+
     /// Says goodbye to every peer, flushes and stops the network thread.
     pub fn close(&self) {
         let mut goodbye = Vec::new();
         if frame::encode(&FrameBody::Goodbye, &mut goodbye).is_ok() {
             let goodbye = SplitFrame::whole(Bytes::from(goodbye));
             for r in 0..self.size as u16 {
-                if r != self.rank {
+                if r != self.rank && !self.is_gone(r) {
                     // Goodbye, then the end-of-stream marker: the writer finishes the
                     // stream once everything queued before it has been written.
                     let _ = self.send_frame(r, goodbye.clone());
@@ -1102,8 +1132,29 @@ async fn net_main(
     t.shutdown.notified().await;
     // Let every writer flush what was queued (Goodbye last) and see it acknowledged,
     // then close.
-    let writers: Vec<_> = std::mem::take(&mut *t.writers.lock().unwrap_or_else(|e| e.into_inner()));
-    let _ = tokio::time::timeout(Duration::from_secs(2), futures::future::join_all(writers)).await;
+    let mut writers = std::mem::take(&mut *t.writers.lock().unwrap_or_else(|e| e.into_inner()));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let changed = t.gone_changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        // A peer that is gone (it died after every node was let leave, and the supervisor
+        // said so, possibly while we wait here) will acknowledge nothing.
+        writers.retain(|(peer, w)| {
+            if t.is_gone(*peer) {
+                w.abort();
+            }
+            !w.is_finished() && !t.is_gone(*peer)
+        });
+        if writers.is_empty() {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => break,
+            _ = &mut changed => {}
+            _ = futures::future::join_all(writers.iter_mut().map(|(_, w)| w)) => break,
+        }
+    }
     endpoint.close(0u32.into(), b"bye");
     let _ = tokio::time::timeout(Duration::from_millis(500), endpoint.wait_idle()).await;
 }
@@ -1243,7 +1294,7 @@ impl Rendezvous {
             .writers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(w);
+            .push((peer, w));
     }
 }
 
