@@ -149,3 +149,45 @@ extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
+
+#[test]
+fn bad_host_lists_are_refused_with_a_reason_before_anything_starts() {
+    let refused = |args: &[&str], reason: &str| {
+        let out = support::output(
+            Command::new(bin("lazarus"))
+                .args(["run", "-n", "2"])
+                .args(args)
+                .args(["--", "/bin/true"]),
+        )
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("pid"),
+            "{args:?}: a node was started"
+        );
+    };
+    refused(&["--hosts", "a=10.0.0.1,a=10.0.0.2"], "listed twice");
+    refused(&["--hosts", "a=10.0.0.300"], "not an IP address");
+    refused(
+        &["--hosts", "a=10.0.0.1", "--remote", " "],
+        "--remote is empty",
+    );
+    refused(&["--spare-hosts", "s=10.0.0.9"], "go with --hosts");
+    refused(
+        &["--hosts", "a=10.0.0.1", "--spares", "1", "--ft", "on"],
+        "use --spare-hosts",
+    );
+    refused(
+        &[
+            "--hosts",
+            "a=10.0.0.1",
+            "--ft",
+            "on",
+            "--spare-hosts",
+            "a=10.0.0.1",
+        ],
+        "both a host and a spare",
+    );
+}

@@ -421,6 +421,9 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             placement::on_this_host(n, &ports)
         }
         Some(hosts) => {
+            if args.remote.as_deref().is_some_and(|r| r.trim().is_empty()) {
+                return Err("--remote is empty: give a command such as `ssh {host}`".into());
+            }
             if args.spares > 0 {
                 return Err(
                     "--spares adds slots on this host; with --hosts use --spare-hosts".into(),
