@@ -145,10 +145,9 @@ pub struct NodeEvent {
     pub details: String,
 }
 
-/// The incarnation of a node whose event says its `main` has finished (`finished`, the
-/// first phase of its shutdown); `None` for other events.
-pub fn finished_incarnation(e: &NodeEvent) -> Option<u32> {
-    if e.kind != "finished" {
+/// The `incarnation=` of an event of `kind`; `None` for other events.
+fn incarnation_of(e: &NodeEvent, kind: &str) -> Option<u32> {
+    if e.kind != kind {
         return None;
     }
     e.details
@@ -157,17 +156,17 @@ pub fn finished_incarnation(e: &NodeEvent) -> Option<u32> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The incarnation of a node whose event says its `main` has finished (`finished`, the
+/// first phase of its shutdown); `None` for other events.
+pub fn finished_incarnation(e: &NodeEvent) -> Option<u32> {
+    incarnation_of(e, "finished")
+}
+
 /// The incarnation a node becomes by rolling back in place after an actor failed
 /// (`rolling-back incarnation=K`: same process, re-executed); `None` for other
 /// events.
 pub fn in_place_incarnation(e: &NodeEvent) -> Option<u32> {
-    if e.kind != "rolling-back" {
-        return None;
-    }
-    e.details
-        .split_whitespace()
-        .find_map(|kv| kv.strip_prefix("incarnation="))
-        .and_then(|v| v.parse().ok())
+    incarnation_of(e, "rolling-back")
 }
 
 /// The `(peer, incarnation)` a node's event declares failed by its silence (`suspected`);

@@ -126,6 +126,31 @@ fn npb_kernels_under_srun_verify_with_the_values_of_a_run_alone() {
     }
 }
 
+/// The checksum jacobi2d prints when run alone, in one process, with `args`.
+fn checksum_alone(jacobi: &std::path::Path, args: &[&str]) -> String {
+    let alone = support::output(Command::new(jacobi).args(args)).unwrap();
+    String::from_utf8_lossy(&alone.stdout)
+        .lines()
+        .find_map(parse_result)
+        .expect("RESULT alone")["checksum"]
+        .clone()
+}
+
+/// The name of this machine's Slurm node (`scripts/slurm-setup.sh` names it after the
+/// host).
+fn slurm_node() -> String {
+    let out = Command::new("sinfo")
+        .args(["-h", "-o", "%n"])
+        .output()
+        .expect("sinfo runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .expect("sinfo lists a node")
+        .trim()
+        .to_string()
+}
+
 #[test]
 fn under_srun_a_handler_panic_rolls_its_node_back_in_place_and_the_answer_is_exact() {
     if !slurm_available() {
@@ -176,13 +201,9 @@ fn under_srun_a_handler_panic_rolls_its_node_back_in_place_and_the_answer_is_exa
         .unwrap_or_else(|| panic!("no RESULT line in: {stdout}"));
     assert_eq!(result["verified"], "true");
 
-    let alone = support::output(Command::new(&jacobi).args(args)).unwrap();
-    let alone = String::from_utf8_lossy(&alone.stdout)
-        .lines()
-        .find_map(parse_result)
-        .expect("RESULT alone");
     assert_eq!(
-        result["checksum"], alone["checksum"],
+        result["checksum"],
+        checksum_alone(&jacobi, &args),
         "the grid after a rollback equals a failure-free run's"
     );
 }
@@ -198,10 +219,12 @@ fn lazarus_run_over_srun_restarts_a_dead_node_as_a_new_job_and_the_answer_is_exa
     // and submits the replacement through srun again.
     let jacobi = bin("jacobi2d");
     let args = ["--n", "256", "--iters", "12000", "--check", "bounds"];
+    // The node is reached at the address slurm.conf gives it.
+    let host = format!("{}=127.0.0.1", slurm_node());
     let out = Command::new("timeout")
         .arg("180")
         .arg(bin("lazarus"))
-        .args(["run", "-n", "4", "--hosts", "vm"])
+        .args(["run", "-n", "4", "--hosts", &host])
         .args(["--remote", "srun -N1 -n1 --overcommit -w {host}"])
         .args([
             "--cores-per-node",
@@ -234,10 +257,5 @@ fn lazarus_run_over_srun_restarts_a_dead_node_as_a_new_job_and_the_answer_is_exa
         .lines()
         .find_map(parse_result)
         .unwrap_or_else(|| panic!("no RESULT line in: {stdout}"));
-    let alone = support::output(Command::new(&jacobi).args(args)).unwrap();
-    let alone = String::from_utf8_lossy(&alone.stdout)
-        .lines()
-        .find_map(parse_result)
-        .expect("RESULT alone");
-    assert_eq!(result["checksum"], alone["checksum"]);
+    assert_eq!(result["checksum"], checksum_alone(&jacobi, &args));
 }
