@@ -186,6 +186,12 @@ pub fn suspicion(e: &NodeEvent) -> Option<(u16, u32)> {
     ))
 }
 
+/// Whether the event reports a regenerated message that differed from the copy
+/// delivered before the failure (`contract-violation from=.. to=.. index=..`).
+pub fn is_contract_violation(e: &NodeEvent) -> bool {
+    e.kind == "contract-violation"
+}
+
 /// Parses a node's event line; `None` for any other line.
 pub fn parse_event(line: &str) -> Option<NodeEvent> {
     let rest = line.trim().strip_prefix("lazarus-event ")?;
@@ -217,6 +223,10 @@ pub fn describe_event(e: &NodeEvent) -> String {
         "actor-failed" => "an actor failed",
         "peer-gone" => "leaves without waiting for a peer that died after the release",
         "rolling-back" => "rolls back in place: its process re-executes itself",
+        "contract-violation" => {
+            "DETERMINISM CONTRACT BROKEN: a regenerated message differs from the copy \
+             delivered before the failure"
+        }
         other => other,
     };
     format!("node {}: {what} {}", e.rank, e.details)

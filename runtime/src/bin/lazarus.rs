@@ -212,6 +212,9 @@ struct Output {
     /// `(rank, incarnation)`: a node rolled back in place after an actor failed; its
     /// process now runs as that incarnation. Not yet acted on.
     in_place: Arc<Mutex<Vec<(u16, u32)>>>,
+    /// Regenerated messages reported different from the copies delivered before a
+    /// failure (determinism contract broken).
+    violations: Arc<std::sync::atomic::AtomicU64>,
     result: Arc<Mutex<Option<String>>>,
     start_unix_ms: u128,
 }
@@ -471,6 +474,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         checkpoint_dir: checkpoint_dir.clone(),
         out: Output {
             lock: Arc::default(),
+            violations: Arc::default(),
             result: Arc::default(),
             failures: Arc::default(),
             suspicions: Arc::default(),
@@ -712,6 +716,18 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     if let Some(line) = &result {
         launch.out.say(line);
     }
+    let violations = launch
+        .out
+        .violations
+        .load(std::sync::atomic::Ordering::Relaxed);
+    if violations > 0 {
+        eprintln!(
+            "lazarus: WARNING: {violations} regenerated message(s) differed from the copies \
+             delivered before a failure: the app broke the determinism contract, and this \
+             result may not be a failure-free run's (see the node errors above and \
+             docs/recovery.md, \"The determinism contract\")"
+        );
+    }
     if args.checkpoint_dir.is_none() && recovery {
         let _ = std::fs::remove_dir_all(&checkpoint_dir);
     }
@@ -880,6 +896,10 @@ fn pump(
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .push((e.rank, incarnation));
+                }
+                if supervisor::is_contract_violation(&e) {
+                    out.violations
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 if let Some(incarnation) = supervisor::finished_incarnation(&e) {
                     out.finished

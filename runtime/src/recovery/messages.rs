@@ -4,6 +4,7 @@
 
 use super::dep_vector::{varint_len, DepVector};
 use super::ids::{ChannelId, Incarnation};
+use super::replay_check::DeliveredDigests;
 use serde::{Deserialize, Serialize};
 
 /// Recovery metadata carried by an inter-set application message.
@@ -148,12 +149,22 @@ pub enum ControlMessage {
         to_incarnation: Incarnation,
         /// The responder's state.
         report: RecoveryReport,
+        /// Digests of what the responder delivered from the addressee after the
+        /// addressee's last checkpoint known to it: the addressee compares its
+        /// regenerations with them (the determinism contract's check).
+        digests: DeliveredDigests,
     },
     /// CHECKPOINT_ADVANCE: the sender committed a checkpoint covering these deliveries
-    /// from the addressee; the addressee releases its log entries up to them.
+    /// from the addressee and these sends to it; the addressee releases its log entries
+    /// up to the deliveries, and forgets the digests of the sends (they can no longer be
+    /// regenerated).
     CheckpointAdvance {
-        /// Last delivered index per channel covered by the committed checkpoint.
+        /// Last delivered index per channel covered by the committed checkpoint (only
+        /// the channels that advanced).
         checkpointed: ChannelIndices,
+        /// Last sent index per channel to the addressee covered by the committed
+        /// checkpoint (only the channels that advanced).
+        sent: ChannelIndices,
     },
 }
 
@@ -227,9 +238,11 @@ mod tests {
             ControlMessage::Response {
                 to_incarnation: Incarnation(1),
                 report,
+                digests: DeliveredDigests::default(),
             },
             ControlMessage::CheckpointAdvance {
                 checkpointed: ChannelIndices::default(),
+                sent: [(ch(1, 1), 3)].into_iter().collect(),
             },
         ] {
             let bytes = postcard::to_allocvec(&msg).unwrap();

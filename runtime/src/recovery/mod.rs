@@ -24,7 +24,9 @@
 //! dependency-interval vector), [`messages`] (what goes on the wire), [`sender_log`] (the
 //! sending side and its log), [`delivery`] (the receiving side and the delivery rule),
 //! [`snapshot`] (what goes into a checkpoint), [`protocol`] (the state machine),
-//! [`error`] (refused events), [`timer_state`] (an actor's timers: arm numbers, fired and
+//! [`error`] (refused events), [`replay_check`] (the determinism contract's checker:
+//! regenerated messages compared with the copies delivered before the failure),
+//! [`timer_state`] (an actor's timers: arm numbers, fired and
 //! cancelled timers, what a checkpoint keeps of them); for order-sensitive actors, [`determinant`] (recorded
 //! nondeterministic events and their replay script) and [`event_logging`] (the
 //! pessimistic event-logger exchange that keeps determinants on other sets) and
@@ -38,6 +40,7 @@ pub mod event_logging;
 pub mod ids;
 pub mod messages;
 pub mod protocol;
+pub mod replay_check;
 pub mod send_gate;
 pub mod sender_log;
 pub mod snapshot;
@@ -53,6 +56,7 @@ pub use event_logging::{
 pub use ids::{ChannelId, CheckpointId, Incarnation, SetId};
 pub use messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryReport};
 pub use protocol::{Action, Config, Delivery, ProtocolStats, SendOutcome, SetProtocol};
+pub use replay_check::{ContractViolation, DeliveredDigests, FoundBy};
 pub use send_gate::{Dependence, GateSender, SendGate};
 pub use sender_log::{LogPayload, LogStats};
 pub use snapshot::Snapshot;

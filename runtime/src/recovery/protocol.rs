@@ -12,6 +12,7 @@ use super::dep_vector::DepVector;
 use super::error::ProtocolError;
 use super::ids::{ChannelId, CheckpointId, Incarnation, SetId};
 use super::messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryReport};
+use super::replay_check::{ContractViolation, DeliveredDigests, FoundBy};
 use super::sender_log::{LogPayload, LogStats, SenderLog};
 use super::snapshot::{Snapshot, SNAPSHOT_FORMAT};
 use std::collections::BTreeSet;
@@ -119,6 +120,21 @@ pub struct ProtocolStats {
     pub stale_control: u64,
     /// Checkpoints committed.
     pub checkpoints: u64,
+    /// Regenerated messages compared with the copy delivered before the failure (by
+    /// digest, see [`replay_check`](super::replay_check)).
+    pub regenerations_checked: u64,
+    /// Of those, the ones that differed: the determinism contract was broken.
+    pub contract_violations: u64,
+}
+
+/// A checkpoint taken and not committed yet: what it covers, per peer.
+#[derive(Debug)]
+struct PendingCheckpoint {
+    id: CheckpointId,
+    /// Last delivered index per channel from each peer.
+    delivered: Vec<(SetId, ChannelIndices)>,
+    /// Last sent index per channel to each peer.
+    sent: Vec<(SetId, ChannelIndices)>,
 }
 
 /// The recovery protocol of one correlated set.
@@ -133,7 +149,10 @@ pub struct SetProtocol<P> {
     known: Vec<Incarnation>,
     awaiting: BTreeSet<SetId>,
     last_checkpoint: CheckpointId,
-    pending: Vec<(CheckpointId, Vec<(SetId, ChannelIndices)>)>,
+    pending: Vec<PendingCheckpoint>,
+    /// Per peer, the sent indices the last CHECKPOINT_ADVANCE announced.
+    advertised_sent: Vec<ChannelIndices>,
+    violations: Vec<ContractViolation>,
     stats: ProtocolStats,
 }
 
@@ -159,6 +178,8 @@ impl<P: LogPayload> SetProtocol<P> {
             awaiting: BTreeSet::new(),
             last_checkpoint: CheckpointId(0),
             pending: Vec::new(),
+            advertised_sent: vec![ChannelIndices::default(); usize::from(sets)],
+            violations: Vec::new(),
             stats: ProtocolStats::default(),
         })
     }
@@ -217,6 +238,16 @@ impl<P: LogPayload> SetProtocol<P> {
         let recorded =
             self.log
                 .record_send(to, channel, self.incarnation, &self.depend, payload)?;
+        if let Some(matches) = recorded.checked {
+            self.stats.regenerations_checked += 1;
+            if !matches {
+                self.violation(ContractViolation {
+                    channel,
+                    send_index: recorded.meta.send_index,
+                    found_by: FoundBy::Sender,
+                });
+            }
+        }
         Ok(match recorded.transmit {
             Some(payload) => {
                 self.stats.sent += 1;
@@ -260,6 +291,10 @@ impl<P: LogPayload> SetProtocol<P> {
         let r = self.inbox.insert(from, Queued { meta, payload }, interval);
         if r == Received::Duplicate {
             self.stats.duplicates += 1;
+            self.stats.regenerations_checked += self.inbox.take_checked();
+            for v in self.inbox.take_violations() {
+                self.violation(v);
+            }
         }
         Ok(r)
     }
@@ -328,7 +363,16 @@ impl<P: LogPayload> SetProtocol<P> {
             .map(|p| (p, self.inbox.delivered_from(p)))
             .filter(|(_, d)| !d.is_empty())
             .collect();
-        self.pending.push((id, delivered.clone()));
+        let sent = self
+            .peers()
+            .map(|p| (p, self.log.sent_to(p)))
+            .filter(|(_, s)| !s.is_empty())
+            .collect();
+        self.pending.push(PendingCheckpoint {
+            id,
+            delivered: delivered.clone(),
+            sent,
+        });
         Snapshot {
             format: SNAPSHOT_FORMAT,
             id,
@@ -343,8 +387,9 @@ impl<P: LogPayload> SetProtocol<P> {
     }
 
     /// Checkpoint `id` is durable: returns the CHECKPOINT_ADVANCE notices for the sets
-    /// whose messages it newly covers (Algorithm 1, lines 34-37). Earlier pending
-    /// checkpoints are superseded.
+    /// whose messages it newly covers (Algorithm 1, lines 34-37), received or sent (the
+    /// receivers of the sends forget their digests). Earlier pending checkpoints are
+    /// superseded.
     pub fn checkpoint_committed(
         &mut self,
         id: CheckpointId,
@@ -352,22 +397,38 @@ impl<P: LogPayload> SetProtocol<P> {
         let pos = self
             .pending
             .iter()
-            .position(|(p, _)| *p == id)
+            .position(|p| p.id == id)
             .ok_or(ProtocolError::UnknownCheckpoint(id))?;
-        let (_, covered) = self
-            .pending
-            .drain(..=pos)
-            .next_back()
-            .unwrap_or((id, Vec::new()));
+        let Some(covered) = self.pending.drain(..=pos).next_back() else {
+            return Err(ProtocolError::UnknownCheckpoint(id));
+        };
+        let mut advanced: Vec<(SetId, ChannelIndices, ChannelIndices)> = Vec::new();
+        for (peer, indices) in &covered.delivered {
+            let delivered = self.inbox.mark_checkpointed(*peer, indices);
+            advanced.push((*peer, delivered, ChannelIndices::default()));
+        }
+        for (peer, indices) in covered.sent {
+            let before = &mut self.advertised_sent[peer.index()];
+            let sent: ChannelIndices = indices
+                .iter()
+                .filter(|(c, i)| *i > before.get(c))
+                .collect();
+            if sent.is_empty() {
+                continue;
+            }
+            *before = before.iter().chain(sent.iter()).collect();
+            match advanced.iter_mut().find(|a| a.0 == peer) {
+                Some(a) => a.2 = sent,
+                None => advanced.push((peer, ChannelIndices::default(), sent)),
+            }
+        }
+        advanced.sort_unstable_by_key(|a| a.0);
         let mut actions = Vec::new();
-        for (peer, indices) in covered {
-            let advanced = self.inbox.mark_checkpointed(peer, &indices);
-            if !advanced.is_empty() {
+        for (peer, checkpointed, sent) in advanced {
+            if !checkpointed.is_empty() || !sent.is_empty() {
                 actions.push(Action::Control {
                     to: peer,
-                    message: ControlMessage::CheckpointAdvance {
-                        checkpointed: advanced,
-                    },
+                    message: ControlMessage::CheckpointAdvance { checkpointed, sent },
                 });
             }
         }
@@ -387,9 +448,10 @@ impl<P: LogPayload> SetProtocol<P> {
             ControlMessage::Response {
                 to_incarnation,
                 report,
-            } => self.on_response(from, to_incarnation, report),
-            ControlMessage::CheckpointAdvance { checkpointed } => {
-                self.on_checkpoint_advance(from, &checkpointed)
+                digests,
+            } => self.on_response(from, to_incarnation, report, &digests),
+            ControlMessage::CheckpointAdvance { checkpointed, sent } => {
+                self.on_checkpoint_advance(from, &checkpointed, &sent)
             }
         }
     }
@@ -418,6 +480,7 @@ impl<P: LogPayload> SetProtocol<P> {
             message: ControlMessage::Response {
                 to_incarnation: report.incarnation,
                 report: self.report_for(from),
+                digests: self.inbox.digests_from(from),
             },
         });
         self.stats.control_sent += 1;
@@ -432,15 +495,16 @@ impl<P: LogPayload> SetProtocol<P> {
     }
 
     /// RESPONSE from `from` (Algorithm 1, lines 52-53, extended): regenerated messages up
-    /// to its delivered indices are suppressed from now on, the log is released up to its
-    /// checkpointed indices, and logged messages after its delivered indices are resent
-    /// (messages this set sent before its checkpoint may have been lost in flight when it
-    /// crashed; Algorithm 1 assumes they were not).
+    /// to its delivered indices are suppressed from now on (and compared with `digests`),
+    /// the log is released up to its checkpointed indices, and logged messages after its
+    /// delivered indices are resent (messages this set sent before its checkpoint may
+    /// have been lost in flight when it crashed; Algorithm 1 assumes they were not).
     pub fn on_response(
         &mut self,
         from: SetId,
         to_incarnation: Incarnation,
         report: RecoveryReport,
+        digests: &DeliveredDigests,
     ) -> Result<Vec<Action<P>>, ProtocolError> {
         self.check_report(from, &report)?;
         if report.incarnation < self.known[from.index()] {
@@ -450,21 +514,48 @@ impl<P: LogPayload> SetProtocol<P> {
         self.known[from.index()] = report.incarnation;
         let actions = self.apply_report(from, &report);
         if to_incarnation == self.incarnation {
+            self.log.set_expected(from, digests);
+        }
+        if to_incarnation == self.incarnation {
             self.awaiting.remove(&from);
         }
         Ok(actions)
     }
 
     /// CHECKPOINT_ADVANCE from `from` (Algorithm 1, lines 38-39): releases the log
-    /// entries its committed checkpoint covers.
+    /// entries its committed checkpoint covers, and forgets the digests of the messages
+    /// from `from` it covers (they will not be regenerated).
     pub fn on_checkpoint_advance(
         &mut self,
         from: SetId,
         checkpointed: &ChannelIndices,
+        sent: &ChannelIndices,
     ) -> Result<Vec<Action<P>>, ProtocolError> {
         self.check_peer(from)?;
         self.log.release_all(from, checkpointed);
+        self.inbox.forget_digests(from, sent);
         Ok(Vec::new())
+    }
+
+    /// Takes the determinism-contract violations found since the last call (see
+    /// [`replay_check`](super::replay_check)): the driver reports them.
+    pub fn take_violations(&mut self) -> Vec<ContractViolation> {
+        std::mem::take(&mut self.violations)
+    }
+
+    /// Whether violations wait to be taken.
+    pub fn has_violations(&self) -> bool {
+        !self.violations.is_empty()
+    }
+
+    /// Digests of delivered messages held for the check of regenerations.
+    pub fn digests_held(&self) -> usize {
+        self.inbox.digests_held()
+    }
+
+    fn violation(&mut self, v: ContractViolation) {
+        self.stats.contract_violations += 1;
+        self.violations.push(v);
     }
 
     fn apply_report(&mut self, from: SetId, report: &RecoveryReport) -> Vec<Action<P>> {
@@ -627,6 +718,128 @@ mod tests {
             sender_incarnation: Incarnation(0),
             depend: DepVector::new(),
         }
+    }
+
+    /// Set 0 sends `msgs` to set 1, which delivers them all; returns both and the
+    /// checkpoint set 0 took after the first message.
+    fn sent_after_a_checkpoint(
+        msgs: &[&[u8]],
+    ) -> (SetProtocol<Vec<u8>>, SetProtocol<Vec<u8>>, Snapshot<Vec<u8>>) {
+        let mut f = SetProtocol::<Vec<u8>>::new(SetId(0), 2).unwrap();
+        let mut r = SetProtocol::<Vec<u8>>::new(SetId(1), 2).unwrap();
+        let mut snap = None;
+        for (i, m) in msgs.iter().enumerate() {
+            let SendOutcome::Transmit { meta, payload } =
+                f.on_send(SetId(1), ch(0, 1), m.to_vec()).unwrap()
+            else {
+                panic!("sent")
+            };
+            r.on_receive(SetId(0), meta, payload).unwrap();
+            assert!(r.poll_delivery().is_some());
+            if i == 0 {
+                snap = Some(f.checkpoint());
+            }
+        }
+        (f, r, snap.expect("a message"))
+    }
+
+    /// Restores set 0 from `snap` and lets set 1 answer its ROLLBACK; returns the restored
+    /// set and the answer's digests (delivered after set 0's checkpoint).
+    fn restore_and_answer(
+        r: &mut SetProtocol<Vec<u8>>,
+        snap: Snapshot<Vec<u8>>,
+    ) -> (SetProtocol<Vec<u8>>, ControlMessage) {
+        let (f, actions) = SetProtocol::restore(snap, Incarnation(1), Config::default()).unwrap();
+        let Some(Action::Control {
+            message: ControlMessage::Rollback(report),
+            ..
+        }) = actions.into_iter().next()
+        else {
+            panic!("rollback")
+        };
+        let answer = r.on_rollback(SetId(0), report).unwrap();
+        let Some(Action::Control { message, .. }) = answer.into_iter().last() else {
+            panic!("response")
+        };
+        (f, message)
+    }
+
+    #[test]
+    fn a_regeneration_that_differs_from_the_delivered_copy_is_found_by_the_sender() {
+        let (_, mut r, snap) = sent_after_a_checkpoint(&[b"one", b"two", b"three"]);
+        let (mut f, response) = restore_and_answer(&mut r, snap);
+        let ControlMessage::Response { digests, .. } = &response else {
+            panic!("response")
+        };
+        assert_eq!(digests.len(), 3, "set 0's checkpoint was never committed");
+        f.on_control(SetId(1), response).unwrap();
+        for m in [&b"two"[..], b"THREE"] {
+            let sent = f.on_send(SetId(1), ch(0, 1), m.to_vec()).unwrap();
+            assert!(matches!(sent, SendOutcome::Suppressed { .. }));
+        }
+        assert_eq!(f.stats().regenerations_checked, 2);
+        assert_eq!(
+            f.take_violations(),
+            vec![ContractViolation {
+                channel: ch(0, 1),
+                send_index: 3,
+                found_by: FoundBy::Sender
+            }]
+        );
+        assert_eq!(f.stats().contract_violations, 1);
+        assert!(!f.has_violations());
+    }
+
+    #[test]
+    fn a_regeneration_sent_before_the_response_is_compared_by_the_receiver() {
+        let (_, mut r, snap) = sent_after_a_checkpoint(&[b"one", b"two", b"three"]);
+        let (mut f, _) =
+            SetProtocol::restore(snap, Incarnation(1), Config::default()).unwrap();
+        for m in [&b"TWO"[..], b"three"] {
+            let SendOutcome::Transmit { meta, payload } =
+                f.on_send(SetId(1), ch(0, 1), m.to_vec()).unwrap()
+            else {
+                panic!("not suppressed yet: no RESPONSE")
+            };
+            assert_eq!(r.on_receive(SetId(0), meta, payload), Ok(Received::Duplicate));
+        }
+        assert_eq!(r.stats().regenerations_checked, 2);
+        assert_eq!(
+            r.take_violations(),
+            vec![ContractViolation {
+                channel: ch(0, 1),
+                send_index: 2,
+                found_by: FoundBy::Receiver
+            }]
+        );
+    }
+
+    #[test]
+    fn a_receiver_keeps_digests_only_until_the_senders_checkpoint_covers_them() {
+        let (mut f, mut r, _) = sent_after_a_checkpoint(&[b"one", b"two", b"three"]);
+        assert_eq!(r.digests_held(), 3);
+        let snap = f.checkpoint();
+        let advance = f.checkpoint_committed(snap.id).unwrap();
+        let [Action::Control { to, message }] = &advance[..] else {
+            panic!("one advance: {advance:?}")
+        };
+        assert_eq!(*to, SetId(1), "sent to the receiver, which sent nothing back");
+        r.on_control(SetId(0), message.clone()).unwrap();
+        assert_eq!(r.digests_held(), 0);
+        let again = f.checkpoint().id;
+        assert!(
+            f.checkpoint_committed(again).unwrap().is_empty(),
+            "nothing new to announce"
+        );
+        let (mut f, response) = restore_and_answer(&mut r, snap);
+        let ControlMessage::Response { digests, .. } = &response else {
+            panic!("response")
+        };
+        assert!(digests.is_empty());
+        f.on_control(SetId(1), response).unwrap();
+        let sent = f.on_send(SetId(1), ch(0, 1), b"four".to_vec()).unwrap();
+        assert!(matches!(sent, SendOutcome::Transmit { .. }));
+        assert_eq!(f.stats().regenerations_checked, 0);
     }
 
     #[test]

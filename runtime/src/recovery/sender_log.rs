@@ -12,6 +12,7 @@ use super::dep_vector::DepVector;
 use super::error::ProtocolError;
 use super::ids::{ChannelId, Incarnation, SetId};
 use super::messages::{ChannelIndices, MessageMeta};
+use super::replay_check::{DeliveredDigests, DigestWindow};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -21,11 +22,19 @@ use std::collections::{BTreeMap, VecDeque};
 pub trait LogPayload: Clone {
     /// Bytes of payload the log holds for this value.
     fn byte_len(&self) -> usize;
+
+    /// Digest of the content, equal for equal messages: what a receiver keeps of a
+    /// delivered message to check its regeneration (see [`replay_check`](super::replay_check)).
+    fn digest(&self) -> u32;
 }
 
 impl LogPayload for Vec<u8> {
     fn byte_len(&self) -> usize {
         self.len()
+    }
+
+    fn digest(&self) -> u32 {
+        super::replay_check::digest(0, self)
     }
 }
 
@@ -33,11 +42,19 @@ impl LogPayload for bytes::Bytes {
     fn byte_len(&self) -> usize {
         self.len()
     }
+
+    fn digest(&self) -> u32 {
+        super::replay_check::digest(0, self)
+    }
 }
 
 impl LogPayload for crate::payload::Payload {
     fn byte_len(&self) -> usize {
         self.len()
+    }
+
+    fn digest(&self) -> u32 {
+        super::replay_check::digest(0, self)
     }
 }
 
@@ -69,6 +86,11 @@ pub struct OutChannel<P> {
     /// said so): a regenerated message with such an index is not transmitted. Volatile.
     #[serde(skip)]
     pub suppress_upto: u64,
+    /// Digests of the messages the receiver delivered from this set's lost incarnation
+    /// after the checkpoint (its RESPONSE carried them): a regeneration that is not
+    /// transmitted is compared with them. Volatile.
+    #[serde(skip)]
+    pub expected: DigestWindow,
 }
 
 impl<P> Default for OutChannel<P> {
@@ -78,6 +100,7 @@ impl<P> Default for OutChannel<P> {
             released: 0,
             entries: VecDeque::new(),
             suppress_upto: 0,
+            expected: DigestWindow::default(),
         }
     }
 }
@@ -113,6 +136,9 @@ pub struct Recorded<P> {
     pub meta: MessageMeta,
     /// The payload to transmit, or `None` when the receiver already has the message.
     pub transmit: Option<P>,
+    /// For a message not transmitted whose delivered copy's digest is known: whether
+    /// this regeneration matches it.
+    pub checked: Option<bool>,
 }
 
 /// The sending side of one set: all its outgoing channels, grouped by destination set.
@@ -179,6 +205,13 @@ impl<P: LogPayload> SenderLog<P> {
             depend: depend.clone(),
         };
         let suppress = send_index <= out.suppress_upto.max(out.released);
+        let checked = if suppress && !out.expected.is_empty() {
+            let matches = out.expected.matches(send_index, payload.digest());
+            out.expected.forget_upto(send_index);
+            matches
+        } else {
+            None
+        };
         let transmit = if send_index > out.released {
             let entry = LogEntry {
                 send_index,
@@ -197,7 +230,11 @@ impl<P: LogPayload> SenderLog<P> {
         } else {
             (!suppress).then_some(payload)
         };
-        Ok(Recorded { meta, transmit })
+        Ok(Recorded {
+            meta,
+            transmit,
+            checked,
+        })
     }
 
     /// Releases the entries of `channel` to `dst` up to index `upto`; returns how many.
@@ -241,6 +278,26 @@ impl<P: LogPayload> SenderLog<P> {
         for (channel, upto) in delivered.iter() {
             peer.entry(channel).or_default().suppress_upto = upto;
         }
+    }
+
+    /// Replaces the digests the regenerations to `dst` are compared with (from `dst`'s
+    /// RESPONSE to this set's ROLLBACK).
+    pub fn set_expected(&mut self, dst: SetId, digests: &DeliveredDigests) {
+        let peer = &mut self.peers[dst.index()];
+        for out in peer.values_mut() {
+            out.expected = DigestWindow::default();
+        }
+        for run in digests.runs() {
+            peer.entry(run.channel).or_default().expected = run.window();
+        }
+    }
+
+    /// The index of the last message sent on each channel to `dst`.
+    pub fn sent_to(&self, dst: SetId) -> ChannelIndices {
+        self.peers
+            .get(dst.index())
+            .map(|p| p.iter().map(|(c, o)| (*c, o.last_send)).collect())
+            .unwrap_or_default()
     }
 
     /// Copies of the logged messages to `dst` after the indices in `delivered`, channel by

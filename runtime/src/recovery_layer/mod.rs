@@ -32,8 +32,8 @@ use crate::checkpoint::{CheckpointStore, DirectoryStore};
 use crate::lifecycle::{ActorImage, Control};
 use crate::node::{CurrentNode, NodeHandle};
 use crate::recovery::{
-    Action, ChannelId, ControlMessage, Incarnation, LogPayload, MessageMeta, SendOutcome, SetId,
-    SetProtocol,
+    Action, ChannelId, ContractViolation, ControlMessage, FoundBy, Incarnation, LogPayload,
+    MessageMeta, SendOutcome, SetId, SetProtocol,
 };
 use crate::transport::frame::{Envelope, FrameBody};
 use crate::transport::Transport;
@@ -75,6 +75,12 @@ pub const RECOVERY_PHASE: &str = "lazarus_recovery_phase_seconds";
 pub const STALLED_PERIODS: &str = "lazarus_recovery_stalled_periods_total";
 /// Recovery frames refused by the protocol (label `reason`).
 pub const BAD_RECOVERY_FRAMES: &str = "lazarus_recovery_rejected_total";
+
+/// Regenerated messages compared with the copy delivered before the failure.
+pub const REGENERATIONS_CHECKED: &str = "lazarus_recovery_regenerations_checked_total";
+/// Regenerated messages that differed from the copy delivered before the failure: the
+/// determinism contract was broken (label `found_by`: `receiver` or `sender`).
+pub const CONTRACT_VIOLATIONS: &str = "lazarus_recovery_contract_violations_total";
 
 /// Exit status of a node process that ended because one of its actors failed.
 pub const ACTOR_FAILED_EXIT: i32 = 70;
@@ -260,6 +266,35 @@ pub(crate) fn event(rank: u16, what: &str) {
         .map(|d| d.as_millis())
         .unwrap_or(0);
     eprintln!("lazarus-event ms={ms} rank={rank} {what}");
+}
+
+/// Reports regenerated messages that differ from the copies delivered before a failure
+/// (see [`crate::recovery::replay_check`]): metric, error, and an event for the timeline.
+/// The run goes on: the delivered copies stay, and the supervisor warns at the end.
+fn report_violations(rank: u16, violations: Vec<ContractViolation>) {
+    for v in violations {
+        let found_by = match v.found_by {
+            FoundBy::Receiver => "receiver",
+            FoundBy::Sender => "sender",
+        };
+        counter!(CONTRACT_VIOLATIONS, "found_by" => found_by).increment(1);
+        tracing::error!(
+            "determinism contract broken: message #{} from actor {} to actor {} was \
+             regenerated differently after a rollback than it was delivered before it \
+             (found by the {found_by}); the run goes on with the delivered copy, and its \
+             result may not be a failure-free run's (docs/recovery.md, \"The determinism contract\")",
+            v.send_index,
+            v.channel.from,
+            v.channel.to
+        );
+        event(
+            rank,
+            &format!(
+                "contract-violation from={} to={} index={} found_by={found_by}",
+                v.channel.from, v.channel.to, v.send_index
+            ),
+        );
+    }
 }
 
 /// The protocol and everything that must change atomically with it.
@@ -595,6 +630,10 @@ impl RecoveryLayer {
             }
             Ok(SendOutcome::Suppressed { .. }) => {
                 counter!(SUPPRESSED).increment(1);
+                counter!(REGENERATIONS_CHECKED).absolute(protocol.stats().regenerations_checked);
+                if protocol.has_violations() {
+                    report_violations(node.rank(), protocol.take_violations());
+                }
                 None
             }
             Err(e) => {
@@ -673,6 +712,10 @@ impl RecoveryLayer {
         match r {
             Ok(crate::recovery::Received::Duplicate) => {
                 counter!(DUPLICATES).increment(1);
+                counter!(REGENERATIONS_CHECKED).absolute(protocol.stats().regenerations_checked);
+                if protocol.has_violations() {
+                    report_violations(self.rank, protocol.take_violations());
+                }
             }
             Ok(_) => {}
             Err(e) => {
@@ -849,12 +892,14 @@ impl RecoveryLayer {
         event(
             self.rank,
             &format!(
-                "final incarnation={} checkpoints={} replayed={} duplicates={} suppressed={} delivered={} log_entries={} log_peak_entries={} log_peak_bytes={} piggyback_bytes={} max_piggyback={} forced_logged={} forced_peak_bytes={} {determinants}",
+                "final incarnation={} checkpoints={} replayed={} duplicates={} suppressed={} regenerations_checked={} contract_violations={} delivered={} log_entries={} log_peak_entries={} log_peak_bytes={} piggyback_bytes={} max_piggyback={} forced_logged={} forced_peak_bytes={} {determinants}",
                 self.config.incarnation,
                 s.checkpoints,
                 s.protocol.resent,
                 s.protocol.duplicates,
                 s.protocol.suppressed,
+                s.protocol.regenerations_checked,
+                s.protocol.contract_violations,
                 s.protocol.delivered,
                 s.log_entries,
                 s.log_peak_entries,
