@@ -146,6 +146,26 @@ impl<P: LogPayload> Inbox<P> {
         }
     }
 
+    /// Puts back the digests a checkpoint kept of what was delivered from `from` (after
+    /// [`Inbox::restore_channel`]); runs that do not end at a channel's delivered index
+    /// are cut to it.
+    pub fn restore_digests(&mut self, from: SetId, digests: &DeliveredDigests) {
+        let Some(peer) = self.peers.get_mut(from.index()) else {
+            return;
+        };
+        for run in digests.runs() {
+            if let Some(c) = peer.get_mut(&run.channel) {
+                let mut window = DigestWindow::starting_at(run.first);
+                for (index, digest) in run.window().iter().take_while(|(i, _)| *i <= c.last_deliver) {
+                    window.push(index, digest);
+                }
+                if window.next() == c.last_deliver + 1 {
+                    c.digests = window;
+                }
+            }
+        }
+    }
+
     /// Queues a message received from set `from` (already validated by the caller).
     /// `interval` is the set's current own interval.
     pub fn insert(&mut self, from: SetId, q: Queued<P>, interval: u64) -> Received {

@@ -209,6 +209,9 @@ impl<P: LogPayload> SetProtocol<P> {
                 p.inbox.restore_channel(*from, channel, index);
             }
         }
+        for (from, digests) in &snapshot.digests {
+            p.inbox.restore_digests(*from, digests);
+        }
         p.log = SenderLog::from_channels(sets, snapshot.sent);
         p.known = snapshot.known_incarnations;
         p.known[me.index()] = incarnation;
@@ -238,14 +241,15 @@ impl<P: LogPayload> SetProtocol<P> {
         let recorded =
             self.log
                 .record_send(to, channel, self.incarnation, &self.depend, payload)?;
-        if let Some(matches) = recorded.checked {
-            self.stats.regenerations_checked += 1;
-            if !matches {
-                self.violation(ContractViolation {
-                    channel,
-                    send_index: recorded.meta.send_index,
-                    found_by: FoundBy::Sender,
-                });
+        if let Some(digest) = recorded.digest {
+            let index = recorded.meta.send_index;
+            if self.awaiting.contains(&to) {
+                // Not transmitted because the receiver's checkpoint covers it; its
+                // RESPONSE, with the delivered copy's digest, is still on its way.
+                self.log.hold_regeneration(to, channel, index, digest);
+            } else if let Some(matches) = self.log.check_regeneration(to, &channel, index, digest)
+            {
+                self.checked(channel, index, matches, FoundBy::Sender);
             }
         }
         Ok(match recorded.transmit {
@@ -380,6 +384,11 @@ impl<P: LogPayload> SetProtocol<P> {
             sets: self.sets,
             incarnation: self.incarnation,
             depend: self.depend.clone(),
+            digests: self
+                .peers()
+                .map(|p| (p, self.inbox.digests_from(p)))
+                .filter(|(_, d)| !d.is_empty())
+                .collect(),
             delivered,
             sent: self.log.channels(),
             known_incarnations: self.known.clone(),
@@ -408,6 +417,11 @@ impl<P: LogPayload> SetProtocol<P> {
             advanced.push((*peer, delivered, ChannelIndices::default()));
         }
         for (peer, indices) in covered.sent {
+            if self.awaiting.contains(&peer) {
+                // The peer keeps its digests of what our lost incarnation sent until its
+                // RESPONSE has let us compare our regenerations with them.
+                continue;
+            }
             let before = &mut self.advertised_sent[peer.index()];
             let sent: ChannelIndices = indices
                 .iter()
@@ -514,7 +528,9 @@ impl<P: LogPayload> SetProtocol<P> {
         self.known[from.index()] = report.incarnation;
         let actions = self.apply_report(from, &report);
         if to_incarnation == self.incarnation {
-            self.log.set_expected(from, digests);
+            for (channel, index, matches) in self.log.set_expected(from, digests) {
+                self.checked(channel, index, matches, FoundBy::Sender);
+            }
         }
         if to_incarnation == self.incarnation {
             self.awaiting.remove(&from);
@@ -556,6 +572,18 @@ impl<P: LogPayload> SetProtocol<P> {
     fn violation(&mut self, v: ContractViolation) {
         self.stats.contract_violations += 1;
         self.violations.push(v);
+    }
+
+    /// A regeneration was compared with the delivered copy.
+    fn checked(&mut self, channel: ChannelId, send_index: u64, matches: bool, found_by: FoundBy) {
+        self.stats.regenerations_checked += 1;
+        if !matches {
+            self.violation(ContractViolation {
+                channel,
+                send_index,
+                found_by,
+            });
+        }
     }
 
     fn apply_report(&mut self, from: SetId, report: &RecoveryReport) -> Vec<Action<P>> {

@@ -134,6 +134,11 @@ impl DigestWindow {
         self.get(index).map(|d| d == digest)
     }
 
+    /// The digests held, with their indices.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        (self.first..).zip(self.digests.iter().copied())
+    }
+
     /// The index the next pushed digest should have.
     pub fn next(&self) -> u64 {
         self.first + self.digests.len() as u64

@@ -91,6 +91,10 @@ pub struct OutChannel<P> {
     /// transmitted is compared with them. Volatile.
     #[serde(skip)]
     pub expected: DigestWindow,
+    /// Digests of regenerations not transmitted before that RESPONSE arrived, to compare
+    /// when it does. Volatile.
+    #[serde(skip)]
+    pub regenerated: DigestWindow,
 }
 
 impl<P> Default for OutChannel<P> {
@@ -101,6 +105,7 @@ impl<P> Default for OutChannel<P> {
             entries: VecDeque::new(),
             suppress_upto: 0,
             expected: DigestWindow::default(),
+            regenerated: DigestWindow::default(),
         }
     }
 }
@@ -136,9 +141,9 @@ pub struct Recorded<P> {
     pub meta: MessageMeta,
     /// The payload to transmit, or `None` when the receiver already has the message.
     pub transmit: Option<P>,
-    /// For a message not transmitted whose delivered copy's digest is known: whether
-    /// this regeneration matches it.
-    pub checked: Option<bool>,
+    /// For a message not transmitted (a regeneration): its digest, to compare with the
+    /// copy the receiver delivered.
+    pub digest: Option<u32>,
 }
 
 /// The sending side of one set: all its outgoing channels, grouped by destination set.
@@ -205,13 +210,7 @@ impl<P: LogPayload> SenderLog<P> {
             depend: depend.clone(),
         };
         let suppress = send_index <= out.suppress_upto.max(out.released);
-        let checked = if suppress && !out.expected.is_empty() {
-            let matches = out.expected.matches(send_index, payload.digest());
-            out.expected.forget_upto(send_index);
-            matches
-        } else {
-            None
-        };
+        let digest = suppress.then(|| payload.digest());
         let transmit = if send_index > out.released {
             let entry = LogEntry {
                 send_index,
@@ -233,7 +232,7 @@ impl<P: LogPayload> SenderLog<P> {
         Ok(Recorded {
             meta,
             transmit,
-            checked,
+            digest,
         })
     }
 
@@ -281,14 +280,52 @@ impl<P: LogPayload> SenderLog<P> {
     }
 
     /// Replaces the digests the regenerations to `dst` are compared with (from `dst`'s
-    /// RESPONSE to this set's ROLLBACK).
-    pub fn set_expected(&mut self, dst: SetId, digests: &DeliveredDigests) {
+    /// RESPONSE to this set's ROLLBACK), and compares the regenerations held until then:
+    /// returns `(channel, index, matches)` for each that has a delivered copy's digest.
+    pub fn set_expected(
+        &mut self,
+        dst: SetId,
+        digests: &DeliveredDigests,
+    ) -> Vec<(ChannelId, u64, bool)> {
         let peer = &mut self.peers[dst.index()];
         for out in peer.values_mut() {
             out.expected = DigestWindow::default();
         }
         for run in digests.runs() {
             peer.entry(run.channel).or_default().expected = run.window();
+        }
+        let mut checked = Vec::new();
+        for (channel, out) in peer.iter_mut() {
+            let held = std::mem::take(&mut out.regenerated);
+            for (index, digest) in held.iter() {
+                if let Some(matches) = out.expected.matches(index, digest) {
+                    checked.push((*channel, index, matches));
+                }
+            }
+        }
+        checked
+    }
+
+    /// Compares the regeneration `index` on `channel` to `dst` (digest `digest`) with the
+    /// delivered copy's digest from `dst`'s RESPONSE: `None` when it has none.
+    pub fn check_regeneration(
+        &mut self,
+        dst: SetId,
+        channel: &ChannelId,
+        index: u64,
+        digest: u32,
+    ) -> Option<bool> {
+        let out = self.peers.get_mut(dst.index())?.get_mut(channel)?;
+        let matches = out.expected.matches(index, digest);
+        out.expected.forget_upto(index);
+        matches
+    }
+
+    /// Keeps the digest of regeneration `index` on `channel` to `dst` until `dst`'s
+    /// RESPONSE says what it delivered (see [`SenderLog::set_expected`]).
+    pub fn hold_regeneration(&mut self, dst: SetId, channel: ChannelId, index: u64, digest: u32) {
+        if let Some(peer) = self.peers.get_mut(dst.index()) {
+            peer.entry(channel).or_default().regenerated.push(index, digest);
         }
     }
 

@@ -10,11 +10,12 @@ use super::dep_vector::DepVector;
 use super::error::ProtocolError;
 use super::ids::{ChannelId, CheckpointId, Incarnation, SetId};
 use super::messages::ChannelIndices;
+use super::replay_check::DeliveredDigests;
 use super::sender_log::OutChannel;
 use serde::{Deserialize, Serialize};
 
 /// Version of the snapshot layout; bumped on incompatible changes.
-pub const SNAPSHOT_FORMAT: u16 = 1;
+pub const SNAPSHOT_FORMAT: u16 = 2;
 
 /// A set's protocol state at a checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +34,10 @@ pub struct Snapshot<P> {
     pub depend: DepVector,
     /// Last delivered index per incoming channel, grouped by sending set.
     pub delivered: Vec<(SetId, ChannelIndices)>,
+    /// Digests of the delivered messages the senders' checkpoints do not cover, grouped
+    /// by sending set: a restored set still checks their regenerations (see
+    /// [`replay_check`](super::replay_check)).
+    pub digests: Vec<(SetId, DeliveredDigests)>,
     /// Every outgoing channel: last send index, release point and logged entries.
     pub sent: Vec<(SetId, ChannelId, OutChannel<P>)>,
     /// The latest incarnation known of every set (index = set id).
@@ -67,6 +72,11 @@ impl<P> Snapshot<P> {
         for (from, _) in &self.delivered {
             if !peer_ok(*from) {
                 return bad(format!("delivery indices from {from}"));
+            }
+        }
+        for (from, _) in &self.digests {
+            if !peer_ok(*from) {
+                return bad(format!("digests from {from}"));
             }
         }
         for (to, channel, out) in &self.sent {

@@ -90,6 +90,9 @@ pub struct SimConfig {
     pub order_sensitive: bool,
     /// Event loggers per set.
     pub loggers: u16,
+    /// Every incarnation sends its own variant of each message (a broken determinism
+    /// contract), for the test of the runtime's checker.
+    pub break_contract: bool,
 }
 
 impl SimConfig {
@@ -111,6 +114,7 @@ impl SimConfig {
             rule: DependencyRule::default(),
             order_sensitive: false,
             loggers: 1,
+            break_contract: false,
         }
     }
 
@@ -257,6 +261,10 @@ pub struct ProtocolStatsSum {
     pub max_piggyback: u64,
     /// Stale control messages ignored.
     pub stale_control: u64,
+    /// Regenerated messages compared with the delivered copy by the protocol's checker.
+    pub regenerations_checked: u64,
+    /// Of those, the ones the checker found different.
+    pub contract_violations: u64,
 }
 
 impl ProtocolStatsSum {
@@ -270,6 +278,8 @@ impl ProtocolStatsSum {
         self.piggyback_bytes += s.piggyback_bytes;
         self.max_piggyback = self.max_piggyback.max(s.max_piggyback);
         self.stale_control += s.stale_control;
+        self.regenerations_checked += s.regenerations_checked;
+        self.contract_violations += s.contract_violations;
     }
 }
 
@@ -293,6 +303,8 @@ impl SimStats {
         self.proto.piggyback_bytes += p.piggyback_bytes;
         self.proto.max_piggyback = self.proto.max_piggyback.max(p.max_piggyback);
         self.proto.stale_control += p.stale_control;
+        self.proto.regenerations_checked += p.regenerations_checked;
+        self.proto.contract_violations += p.contract_violations;
         self.peak_log_entries = self.peak_log_entries.max(o.peak_log_entries);
         self.peak_log_bytes = self.peak_log_bytes.max(o.peak_log_bytes);
         self.determinants += o.determinants;
@@ -346,6 +358,9 @@ pub struct World {
     crash_soon: Vec<u64>,
     stats: SimStats,
     failure: Option<String>,
+    /// With [`SimConfig::break_contract`]: the first thing the checks found wrong (the run
+    /// goes on).
+    broken: Option<String>,
     trace: Option<Vec<String>>,
     /// Hash of every inter-set message that left its set, by channel and send index.
     left: BTreeMap<(ChannelId, u64), u64>,
@@ -420,6 +435,7 @@ impl World {
             crash_soon: Vec::new(),
             stats: SimStats::default(),
             failure: None,
+            broken: None,
             trace: trace.then(Vec::new),
             left: BTreeMap::new(),
         }
@@ -433,6 +449,11 @@ impl World {
 
     fn fail(&mut self, what: String) {
         self.note(|| format!("FAILURE: {what}"));
+        if self.cfg.break_contract {
+            // Broken on purpose: run on, so the runtime's checker sees the whole replay.
+            self.broken.get_or_insert(what);
+            return;
+        }
         if self.failure.is_none() && self.trace.is_some() {
             // Where every actor stood, for the reader of the trace.
             let mut lines = Vec::new();
@@ -473,6 +494,14 @@ impl World {
             self.final_checkpoints();
         }
         self.collect_stats();
+        if self.failure.is_none() && self.stats.proto.contract_violations > 0 {
+            // Every regeneration matched what left the set (checked above): the checker
+            // saw a difference that is not there.
+            self.fail(format!(
+                "the contract checker reported {} violations in a run that kept the contract",
+                self.stats.proto.contract_violations
+            ));
+        }
         let trace = self.trace.take().unwrap_or_default();
         match self.failure {
             Some(f) => (Err(f), trace),
@@ -1213,6 +1242,11 @@ impl World {
                 continue;
             }
             let channel = ChannelId::new(self.prog.ids[a], self.prog.ids[b]);
+            let mut payload = payload;
+            if self.cfg.break_contract {
+                // Each incarnation sends its own variant of every message.
+                payload[4] ^= node.incarnation as u8;
+            }
             let hash = payload_hash(&payload);
             let proto = node.proto.as_mut().expect("alive");
             match proto.on_send(SetId(dst), channel, payload) {
@@ -1590,18 +1624,7 @@ impl World {
 /// the failure-free reference run, and the run with crashes. Returns the crash run's
 /// counters, or what went wrong, with the event trace when `trace` is set.
 pub fn run_seed(cfg: SimConfig, trace: bool) -> (Result<SimStats, String>, Vec<String>) {
-    let mut rng = Rng::new(cfg.seed ^ 0xA11CE);
-    let prog = Program::random(
-        &mut rng,
-        cfg.sets,
-        cfg.max_actors,
-        cfg.max_degree,
-        cfg.rounds,
-    );
-    let mut prog = prog;
-    if cfg.order_sensitive {
-        prog.make_order_sensitive(&mut rng);
-    }
+    let prog = program_of(&cfg);
     let oracle = (!cfg.order_sensitive).then(|| prog.oracle());
     let (reference, ref_trace) =
         World::new(cfg.without_crashes(), prog.clone(), trace).run(oracle.as_deref());
@@ -1609,6 +1632,32 @@ pub fn run_seed(cfg: SimConfig, trace: bool) -> (Result<SimStats, String>, Vec<S
         return (Err(format!("failure-free run: {e}")), ref_trace);
     }
     World::new(cfg, prog, trace).run(oracle.as_deref())
+}
+
+/// The program seed `cfg.seed` runs.
+fn program_of(cfg: &SimConfig) -> Program {
+    let mut rng = Rng::new(cfg.seed ^ 0xA11CE);
+    let mut prog = Program::random(
+        &mut rng,
+        cfg.sets,
+        cfg.max_actors,
+        cfg.max_degree,
+        cfg.rounds,
+    );
+    if cfg.order_sensitive {
+        prog.make_order_sensitive(&mut rng);
+    }
+    prog
+}
+
+/// Runs `cfg` (with [`SimConfig::break_contract`] set, typically) up to quiescence or the
+/// first thing the simulator's own checks find wrong: the counters, and that finding.
+pub fn run_counting(cfg: SimConfig) -> (SimStats, Option<String>) {
+    let prog = program_of(&cfg);
+    let mut world = World::new(cfg, prog, false);
+    world.run_to_quiescence(true);
+    world.collect_stats();
+    (world.stats, world.failure.or(world.broken))
 }
 
 /// The event clock of actor `id` among a set's `actors`.
