@@ -186,10 +186,15 @@ pub fn suspicion(e: &NodeEvent) -> Option<(u16, u32)> {
     ))
 }
 
-/// Whether the event reports a regenerated message that differed from the copy
-/// delivered before the failure (`contract-violation from=.. to=.. index=..`).
-pub fn is_contract_violation(e: &NodeEvent) -> bool {
-    e.kind == "contract-violation"
+/// The regenerated messages a node found different from the copies delivered before a
+/// failure, from its final totals (`final ... contract_violations=N ...`).
+pub fn contract_violations(e: &NodeEvent) -> Option<u64> {
+    if e.kind != "final" {
+        return None;
+    }
+    e.details
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("contract_violations=")?.parse().ok())
 }
 
 /// Parses a node's event line; `None` for any other line.
@@ -337,5 +342,12 @@ mod tests {
                 .unwrap();
         assert_eq!(suspicion(&s), Some((2, 1)));
         assert_eq!(suspicion(&f), None);
+        let last = parse_event(
+            "lazarus-event ms=1 rank=3 final incarnation=1 suppressed=9 regenerations_checked=9 \
+             contract_violations=4 delivered=10",
+        )
+        .unwrap();
+        assert_eq!(contract_violations(&last), Some(4));
+        assert_eq!(contract_violations(&f), None);
     }
 }

@@ -124,6 +124,30 @@ fn a_node_sigkilled_at_a_random_moment_recovers_and_the_answer_is_the_failure_fr
 }
 
 #[test]
+fn a_restarted_node_that_sends_other_halos_than_before_its_failure_is_reported() {
+    // `--break-contract`: a restarted process skews the halos it sends, so its regenerated
+    // halos differ from those its neighbours already received. The runtime cannot make
+    // such a run exact; it must say so instead of ending silently with another answer.
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut run = launch_app(true, ITERS, &[], &[], &["--break-contract"]);
+    wait_for_second_checkpoint(&mut run, 2);
+    run.kill(2);
+    let f = run.finish();
+    assert!(f.success, "the run goes on: {}", f.lines.join("\n"));
+    let finals = f.finals();
+    let violations: u64 = finals.values().map(|t| t["contract_violations"]).sum();
+    assert!(violations > 0, "{}", f.lines.join("\n"));
+    assert!(f.has("DETERMINISM CONTRACT BROKEN"), "the timeline says so");
+    assert!(
+        f.has(&format!(
+            "WARNING: {violations} regenerated message(s) differed"
+        )),
+        "the launcher warns at the end: {}",
+        f.lines.join("\n")
+    );
+}
+
+#[test]
 fn two_nodes_killed_at_the_same_moment_both_recover() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let expected = reference(ITERS);

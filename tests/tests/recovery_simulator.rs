@@ -53,7 +53,10 @@ fn the_contract_checker_reports_regenerations_that_differ_from_the_delivered_cop
         "{caught} of 500 seeds reported violations; {violations} of {checked} regenerations \
          checked differed (the others were resends of the logged copies)"
     );
-    assert!(caught > 100, "the crashes regenerate delivered messages often");
+    assert!(
+        caught > 100,
+        "the crashes regenerate delivered messages often"
+    );
 }
 
 /// Runs with order-sensitive actors (their sends depend on arrival order, random numbers,

@@ -60,7 +60,18 @@ struct Args {
     /// recovery only because the runtime counts same-node messages in a node's interval.
     #[arg(long, hide = true)]
     answer_early: bool,
+    /// For the test of the runtime's determinism-contract checker: a restarted process
+    /// adds a trace of its incarnation to the halos it sends, so its regenerated halos
+    /// differ from the ones its neighbours received before the failure (a contract broken
+    /// on purpose; the answer is then not the failure-free one).
+    #[arg(long, hide = true)]
+    break_contract: bool,
 }
+
+/// `--break-contract`: what this process adds to the first value of every halo (zero in
+/// the first incarnation). Read from the environment, not the checkpoint, because the
+/// point is that a restarted process behaves differently.
+static HALO_SKEW: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
 
 /// `--check` choices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -496,10 +507,14 @@ impl Tile {
     fn send_halos(&self) {
         for side in 0..4 {
             if let Some(n) = &self.neighbours[side] {
+                let mut values = self.edge(side);
+                if let (Some(&skew), Some(v)) = (HALO_SKEW.get(), values.first_mut()) {
+                    *v += skew;
+                }
                 n.tell(Halo {
                     level: self.level,
                     side: opposite(side),
-                    values: self.edge(side),
+                    values,
                 })
                 .unwrap_or_else(|e| {
                     panic!("tile {}: neighbour {} unreachable: {e}", self.index, n.id())
@@ -670,6 +685,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("--n must be between 1 and {MAX_N}, not {}", args.n).into());
     }
     let n = args.n;
+    if args.break_contract {
+        let incarnation: u32 = std::env::var("LAZARUS_INCARNATION")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let _ = HALO_SKEW.set(f64::from(incarnation) * 1e-9);
+    }
     if let Some(TileGrid { px, py }) = args.tiles {
         if px > n || py > n {
             return Err(format!(

@@ -212,8 +212,8 @@ struct Output {
     /// `(rank, incarnation)`: a node rolled back in place after an actor failed; its
     /// process now runs as that incarnation. Not yet acted on.
     in_place: Arc<Mutex<Vec<(u16, u32)>>>,
-    /// Regenerated messages reported different from the copies delivered before a
-    /// failure (determinism contract broken).
+    /// Regenerated messages the nodes' final totals report different from the copies
+    /// delivered before a failure (determinism contract broken).
     violations: Arc<std::sync::atomic::AtomicU64>,
     result: Arc<Mutex<Option<String>>>,
     start_unix_ms: u128,
@@ -897,9 +897,9 @@ fn pump(
                         .unwrap_or_else(|e| e.into_inner())
                         .push((e.rank, incarnation));
                 }
-                if supervisor::is_contract_violation(&e) {
+                if let Some(n) = supervisor::contract_violations(&e) {
                     out.violations
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
                 }
                 if let Some(incarnation) = supervisor::finished_incarnation(&e) {
                     out.finished

@@ -156,7 +156,11 @@ impl<P: LogPayload> Inbox<P> {
         for run in digests.runs() {
             if let Some(c) = peer.get_mut(&run.channel) {
                 let mut window = DigestWindow::starting_at(run.first);
-                for (index, digest) in run.window().iter().take_while(|(i, _)| *i <= c.last_deliver) {
+                for (index, digest) in run
+                    .window()
+                    .iter()
+                    .take_while(|(i, _)| *i <= c.last_deliver)
+                {
                     window.push(index, digest);
                 }
                 if window.next() == c.last_deliver + 1 {

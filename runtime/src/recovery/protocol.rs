@@ -247,8 +247,7 @@ impl<P: LogPayload> SetProtocol<P> {
                 // Not transmitted because the receiver's checkpoint covers it; its
                 // RESPONSE, with the delivered copy's digest, is still on its way.
                 self.log.hold_regeneration(to, channel, index, digest);
-            } else if let Some(matches) = self.log.check_regeneration(to, &channel, index, digest)
-            {
+            } else if let Some(matches) = self.log.check_regeneration(to, &channel, index, digest) {
                 self.checked(channel, index, matches, FoundBy::Sender);
             }
         }
@@ -423,10 +422,7 @@ impl<P: LogPayload> SetProtocol<P> {
                 continue;
             }
             let before = &mut self.advertised_sent[peer.index()];
-            let sent: ChannelIndices = indices
-                .iter()
-                .filter(|(c, i)| *i > before.get(c))
-                .collect();
+            let sent: ChannelIndices = indices.iter().filter(|(c, i)| *i > before.get(c)).collect();
             if sent.is_empty() {
                 continue;
             }
@@ -748,11 +744,13 @@ mod tests {
         }
     }
 
+    type Bytes = Vec<u8>;
+
     /// Set 0 sends `msgs` to set 1, which delivers them all; returns both and the
     /// checkpoint set 0 took after the first message.
     fn sent_after_a_checkpoint(
         msgs: &[&[u8]],
-    ) -> (SetProtocol<Vec<u8>>, SetProtocol<Vec<u8>>, Snapshot<Vec<u8>>) {
+    ) -> (SetProtocol<Bytes>, SetProtocol<Bytes>, Snapshot<Bytes>) {
         let mut f = SetProtocol::<Vec<u8>>::new(SetId(0), 2).unwrap();
         let mut r = SetProtocol::<Vec<u8>>::new(SetId(1), 2).unwrap();
         let mut snap = None;
@@ -821,15 +819,17 @@ mod tests {
     #[test]
     fn a_regeneration_sent_before_the_response_is_compared_by_the_receiver() {
         let (_, mut r, snap) = sent_after_a_checkpoint(&[b"one", b"two", b"three"]);
-        let (mut f, _) =
-            SetProtocol::restore(snap, Incarnation(1), Config::default()).unwrap();
+        let (mut f, _) = SetProtocol::restore(snap, Incarnation(1), Config::default()).unwrap();
         for m in [&b"TWO"[..], b"three"] {
             let SendOutcome::Transmit { meta, payload } =
                 f.on_send(SetId(1), ch(0, 1), m.to_vec()).unwrap()
             else {
                 panic!("not suppressed yet: no RESPONSE")
             };
-            assert_eq!(r.on_receive(SetId(0), meta, payload), Ok(Received::Duplicate));
+            assert_eq!(
+                r.on_receive(SetId(0), meta, payload),
+                Ok(Received::Duplicate)
+            );
         }
         assert_eq!(r.stats().regenerations_checked, 2);
         assert_eq!(
@@ -851,7 +851,11 @@ mod tests {
         let [Action::Control { to, message }] = &advance[..] else {
             panic!("one advance: {advance:?}")
         };
-        assert_eq!(*to, SetId(1), "sent to the receiver, which sent nothing back");
+        assert_eq!(
+            *to,
+            SetId(1),
+            "sent to the receiver, which sent nothing back"
+        );
         r.on_control(SetId(0), message.clone()).unwrap();
         assert_eq!(r.digests_held(), 0);
         let again = f.checkpoint().id;

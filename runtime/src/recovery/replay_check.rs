@@ -295,8 +295,16 @@ mod tests {
         }
         assert_ne!(digest(9, &msg), digest(9, &msg[..msg.len() - 1]), "length");
         let mut every_page = msg.clone();
-        every_page.iter_mut().skip(1).step_by(SAMPLE_LEN).for_each(|b| *b ^= 1);
-        assert_ne!(digest(9, &msg), digest(9, &every_page), "one byte in every 256, not the first");
+        every_page
+            .iter_mut()
+            .skip(1)
+            .step_by(SAMPLE_LEN)
+            .for_each(|b| *b ^= 1);
+        assert_ne!(
+            digest(9, &msg),
+            digest(9, &every_page),
+            "one byte in every 256, not the first"
+        );
         let mut unsampled = msg.clone();
         unsampled[msg.len() / 2] ^= 1;
         assert_eq!(
@@ -322,7 +330,11 @@ mod tests {
         assert!(w.is_empty());
         assert_eq!(w.next(), 10, "the next delivery after the checkpoint");
         w.push(12, 1);
-        assert_eq!((w.get(12), w.next()), (Some(1), 13), "a restore moved the channel");
+        assert_eq!(
+            (w.get(12), w.next()),
+            (Some(1), 13),
+            "a restore moved the channel"
+        );
     }
 
     #[test]

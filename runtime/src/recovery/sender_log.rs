@@ -325,7 +325,10 @@ impl<P: LogPayload> SenderLog<P> {
     /// RESPONSE says what it delivered (see [`SenderLog::set_expected`]).
     pub fn hold_regeneration(&mut self, dst: SetId, channel: ChannelId, index: u64, digest: u32) {
         if let Some(peer) = self.peers.get_mut(dst.index()) {
-            peer.entry(channel).or_default().regenerated.push(index, digest);
+            peer.entry(channel)
+                .or_default()
+                .regenerated
+                .push(index, digest);
         }
     }
 

@@ -282,6 +282,12 @@ pub fn assert_only_rolled_back(f: &Finished, failed: &[u16]) {
         "every node reports its totals"
     );
     for (rank, totals) in &finals {
+        assert_eq!(
+            totals.get("contract_violations"),
+            Some(&0),
+            "node {rank}: every regenerated message equals the copy delivered before the \
+             failure"
+        );
         if failed.contains(rank) {
             assert!(totals["incarnation"] > 0, "node {rank} rolled back");
         } else {
