@@ -101,9 +101,13 @@ impl DigestWindow {
         }
     }
 
-    /// Appends the digest of index `index`. An index that does not follow the window (a
-    /// restore moved the channel) starts it afresh there.
+    /// Appends the digest of index `index`. An index the window was told to forget (the
+    /// sender's checkpoint covered it before it was delivered) is not kept; one that
+    /// does not follow the window (a restore moved the channel) starts it afresh there.
     pub fn push(&mut self, index: u64, digest: u32) {
+        if self.digests.is_empty() && index < self.first {
+            return;
+        }
         if index != self.next() {
             *self = DigestWindow::starting_at(index);
         }
@@ -329,6 +333,11 @@ mod tests {
         w.forget_upto(9);
         assert!(w.is_empty());
         assert_eq!(w.next(), 10, "the next delivery after the checkpoint");
+        w.push(7, 70);
+        assert!(
+            w.is_empty(),
+            "covered by the sender's checkpoint before its delivery"
+        );
         w.push(12, 1);
         assert_eq!(
             (w.get(12), w.next()),
