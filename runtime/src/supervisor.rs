@@ -186,15 +186,16 @@ pub fn suspicion(e: &NodeEvent) -> Option<(u16, u32)> {
     ))
 }
 
-/// The regenerated messages a node found different from the copies delivered before a
-/// failure, from its final totals (`final ... contract_violations=N ...`).
-pub fn contract_violations(e: &NodeEvent) -> Option<u64> {
+/// One of a node's final totals (`final ... KEY=N ...`), e.g. `regenerations_checked`
+/// and `contract_violations` (regenerated messages compared with the copies delivered
+/// before a failure, and those that differed).
+pub fn final_total(e: &NodeEvent, key: &str) -> Option<u64> {
     if e.kind != "final" {
         return None;
     }
     e.details
         .split_whitespace()
-        .find_map(|kv| kv.strip_prefix("contract_violations=")?.parse().ok())
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
 }
 
 /// Parses a node's event line; `None` for any other line.
@@ -347,7 +348,8 @@ mod tests {
              contract_violations=4 delivered=10",
         )
         .unwrap();
-        assert_eq!(contract_violations(&last), Some(4));
-        assert_eq!(contract_violations(&f), None);
+        assert_eq!(final_total(&last, "contract_violations"), Some(4));
+        assert_eq!(final_total(&last, "regenerations_checked"), Some(9));
+        assert_eq!(final_total(&f, "contract_violations"), None);
     }
 }

@@ -194,6 +194,9 @@ struct RunOutcome {
     result: Option<String>,
     restarts: u32,
     elapsed: Duration,
+    /// Regenerated messages compared with the copies delivered before a failure, and
+    /// those that differed (the nodes' final totals).
+    replay_check: (u64, u64),
 }
 
 /// Shared by the output pumps: the output lock, the last RESULT line, and the clock the
@@ -212,8 +215,10 @@ struct Output {
     /// `(rank, incarnation)`: a node rolled back in place after an actor failed; its
     /// process now runs as that incarnation. Not yet acted on.
     in_place: Arc<Mutex<Vec<(u16, u32)>>>,
-    /// Regenerated messages the nodes' final totals report different from the copies
-    /// delivered before a failure (determinism contract broken).
+    /// Regenerated messages the nodes' final totals report compared with the copies
+    /// delivered before a failure.
+    checked: Arc<std::sync::atomic::AtomicU64>,
+    /// Of those, the ones that differed (determinism contract broken).
     violations: Arc<std::sync::atomic::AtomicU64>,
     result: Arc<Mutex<Option<String>>>,
     start_unix_ms: u128,
@@ -474,6 +479,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         checkpoint_dir: checkpoint_dir.clone(),
         out: Output {
             lock: Arc::default(),
+            checked: Arc::default(),
             violations: Arc::default(),
             result: Arc::default(),
             failures: Arc::default(),
@@ -752,6 +758,13 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         result,
         restarts,
         elapsed,
+        replay_check: (
+            launch
+                .out
+                .checked
+                .load(std::sync::atomic::Ordering::Relaxed),
+            violations,
+        ),
     })
 }
 
@@ -835,6 +848,11 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         faulty.elapsed.as_secs_f64(),
         faulty.restarts
     );
+    let (checked, differed) = faulty.replay_check;
+    println!(
+        "replay check:          {checked} regenerated message(s) compared with the copies \
+         delivered before the kill, {differed} differed"
+    );
     if sum == ref_sum && faulty.restarts > 0 {
         println!("IDENTICAL: the killed node was restored and replayed; the answer is exactly the failure-free one");
         Ok(ExitCode::SUCCESS)
@@ -897,7 +915,11 @@ fn pump(
                         .unwrap_or_else(|e| e.into_inner())
                         .push((e.rank, incarnation));
                 }
-                if let Some(n) = supervisor::contract_violations(&e) {
+                if let Some(n) = supervisor::final_total(&e, "regenerations_checked") {
+                    out.checked
+                        .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                }
+                if let Some(n) = supervisor::final_total(&e, "contract_violations") {
                     out.violations
                         .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
                 }
