@@ -484,6 +484,9 @@ impl<P: LogPayload> SetProtocol<P> {
             return Ok(Vec::new());
         }
         self.known[from.index()] = report.incarnation;
+        // It restored digests from its checkpoint that an announcement since may have
+        // covered: announce again at the next commit.
+        self.advertised_sent[from.index()] = ChannelIndices::default();
         let mut actions = self.apply_report(from, &report);
         actions.push(Action::Control {
             to: from,

@@ -28,6 +28,11 @@ use super::ids::ChannelId;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
+/// The digest of a message whose regeneration may legitimately differ (an `ask`: its
+/// reply route holds a per-process request number). Never compared; [`digest`] never
+/// returns it.
+pub const UNCOMPARABLE: u32 = 0;
+
 /// Messages up to this many bytes are digested whole; larger ones are sampled.
 pub const FULL_DIGEST_LIMIT: usize = 16 << 10;
 
@@ -41,15 +46,28 @@ const SAMPLES: usize = 30;
 /// of a channel whose sender never checkpoints, and the size of a RESPONSE.
 pub const WINDOW_LIMIT: usize = 1 << 16;
 
-/// Digests one RESPONSE carries at most, over all channels (16 MiB of digests, well
-/// under the frame limit).
+/// Digests one RESPONSE (or one peer's part of a checkpoint) carries at most, over all
+/// channels: at most 20 MiB encoded (a digest takes 1-5 bytes), well under the frame
+/// limit. Checked while decoding, so a forged RESPONSE cannot make a node allocate more.
 pub const RESPONSE_LIMIT: usize = 1 << 22;
+
+/// Channels one RESPONSE carries digests for at most (later channels go unchecked).
+pub const RUN_LIMIT: usize = 1 << 16;
 
 /// The digest of a message's content: CRC-32C of `tag` (the message type) and the bytes,
 /// read whole up to [`FULL_DIGEST_LIMIT`] bytes. Above that, the length and 32 samples
 /// of 256 bytes spread evenly from the first byte to the last (8 KiB read, whatever the
 /// size): the check must not cost a receiver of 1 MiB messages its bandwidth.
 pub fn digest(tag: u64, bytes: &[u8]) -> u32 {
+    let crc = sampled_crc(tag, bytes);
+    if crc == UNCOMPARABLE {
+        1
+    } else {
+        crc
+    }
+}
+
+fn sampled_crc(tag: u64, bytes: &[u8]) -> u32 {
     let crc = crc32c::crc32c(&tag.to_le_bytes());
     if bytes.len() <= FULL_DIGEST_LIMIT {
         return crc32c::crc32c_append(crc, bytes);
@@ -133,9 +151,12 @@ impl DigestWindow {
     }
 
     /// Compares a copy of `index` with digest `digest`: `Some(false)` when they differ,
-    /// `None` when the window does not hold the index.
+    /// `None` when the window does not hold the index or either side is
+    /// [`UNCOMPARABLE`].
     pub fn matches(&self, index: u64, digest: u32) -> Option<bool> {
-        self.get(index).map(|d| d == digest)
+        self.get(index)
+            .filter(|&d| d != UNCOMPARABLE && digest != UNCOMPARABLE)
+            .map(|d| d == digest)
     }
 
     /// The digests held, with their indices.
@@ -163,8 +184,8 @@ impl DigestWindow {
 /// per channel, the digests of the delivered ones its checkpoint does not cover, so it
 /// can compare what it regenerates. Canonical: channels in strictly increasing order,
 /// runs not empty, first index at least 1.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "Vec<DigestRun>", into = "Vec<DigestRun>")]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(into = "Vec<DigestRun>")]
 pub struct DeliveredDigests {
     runs: Vec<DigestRun>,
 }
@@ -189,9 +210,104 @@ pub enum DeliveredDigestsError {
     /// A run without digests, or starting at index 0.
     #[error("a digest run is empty or starts at index 0")]
     EmptyRun,
-    /// More digests than a RESPONSE may carry.
-    #[error("more than {RESPONSE_LIMIT} digests")]
+    /// More digests (or channels) than a RESPONSE may carry.
+    #[error("more than {RESPONSE_LIMIT} digests or {RUN_LIMIT} channels")]
     TooMany,
+}
+
+/// Decoding counts digests and runs as they come, so that input over the limits is
+/// refused before it is allocated.
+impl<'de> Deserialize<'de> for DeliveredDigests {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, SeqAccess, Visitor};
+
+        struct Runs;
+        impl<'de> Visitor<'de> for Runs {
+            type Value = DeliveredDigests;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a sequence of digest runs")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut runs = Vec::new();
+                let mut left = RESPONSE_LIMIT;
+                while let Some(run) = seq.next_element_seed(Run { left })? {
+                    if runs.len() == RUN_LIMIT {
+                        return Err(A::Error::custom(DeliveredDigestsError::TooMany));
+                    }
+                    left -= run.digests.len();
+                    runs.push(run);
+                }
+                DeliveredDigests::try_from(runs).map_err(A::Error::custom)
+            }
+        }
+
+        /// One run, its digests counted against what is `left`.
+        struct Run {
+            left: usize,
+        }
+        impl<'de> serde::de::DeserializeSeed<'de> for Run {
+            type Value = DigestRun;
+
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<DigestRun, D::Error> {
+                d.deserialize_tuple(3, self)
+            }
+        }
+        impl<'de> Visitor<'de> for Run {
+            type Value = DigestRun;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a digest run (channel, first index, digests)")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<DigestRun, A::Error> {
+                let missing = || A::Error::custom("truncated digest run");
+                let channel = seq.next_element()?.ok_or_else(missing)?;
+                let first = seq.next_element()?.ok_or_else(missing)?;
+                let digests = seq
+                    .next_element_seed(Digests { left: self.left })?
+                    .ok_or_else(missing)?;
+                Ok(DigestRun {
+                    channel,
+                    first,
+                    digests,
+                })
+            }
+        }
+
+        /// A run's digests, at most `left` of them.
+        struct Digests {
+            left: usize,
+        }
+        impl<'de> serde::de::DeserializeSeed<'de> for Digests {
+            type Value = Vec<u32>;
+
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<u32>, D::Error> {
+                d.deserialize_seq(self)
+            }
+        }
+        impl<'de> Visitor<'de> for Digests {
+            type Value = Vec<u32>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("digests")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u32>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(d) = seq.next_element()? {
+                    if out.len() == self.left {
+                        return Err(A::Error::custom(DeliveredDigestsError::TooMany));
+                    }
+                    out.push(d);
+                }
+                Ok(out)
+            }
+        }
+
+        d.deserialize_seq(Runs)
+    }
 }
 
 impl TryFrom<Vec<DigestRun>> for DeliveredDigests {
@@ -239,6 +355,7 @@ impl DeliveredDigests {
             total += r.digests.len();
             total <= RESPONSE_LIMIT
         });
+        runs.truncate(RUN_LIMIT);
         DeliveredDigests { runs }
     }
 
@@ -344,6 +461,9 @@ mod tests {
             (Some(1), 13),
             "a restore moved the channel"
         );
+        w.push(13, UNCOMPARABLE);
+        assert_eq!(w.matches(13, 5), None, "an ask is not compared");
+        assert_eq!(w.matches(12, UNCOMPARABLE), None);
     }
 
     #[test]
@@ -378,6 +498,18 @@ mod tests {
             (vec![run(2, 1, 1), run(1, 1, 1)], "unordered"),
             (vec![run(1, 1, 0)], "empty run"),
             (vec![run(1, 0, 1)], "index 0"),
+            (vec![run(1, 1, RESPONSE_LIMIT + 1)], "too many digests"),
+            (
+                vec![
+                    run(1, 1, RESPONSE_LIMIT / 2),
+                    run(2, 1, RESPONSE_LIMIT / 2 + 1),
+                ],
+                "too many digests over two runs",
+            ),
+            (
+                (1..=RUN_LIMIT as u64 + 1).map(|c| run(c, 1, 1)).collect(),
+                "too many channels",
+            ),
         ] {
             let bytes = postcard::to_allocvec(&bad).unwrap();
             assert!(

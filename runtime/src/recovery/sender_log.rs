@@ -25,6 +25,8 @@ pub trait LogPayload: Clone {
 
     /// Digest of the content, equal for equal messages: what a receiver keeps of a
     /// delivered message to check its regeneration (see [`replay_check`](super::replay_check)).
+    /// [`UNCOMPARABLE`](super::replay_check::UNCOMPARABLE) for a message whose
+    /// regeneration may legitimately differ.
     fn digest(&self) -> u32;
 }
 
@@ -181,7 +183,13 @@ impl<P: LogPayload> SenderLog<P> {
         let mut out = Vec::new();
         for (dst, peer) in self.peers.iter().enumerate() {
             for (channel, state) in peer {
-                out.push((SetId(dst as u16), *channel, state.clone()));
+                let durable = OutChannel {
+                    last_send: state.last_send,
+                    released: state.released,
+                    entries: state.entries.clone(),
+                    ..OutChannel::default()
+                };
+                out.push((SetId(dst as u16), *channel, durable));
             }
         }
         out

@@ -268,6 +268,15 @@ pub(crate) fn event(rank: u16, what: &str) {
     eprintln!("lazarus-event ms={ms} rank={rank} {what}");
 }
 
+/// Publishes the count of regenerations compared so far and reports the violations
+/// found since the last call.
+fn report_checks(rank: u16, protocol: &mut SetProtocol<Envelope>) {
+    counter!(REGENERATIONS_CHECKED).absolute(protocol.stats().regenerations_checked);
+    if protocol.has_violations() {
+        report_violations(rank, protocol.take_violations());
+    }
+}
+
 /// Reports regenerated messages that differ from the copies delivered before a failure
 /// (see [`crate::recovery::replay_check`]): metric, error, and an event for the timeline.
 /// The run goes on: the delivered copies stay, and the supervisor warns at the end.
@@ -643,10 +652,7 @@ impl RecoveryLayer {
             }
             Ok(SendOutcome::Suppressed { .. }) => {
                 counter!(SUPPRESSED).increment(1);
-                counter!(REGENERATIONS_CHECKED).absolute(protocol.stats().regenerations_checked);
-                if protocol.has_violations() {
-                    report_violations(node.rank(), protocol.take_violations());
-                }
+                report_checks(node.rank(), protocol);
                 None
             }
             Err(e) => {
@@ -725,10 +731,7 @@ impl RecoveryLayer {
         match r {
             Ok(crate::recovery::Received::Duplicate) => {
                 counter!(DUPLICATES).increment(1);
-                counter!(REGENERATIONS_CHECKED).absolute(protocol.stats().regenerations_checked);
-                if protocol.has_violations() {
-                    report_violations(self.rank, protocol.take_violations());
-                }
+                report_checks(self.rank, protocol);
             }
             Ok(_) => {}
             Err(e) => {
@@ -809,6 +812,10 @@ impl RecoveryLayer {
                     );
                 }
                 let recovered = was_recovering && !protocol.is_recovering();
+                if kind == "response" {
+                    // Regenerations held until this RESPONSE were compared just now.
+                    report_checks(self.rank, protocol);
+                }
                 let frames = Self::behind_held(&mut core, Self::frames(actions));
                 Self::deliver_ready(&mut core, node);
                 if recovered {
