@@ -11,7 +11,9 @@ mod support;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
-use support::launched::{assert_only_restarted, assert_only_rolled_back, Launched};
+use support::launched::{
+    assert_only_restarted, assert_only_rolled_back, assert_peers_reached_replacement, Launched,
+};
 use support::{bin, parse_result};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -281,14 +283,7 @@ fn a_node_restarted_on_a_spare_slot_recovers_and_every_peer_reaches_it_there() {
     let f = run.finish();
     assert_eq!(f.checksum(), expected);
     let spare = spare_slot(&f, 2);
-    for peer in [0, 1, 3] {
-        assert!(
-            f.has(&format!(
-                "node {peer}: connection to a restarted peer is up peer=2 incarnation=1 addr={spare}"
-            )),
-            "node {peer} reached node 2's replacement at {spare}"
-        );
-    }
+    assert_peers_reached_replacement(&f, 2, &spare);
     assert_only_restarted(&f, &[2]);
 }
 

@@ -299,6 +299,19 @@ pub fn assert_only_rolled_back(f: &Finished, failed: &[u16]) {
     }
 }
 
+/// Every node but `restarted` connected to `restarted`'s first replacement at an address
+/// starting with `addr` (a spare slot or a spare host).
+pub fn assert_peers_reached_replacement(f: &Finished, restarted: u16, addr: &str) {
+    for peer in (0..f.nodes).filter(|&p| p != restarted) {
+        assert!(
+            f.has(&format!(
+                "node {peer}: connection to a restarted peer is up peer={restarted} incarnation=1 addr={addr}"
+            )),
+            "node {peer} did not reach node {restarted}'s replacement at {addr}"
+        );
+    }
+}
+
 /// SIGKILL's number.
 pub const SIGKILL: i32 = 9;
 /// SIGSTOP's number (Linux).
