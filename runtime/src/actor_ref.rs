@@ -225,16 +225,7 @@ impl<A: Actor> ActorRef<A> {
                         })
                     }
                 };
-                let rank = env.to.rank();
-                // Logging delivers what the tell let through first.
-                let driver = RecoveryLayer::driver_id(node.rank());
-                let frame = RecoveryLayer::log_send(&mut core, &node, driver, env)
-                    .and_then(|f| layer.gate(&mut core, driver, rank, f));
-                drop(core);
-                if let (Some(frame), Some(tr)) = (frame, node.transport()) {
-                    // Logged: a peer that is down gets it when it rolls back.
-                    let _ = tr.send_body(rank, &frame);
-                }
+                layer.driver_send_logged(core, &node, env);
                 Ok(())
             }
         }
@@ -249,6 +240,17 @@ impl<A: Actor> ActorRef<A> {
         if crate::recovery_layer::tell_hook() == TellHook::Driver {
             let node = self.node_handle();
             if let Some(layer) = node.recovery_layer() {
+                if let Route::Remote(t) = &self.route {
+                    let state = t.driver_ask(layer, msg);
+                    return Ask {
+                        id: self.id(),
+                        status: None,
+                        timeout: Some(t.ask_timeout),
+                        state,
+                        sleep: None,
+                        _reply: PhantomData,
+                    };
+                }
                 drop(layer.driver_turn(node, false));
             }
         }
@@ -313,6 +315,51 @@ impl<A: Actor> ActorRef<A> {
 }
 
 impl RemoteTarget {
+    /// An ask by the app's `main` with recovery on (see
+    /// [`crate::recovery_layer::driver`]): counted among main's sends and numbered by its
+    /// position; a restarted node's `main` skips it if its checkpoint contains it and
+    /// gets the reply kept from before the failure, or resent by the replier's node.
+    #[cold]
+    fn driver_ask<A: Actor, M: Message<A>>(
+        &self,
+        layer: &Arc<RecoveryLayer>,
+        msg: M,
+    ) -> AskState<M::Reply> {
+        let id = self.id;
+        let Some(tr) = self.node.transport() else {
+            return AskState::Failed(Some(AskError::Unreachable {
+                id,
+                reason: "this node is not part of a cluster".into(),
+            }));
+        };
+        let (core, skip) = layer.driver_turn(&self.node, true);
+        let request = crate::recovery_layer::driver::request_number(core.driver.sent);
+        let rx = tr.expect_reply(request, id.rank());
+        if let Some(outcome) = core.driver.reply(request) {
+            tr.complete_request(request, outcome.clone());
+        }
+        if skip {
+            return AskState::Remote(rx, request, tr);
+        }
+        let mut core = core;
+        // An input to the set, like main's tell (see `ActorRef::driver_tell`).
+        if let Some(protocol) = core.protocol.as_mut() {
+            protocol.on_local_input();
+        }
+        let set = msg.into_set(ReplyTo::outgoing(tr.rank(), request));
+        match self.envelope(&set, Some(request)) {
+            Ok(env) => {
+                layer.driver_send_logged(core, &self.node, env);
+                AskState::Remote(rx, request, tr)
+            }
+            Err(reason) => {
+                tr.cancel_request(request);
+                telemetry::send_error(A::NAME);
+                AskState::Failed(Some(AskError::Unreachable { id, reason }))
+            }
+        }
+    }
+
     /// Encodes `set` into an envelope for the actor.
     fn envelope<S: Serialize>(&self, set: &S, request: Option<u64>) -> Result<Envelope, String> {
         let payload = crate::wire::encode_bytes(set).map_err(|e| e.to_string())?;

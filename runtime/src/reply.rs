@@ -75,7 +75,24 @@ impl<R: Serialize> ReplyTo<R> {
 }
 
 fn send_remote(rank: u16, request: u64, outcome: Result<Vec<u8>, RemoteError>) -> bool {
-    match NodeHandle::current().and_then(|n| n.transport()) {
+    let node = NodeHandle::current();
+    if crate::recovery_layer::driver::is_driver_request(request) {
+        // An answer to the app's main with recovery on: logged, so a restarted main
+        // gets it again.
+        if let Some((node, layer)) = node
+            .as_ref()
+            .and_then(|n| n.recovery_layer().map(|l| (n, l)))
+        {
+            return match layer.reply_to_driver(node, rank, request, &outcome) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(rank, "reply to main on node {rank} not sent: {e}");
+                    false
+                }
+            };
+        }
+    }
+    match node.and_then(|n| n.transport()) {
         Some(t) => t.send_reply(rank, request, outcome).is_ok(),
         None => {
             tracing::warn!(

@@ -21,6 +21,7 @@
 //! events of the set (`LocalDeliveries`, one atomic increment each).
 
 pub(crate) mod dependence;
+pub(crate) mod driver;
 pub mod events;
 pub mod in_place;
 pub mod replica;
@@ -327,11 +328,8 @@ pub(crate) struct Core {
     early: Vec<(u16, FrameBody)>,
     /// False in a restarted node until its actors are restored: nothing is delivered.
     pub(crate) ready: bool,
-    /// Tells made by the app's main so far.
-    pub(crate) driver_sent: u64,
-    /// In a restarted node: main's tells up to this count happened before the
-    /// checkpoint and are not made again.
-    pub(crate) driver_replayed_upto: u64,
+    /// The app's main: its sends so far, those to skip, the replies to its asks.
+    pub(crate) driver: driver::DriverState,
     /// Actors spawned while the node is being restored, not started yet.
     pub(crate) deferred: Vec<Arc<dyn Control>>,
     /// Actor images of the checkpoint being restored, by actor.
@@ -502,8 +500,7 @@ impl RecoveryLayer {
                 protocol,
                 early: Vec::new(),
                 ready: fresh,
-                driver_sent: 0,
-                driver_replayed_upto: 0,
+                driver: Default::default(),
                 deferred: Vec::new(),
                 images: HashMap::new(),
                 rollback_at: None,
@@ -749,7 +746,10 @@ impl RecoveryLayer {
             return 0;
         }
         let Core {
-            protocol, local, ..
+            protocol,
+            local,
+            driver,
+            ..
         } = core;
         let Some(protocol) = protocol.as_mut() else {
             return 0;
@@ -762,7 +762,7 @@ impl RecoveryLayer {
                 // node: the caller may be a thread of no node (the app's main during a
                 // restore).
                 let _current = CurrentNode::enter(node);
-                deepest = deepest.max(Self::deliver_now(protocol, node));
+                deepest = deepest.max(Self::deliver_now(protocol, driver, node));
             }
             if !local.rearm(protocol) {
                 return deepest;
@@ -771,10 +771,18 @@ impl RecoveryLayer {
     }
 
     /// Hands every message the protocol can deliver now to its actor.
-    fn deliver_now(protocol: &mut SetProtocol<Envelope>, node: &NodeHandle) -> usize {
+    fn deliver_now(
+        protocol: &mut SetProtocol<Envelope>,
+        driver: &mut driver::DriverState,
+        node: &NodeHandle,
+    ) -> usize {
         let mut deepest = 0;
         while let Some(d) = protocol.poll_delivery() {
             let to = d.payload.to;
+            if d.payload.type_tag == driver::REPLY_TAG && to == Self::driver_id(node.rank()) {
+                Self::deliver_to_driver(driver, node, &d.payload);
+                continue;
+            }
             let stamp = crate::mailbox::Stamp {
                 from: d.channel.from,
                 index: d.send_index,
@@ -789,6 +797,22 @@ impl RecoveryLayer {
             }
         }
         deepest
+    }
+
+    /// A reply to one of `main`'s asks was delivered: kept for a re-executed `main`, and
+    /// handed to the ask waiting for it, if one does.
+    fn deliver_to_driver(driver: &mut driver::DriverState, node: &NodeHandle, env: &Envelope) {
+        match driver.on_reply(env) {
+            Ok((request, outcome)) => {
+                if let Some(tr) = node.transport() {
+                    tr.complete_request(request, outcome);
+                }
+            }
+            Err(e) => {
+                counter!(BAD_RECOVERY_FRAMES, "reason" => "driver_reply").increment(1);
+                tracing::warn!(from = %env.from, "refused a reply to main: {e}");
+            }
+        }
     }
 
     /// A control message from node `from` arrived.
@@ -872,12 +896,13 @@ impl RecoveryLayer {
     }
 
     /// The app's main is about to send or wait: a restarted node restores its actors
-    /// first. For a tell, returns whether it must be skipped because the restored
-    /// checkpoint already contains its effect, with the layer locked for the send.
+    /// first. For a counted send (a tell, an ask to another node), returns whether it
+    /// must be skipped because the restored checkpoint already contains it, with the
+    /// layer locked for the send.
     pub(crate) fn driver_turn(
         &self,
         node: &NodeHandle,
-        is_tell: bool,
+        counted: bool,
     ) -> (MutexGuard<'_, Core>, bool) {
         let mut core = self.lock();
         if !core.ready {
@@ -885,12 +910,39 @@ impl RecoveryLayer {
             self.restore_point(node);
             core = self.lock();
         }
-        if !is_tell {
+        if !counted {
             return (core, false);
         }
-        core.driver_sent += 1;
-        let skip = core.driver_sent <= core.driver_replayed_upto;
+        let skip = core.driver.count_send();
         (core, skip)
+    }
+
+    /// Logs main's message `env` to another node and transmits it (a peer that is down
+    /// gets it when it rolls back). `core` is released before the transmission.
+    pub(crate) fn driver_send_logged(&self, mut core: MutexGuard<'_, Core>, node: &NodeHandle, env: Envelope) {
+        let rank = env.to.rank();
+        // Logging delivers what the send let through first.
+        let driver = Self::driver_id(node.rank());
+        let frame = Self::log_send(&mut core, node, driver, env)
+            .and_then(|f| self.gate(&mut core, driver, rank, f));
+        drop(core);
+        if let (Some(frame), Some(tr)) = (frame, node.transport()) {
+            let _ = tr.send_body(rank, &frame);
+        }
+    }
+
+    /// An actor of this node answers `main`'s ask `request` on node `rank`: the reply
+    /// goes as a logged message, so a restarted `main` gets it again (see [`driver`]).
+    pub(crate) fn reply_to_driver(
+        &self,
+        node: &NodeHandle,
+        rank: u16,
+        request: u64,
+        outcome: &driver::Outcome,
+    ) -> Result<(), String> {
+        let from = crate::lifecycle::current_actor().unwrap_or_else(|| Self::driver_id(self.rank));
+        let env = driver::reply_envelope(Self::driver_id(rank), from, request, outcome)?;
+        self.send_remote(node, from, env)
     }
 
     /// The first phase of a supervised shutdown: announces that this node's `main` has
@@ -908,11 +960,14 @@ impl RecoveryLayer {
     pub(crate) fn shutdown(&self) {
         self.stop.store(true, Ordering::Release);
         let s = self.stats();
-        let determinants = self.lock().events.report();
+        let (determinants, driver_replies) = {
+            let core = self.lock();
+            (core.events.report(), core.driver.replies_kept())
+        };
         event(
             self.rank,
             &format!(
-                "final incarnation={} checkpoints={} replayed={} duplicates={} suppressed={} regenerations_checked={} contract_violations={} delivered={} log_entries={} log_peak_entries={} log_peak_bytes={} piggyback_bytes={} max_piggyback={} forced_logged={} forced_peak_bytes={} {determinants}",
+                "final incarnation={} checkpoints={} replayed={} duplicates={} suppressed={} regenerations_checked={} contract_violations={} delivered={} driver_replies={driver_replies} log_entries={} log_peak_entries={} log_peak_bytes={} piggyback_bytes={} max_piggyback={} forced_logged={} forced_peak_bytes={} {determinants}",
                 self.config.incarnation,
                 s.checkpoints,
                 s.protocol.resent,

@@ -88,12 +88,12 @@ impl RecoveryLayer {
         let started = Instant::now();
         let incarnation = Incarnation(self.config.incarnation);
         let (image, source) = self.load_newest();
-        let (snapshot, actors, driver_sent, events) = match image {
-            Some(img) => (img.protocol, img.actors, img.driver_sent, img.events),
+        let (snapshot, actors, driver, events) = match image {
+            Some(img) => (img.protocol, img.actors, img.driver, img.events),
             None => {
                 let mut fresh =
                     SetProtocol::new(SetId(self.rank), self.size).map_err(|e| e.to_string())?;
-                (fresh.checkpoint(), Vec::new(), 0, Default::default())
+                (fresh.checkpoint(), Vec::new(), Default::default(), Default::default())
             }
         };
         histogram!(RECOVERY_PHASE, "phase" => "load").record(started.elapsed().as_secs_f64());
@@ -116,7 +116,7 @@ impl RecoveryLayer {
         {
             let mut core = self.lock();
             core.protocol = Some(protocol);
-            core.driver_replayed_upto = driver_sent;
+            core.driver = super::driver::DriverState::restored(driver);
             core.images = actors.into_iter().map(|a| (a.id, a)).collect();
             core.rollback_at = Some(Instant::now());
         }
@@ -178,8 +178,8 @@ impl RecoveryLayer {
         event(
             self.rank,
             &format!(
-                "resumed actors={restored} skipped_driver_tells={} restore_ms={}",
-                core.driver_replayed_upto,
+                "resumed actors={restored} skipped_driver_sends={} restore_ms={}",
+                core.driver.replayed_upto,
                 started.elapsed().as_millis()
             ),
         );

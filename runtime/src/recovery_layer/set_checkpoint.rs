@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Version of the layout of a node's checkpoint image (`SetImage`).
-pub const SET_IMAGE_FORMAT: u16 = 3;
+pub const SET_IMAGE_FORMAT: u16 = 4;
 
 /// Everything a node's checkpoint holds.
 #[derive(Debug, Serialize, Deserialize)]
@@ -30,8 +30,8 @@ pub(crate) struct SetImage {
     pub(crate) protocol: Snapshot<Envelope>,
     /// Every live actor: state and mailbox.
     pub(crate) actors: Vec<ActorImage>,
-    /// Tells the app's main had made.
-    pub(crate) driver_sent: u64,
+    /// The app's main: sends made, replies delivered to its asks.
+    pub(crate) driver: super::driver::DriverImage,
     /// Determinant state: event clocks, channel stamps, the event-logging watermark.
     pub(crate) events: super::events::EventImage,
 }
@@ -40,7 +40,7 @@ pub(crate) struct SetImage {
 struct Captured {
     protocol: Snapshot<Envelope>,
     actors: Vec<ActorImage>,
-    driver_sent: u64,
+    driver: super::driver::DriverImage,
     events: EventImage,
     pause: Duration,
 }
@@ -122,7 +122,7 @@ impl RecoveryLayer {
             Ok(Captured {
                 protocol: snapshot,
                 actors,
-                driver_sent: core.driver_sent,
+                driver: core.driver.image(),
                 events,
                 pause: Duration::ZERO,
             })
@@ -139,7 +139,7 @@ impl RecoveryLayer {
         let Captured {
             protocol,
             actors,
-            driver_sent,
+            driver,
             events,
             pause,
         } = self.capture(node).inspect_err(|e| {
@@ -155,7 +155,7 @@ impl RecoveryLayer {
             format: SET_IMAGE_FORMAT,
             protocol,
             actors,
-            driver_sent,
+            driver,
             events,
         };
         let replicated = self.config.buddy && self.size > 1;

@@ -516,6 +516,29 @@ impl Transport {
         (id, rx)
     }
 
+    /// Waits for the reply to request `request`, numbered by the caller (an ask of the
+    /// app's `main` with recovery on, whose number is the same in every incarnation).
+    pub(crate) fn expect_reply(
+        &self,
+        request: u64,
+        rank: u16,
+    ) -> oneshot::Receiver<Result<Vec<u8>, RemoteError>> {
+        let (tx, rx) = oneshot::channel();
+        self.pending.insert(request, Pending { rank, tx });
+        rx
+    }
+
+    /// Hands `outcome` to whoever waits for request `request`; false if nobody does.
+    pub(crate) fn complete_request(
+        &self,
+        request: u64,
+        outcome: Result<Vec<u8>, RemoteError>,
+    ) -> bool {
+        self.pending
+            .remove(&request)
+            .is_some_and(|(_, p)| p.tx.send(outcome).is_ok())
+    }
+
     /// Forgets a request (its asker gave up).
     pub(crate) fn cancel_request(&self, id: u64) {
         self.pending.remove(&id);
@@ -681,10 +704,16 @@ impl Transport {
             "node {rank} failed (no heartbeat for {} ms)",
             silent_for.as_millis()
         );
+        // With recovery on, `main`'s asks wait for the replacement: their replies are
+        // logged messages, which a restarted node sends again.
         let failed: Vec<u64> = self
             .pending
             .iter()
-            .filter(|p| p.rank == rank)
+            .filter(|p| {
+                p.rank == rank
+                    && !(self.reconnect
+                        && crate::recovery_layer::driver::is_driver_request(*p.key()))
+            })
             .map(|p| *p.key())
             .collect();
         for id in failed {

@@ -1,0 +1,217 @@
+//! The app's `main` (the driver) under recovery: which of its sends a restarted node's
+//! re-executed `main` skips, and the replies to its asks to other nodes.
+//!
+//! `main` is not checkpointed: a restarted node runs it again from the top. Its sends are
+//! counted in one sequence (tells to any node, asks to other nodes); those the restored
+//! checkpoint already contains are skipped, the others are made again and regenerate the
+//! same logged messages. An ask to another node needs its reply in every incarnation, so
+//! with recovery on:
+//! - its request number is its position in that sequence (with [`DRIVER_REQUEST`] set),
+//!   the same in every incarnation, instead of a per-process counter;
+//! - the reply travels back as a logged message on the channel from the replying actor
+//!   to the driver (sender-based log, dependency vector, replay and suppression like any
+//!   message between sets), not as an unlogged reply frame;
+//! - every reply delivered to `main` is kept for the whole run and goes into the node's
+//!   checkpoints, so a re-executed `main` gets each answer again, whether it arrived before
+//!   the checkpoint (kept in it) or after (resent by the replier's node).
+
+use crate::actor_id::ActorId;
+use crate::transport::frame::{Envelope, RemoteError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Set in the request number of an ask that `main` makes to another node with recovery
+/// on; the other bits are the ask's position among `main`'s sends. Per-process request
+/// numbers count up from 0 and never reach it.
+pub(crate) const DRIVER_REQUEST: u64 = 1 << 63;
+
+/// Message type tag of a reply to `main`'s ask carried as a logged message ("LZREPLY").
+pub(crate) const REPLY_TAG: u64 = 0x4C5A_5245_504C_5900;
+
+/// A reply as the asker receives it: the encoded value, or why there is none.
+pub(crate) type Outcome = Result<Vec<u8>, RemoteError>;
+
+/// The request number of the ask that is `main`'s `position`-th send.
+pub(crate) fn request_number(position: u64) -> u64 {
+    DRIVER_REQUEST | position
+}
+
+/// Whether `request` is the number of an ask by `main` with recovery on.
+pub(crate) fn is_driver_request(request: u64) -> bool {
+    request & DRIVER_REQUEST != 0
+}
+
+/// The logged message that carries the reply to `main`'s ask `request` on node
+/// `rank`, from actor `from`.
+pub(crate) fn reply_envelope(
+    to: ActorId,
+    from: ActorId,
+    request: u64,
+    outcome: &Outcome,
+) -> Result<Envelope, String> {
+    let payload = crate::wire::encode_bytes(outcome).map_err(|e| e.to_string())?;
+    Ok(Envelope {
+        to,
+        from,
+        type_tag: REPLY_TAG,
+        request: Some(request),
+        payload,
+    })
+}
+
+/// `main`'s side of recovery on one node.
+#[derive(Debug, Default)]
+pub(crate) struct DriverState {
+    /// Sends (tells, asks to other nodes) `main` has made in this incarnation.
+    pub(crate) sent: u64,
+    /// In a restarted node: sends up to this count are in the restored checkpoint and
+    /// are not made again.
+    pub(crate) replayed_upto: u64,
+    /// Every reply delivered to `main`'s asks so far, by request number.
+    replies: BTreeMap<u64, Outcome>,
+}
+
+/// What a checkpoint keeps of [`DriverState`].
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub(crate) struct DriverImage {
+    /// Sends `main` had made.
+    pub(crate) sent: u64,
+    /// Replies delivered to `main`, by request number.
+    pub(crate) replies: Vec<(u64, Outcome)>,
+}
+
+impl DriverState {
+    /// Counts one send of `main`; true if the restored checkpoint already contains it.
+    pub(crate) fn count_send(&mut self) -> bool {
+        self.sent += 1;
+        self.sent <= self.replayed_upto
+    }
+
+    /// The reply delivered for `request`, if any.
+    pub(crate) fn reply(&self, request: u64) -> Option<&Outcome> {
+        self.replies.get(&request)
+    }
+
+    /// Replies kept (for the final totals).
+    pub(crate) fn replies_kept(&self) -> usize {
+        self.replies.len()
+    }
+
+    /// A logged reply to `main` was delivered: keeps it. Returns the request and the
+    /// outcome to hand to the asker, or why the message is not a reply to `main`.
+    pub(crate) fn on_reply(&mut self, env: &Envelope) -> Result<(u64, Outcome), String> {
+        let request = match env.request {
+            Some(r) if is_driver_request(r) => r,
+            other => return Err(format!("request number {other:?} is not one of main's")),
+        };
+        let outcome: Outcome = crate::wire::decode(&env.payload)
+            .map_err(|e| format!("reply to request {request:#x} did not decode: {e}"))?;
+        if self.replies.contains_key(&request) {
+            return Err(format!(
+                "a second reply to main's request {:#x}",
+                request & !DRIVER_REQUEST
+            ));
+        }
+        self.replies.insert(request, outcome.clone());
+        Ok((request, outcome))
+    }
+
+    /// What a checkpoint keeps.
+    pub(crate) fn image(&self) -> DriverImage {
+        DriverImage {
+            sent: self.sent,
+            replies: self
+                .replies
+                .iter()
+                .map(|(r, o)| (*r, o.clone()))
+                .collect(),
+        }
+    }
+
+    /// The state of a restarted node's `main` before it runs again: nothing sent yet,
+    /// the checkpoint's sends to skip, its replies to hand out again.
+    pub(crate) fn restored(image: DriverImage) -> Self {
+        DriverState {
+            sent: 0,
+            replayed_upto: image.sent,
+            replies: image.replies.into_iter().collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(request: Option<u64>, outcome: &Outcome) -> Envelope {
+        let mut env = reply_envelope(
+            ActorId::new(0, 1).unwrap(),
+            ActorId::new(1, 1).unwrap(),
+            0,
+            outcome,
+        )
+        .unwrap();
+        env.request = request;
+        env
+    }
+
+    #[test]
+    fn request_numbers_of_main_are_its_send_positions_and_never_a_process_counter() {
+        assert!(is_driver_request(request_number(1)));
+        assert_eq!(request_number(7) & !DRIVER_REQUEST, 7);
+        assert!(!is_driver_request(0));
+        assert!(!is_driver_request(u64::MAX >> 1));
+    }
+
+    #[test]
+    fn a_restarted_main_skips_the_sends_its_checkpoint_contains_and_no_more() {
+        let mut before = DriverState::default();
+        for _ in 0..3 {
+            assert!(!before.count_send());
+        }
+        let mut after = DriverState::restored(before.image());
+        assert!(after.count_send());
+        assert!(after.count_send());
+        assert!(after.count_send());
+        assert!(!after.count_send(), "the fourth send was not in the checkpoint");
+    }
+
+    #[test]
+    fn replies_delivered_before_a_checkpoint_are_handed_out_again_after_a_restore() {
+        let mut state = DriverState::default();
+        let answer: Outcome = Ok(vec![1, 2, 3]);
+        let refused: Outcome = Err(RemoteError::NoReply(ActorId::new(1, 1).unwrap()));
+        state
+            .on_reply(&reply(Some(request_number(2)), &answer))
+            .unwrap();
+        state
+            .on_reply(&reply(Some(request_number(5)), &refused))
+            .unwrap();
+        let restored = DriverState::restored(state.image());
+        assert_eq!(restored.reply(request_number(2)), Some(&answer));
+        assert_eq!(restored.reply(request_number(5)), Some(&refused));
+        assert_eq!(restored.reply(request_number(3)), None);
+    }
+
+    #[test]
+    fn a_reply_that_is_not_one_to_main_or_does_not_decode_is_refused_and_not_kept() {
+        let mut state = DriverState::default();
+        let answer: Outcome = Ok(vec![9]);
+        assert!(state.on_reply(&reply(None, &answer)).is_err());
+        assert!(state.on_reply(&reply(Some(4), &answer)).is_err());
+        let mut garbage = reply(Some(request_number(1)), &answer);
+        garbage.payload = bytes::Bytes::from_static(&[0xff, 0xff, 0xff]);
+        assert!(state.on_reply(&garbage).is_err());
+        assert_eq!(state.replies_kept(), 0);
+        state
+            .on_reply(&reply(Some(request_number(1)), &answer))
+            .unwrap();
+        assert!(
+            state
+                .on_reply(&reply(Some(request_number(1)), &Ok(vec![8])))
+                .is_err(),
+            "a second reply to one request does not replace the first"
+        );
+        assert_eq!(state.reply(request_number(1)), Some(&answer));
+    }
+}
