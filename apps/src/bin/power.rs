@@ -156,7 +156,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         (x, lambda) = normalise(&x, y);
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let checksum = x.iter().fold(mix(0, n as u64), |acc, v| mix(acc, v.to_bits()));
+    let checksum = x
+        .iter()
+        .fold(mix(0, n as u64), |acc, v| mix(acc, v.to_bits()));
     let verified = !args.check || {
         let (x_seq, lambda_seq) = sequential(n, args.steps);
         x_seq == x && lambda_seq.to_bits() == lambda.to_bits()

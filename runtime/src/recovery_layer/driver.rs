@@ -120,11 +120,7 @@ impl DriverState {
     pub(crate) fn image(&self) -> DriverImage {
         DriverImage {
             sent: self.sent,
-            replies: self
-                .replies
-                .iter()
-                .map(|(r, o)| (*r, o.clone()))
-                .collect(),
+            replies: self.replies.iter().map(|(r, o)| (*r, o.clone())).collect(),
         }
     }
 
@@ -173,7 +169,10 @@ mod tests {
         assert!(after.count_send());
         assert!(after.count_send());
         assert!(after.count_send());
-        assert!(!after.count_send(), "the fourth send was not in the checkpoint");
+        assert!(
+            !after.count_send(),
+            "the fourth send was not in the checkpoint"
+        );
     }
 
     #[test]
@@ -181,12 +180,14 @@ mod tests {
         let mut state = DriverState::default();
         let answer: Outcome = Ok(vec![1, 2, 3]);
         let refused: Outcome = Err(RemoteError::NoReply(ActorId::new(1, 1).unwrap()));
-        state
-            .on_reply(&reply(Some(request_number(2)), &answer))
-            .unwrap();
-        state
-            .on_reply(&reply(Some(request_number(5)), &refused))
-            .unwrap();
+        assert_eq!(
+            state.on_reply(&reply(Some(request_number(2)), &answer)),
+            Ok((request_number(2), answer.clone()))
+        );
+        assert_eq!(
+            state.on_reply(&reply(Some(request_number(5)), &refused)),
+            Ok((request_number(5), refused.clone()))
+        );
         let restored = DriverState::restored(state.image());
         assert_eq!(restored.reply(request_number(2)), Some(&answer));
         assert_eq!(restored.reply(request_number(5)), Some(&refused));
@@ -203,9 +204,10 @@ mod tests {
         garbage.payload = bytes::Bytes::from_static(&[0xff, 0xff, 0xff]);
         assert!(state.on_reply(&garbage).is_err());
         assert_eq!(state.replies_kept(), 0);
-        state
-            .on_reply(&reply(Some(request_number(1)), &answer))
-            .unwrap();
+        assert_eq!(
+            state.on_reply(&reply(Some(request_number(1)), &answer)),
+            Ok((request_number(1), answer.clone()))
+        );
         assert!(
             state
                 .on_reply(&reply(Some(request_number(1)), &Ok(vec![8])))

@@ -919,7 +919,12 @@ impl RecoveryLayer {
 
     /// Logs main's message `env` to another node and transmits it (a peer that is down
     /// gets it when it rolls back). `core` is released before the transmission.
-    pub(crate) fn driver_send_logged(&self, mut core: MutexGuard<'_, Core>, node: &NodeHandle, env: Envelope) {
+    pub(crate) fn driver_send_logged(
+        &self,
+        mut core: MutexGuard<'_, Core>,
+        node: &NodeHandle,
+        env: Envelope,
+    ) {
         let rank = env.to.rank();
         // Logging delivers what the send let through first.
         let driver = Self::driver_id(node.rank());

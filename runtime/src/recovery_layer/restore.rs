@@ -93,7 +93,12 @@ impl RecoveryLayer {
             None => {
                 let mut fresh =
                     SetProtocol::new(SetId(self.rank), self.size).map_err(|e| e.to_string())?;
-                (fresh.checkpoint(), Vec::new(), Default::default(), Default::default())
+                (
+                    fresh.checkpoint(),
+                    Vec::new(),
+                    Default::default(),
+                    Default::default(),
+                )
             }
         };
         histogram!(RECOVERY_PHASE, "phase" => "load").record(started.elapsed().as_secs_f64());
