@@ -127,6 +127,12 @@ impl<R> std::fmt::Debug for ReplyTo<R> {
 
 impl<R> Default for ReplyTo<R> {
     /// An empty slot, so a `ReplyTo` kept in actor state can be `#[serde(skip)]`ped.
+    ///
+    /// With recovery on, prefer not to skip it: a checkpoint keeps the route of a remote
+    /// asker (a slot of a local asker is checkpointed as empty: that asker asks again),
+    /// so an actor restored from it still answers an ask that `main` made from another
+    /// node before the checkpoint. A skipped slot is lost with the failure, and that
+    /// `main` waits for ever.
     fn default() -> Self {
         ReplyTo::none()
     }

@@ -6,12 +6,11 @@
 //! channel's FIFO order and log no determinant. (With real processes and SIGKILL:
 //! `master-worker`'s master winds down with selective receives, `determinants_kill.rs`.)
 
-use lazarus::cluster::{ClusterSpec, Launcher};
-use lazarus::recovery_layer::RecoveryConfig;
+mod support;
+
 use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, Context, Node, ReceiveError};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use serde::{Deserialize, Serialize};
-use std::net::UdpSocket;
 use std::time::Duration;
 
 /// Collects labels; can wait for `expect` messages from one sender first.
@@ -139,48 +138,9 @@ fn only_order_sensitive_actors_can_receive_selectively() {
     node.shutdown();
 }
 
-/// Where the nodes of [`two_nodes`] keep checkpoints and event journals.
-fn checkpoint_dir(recovery: bool) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!(
-        "lazarus-selective-{}-{recovery}",
-        std::process::id()
-    ))
-}
-
 /// Two nodes in this process over loopback QUIC, recovery on or off.
 fn two_nodes(recovery: bool) -> (Cluster, Cluster) {
-    let addrs: Vec<_> = (0..2)
-        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
-        .collect::<Vec<_>>()
-        .iter()
-        .map(|s| s.local_addr().unwrap())
-        .collect();
-    let dir = checkpoint_dir(recovery);
-    let spec = |rank: u16| ClusterSpec {
-        launcher: Launcher::Lazarus,
-        rank,
-        addrs: addrs.clone(),
-        secret: b"selective receive test secret 32".to_vec(),
-        cores: Some(1),
-        core_offset: rank as usize,
-        idle_spin: None,
-        net: None,
-        recovery: recovery
-            .then(|| {
-                RecoveryConfig::from_vars(|k| match k {
-                    "LAZARUS_FT" => Some("on".into()),
-                    "LAZARUS_CHECKPOINT_EVERY_MS" => Some("0".into()),
-                    "LAZARUS_CHECKPOINT_DIR" => Some(dir.display().to_string()),
-                    _ => None,
-                })
-                .expect("valid recovery settings")
-            })
-            .flatten(),
-    };
-    let s1 = spec(1);
-    let t = std::thread::spawn(move || Cluster::start_with(s1, Node::builder()).unwrap());
-    let node0 = Cluster::start_with(spec(0), Node::builder()).unwrap();
-    (node0, t.join().unwrap())
+    support::in_process::two_nodes("selective", recovery)
 }
 
 /// The gatherer on node 0 waits for sender `a` on node 1 while `b` (node 1) sent first.
@@ -260,7 +220,7 @@ fn with_recovery_on_a_selective_receive_logs_no_determinant() {
         lazarus::recovery_layer::events::DETERMINANTS,
         None,
     );
-    let _ = std::fs::remove_dir_all(checkpoint_dir(true));
+    let _ = std::fs::remove_dir_all(support::in_process::checkpoint_dir("selective", true));
     assert_eq!(
         selected, 2,
         "a1 and a2 were delivered by the selective receive"

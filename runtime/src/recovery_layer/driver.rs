@@ -16,8 +16,10 @@
 //!   the checkpoint (kept in it) or after (resent by the replier's node).
 
 use crate::actor_id::ActorId;
+use crate::node::NodeHandle;
 use crate::transport::frame::{Envelope, RemoteError};
 use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 /// Set in the request number of an ask that `main` makes to another node with recovery
@@ -57,6 +59,49 @@ pub(crate) fn reply_envelope(
         request: Some(request),
         payload,
     })
+}
+
+/// A reply to `main` made while its thread held the layer's lock (see
+/// [`super::CoreGuard`]).
+pub(crate) struct Deferred {
+    /// The replier's node.
+    pub(crate) node: NodeHandle,
+    /// The replying actor.
+    pub(crate) from: ActorId,
+    /// `main`'s node.
+    pub(crate) rank: u16,
+    /// The ask's request number.
+    pub(crate) request: u64,
+    /// The reply.
+    pub(crate) outcome: Outcome,
+}
+
+thread_local! {
+    static DEFERRED: RefCell<Vec<Deferred>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Keeps `reply` until this thread releases the layer's lock.
+pub(crate) fn defer(reply: Deferred) {
+    DEFERRED.with(|d| d.borrow_mut().push(reply));
+}
+
+/// Sends the replies deferred on this thread (its layer lock was just released), in the
+/// order they were made.
+pub(crate) fn send_deferred() {
+    let deferred = DEFERRED.with(|d| std::mem::take(&mut *d.borrow_mut()));
+    for d in deferred {
+        let Some(layer) = d.node.recovery_layer() else {
+            continue;
+        };
+        let sent = layer.send_reply_to_driver(&d.node, d.from, d.rank, d.request, &d.outcome);
+        if let Err(e) = sent {
+            tracing::warn!(
+                rank = d.rank,
+                "reply to main on node {} not sent: {e}",
+                d.rank
+            );
+        }
+    }
 }
 
 /// `main`'s side of recovery on one node.

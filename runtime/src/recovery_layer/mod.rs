@@ -320,6 +320,52 @@ fn report_violations(rank: u16, violations: Vec<ContractViolation>) {
     }
 }
 
+thread_local! {
+    /// Whether this thread holds a recovery layer's lock ([`CoreGuard`]).
+    static HOLDS_CORE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A recovery layer's lock, held. While it is, the thread is marked: a reply to `main`
+/// made meanwhile (a message with a reply slot dropped inside a delivery) needs the lock
+/// itself, so it is deferred and sent as soon as the lock is released
+/// ([`driver::defer`]).
+pub(crate) struct CoreGuard<'a>(std::mem::ManuallyDrop<MutexGuard<'a, Core>>);
+
+impl<'a> CoreGuard<'a> {
+    fn new(guard: MutexGuard<'a, Core>) -> Self {
+        HOLDS_CORE.with(|h| h.set(true));
+        CoreGuard(std::mem::ManuallyDrop::new(guard))
+    }
+}
+
+impl std::ops::Deref for CoreGuard<'_> {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for CoreGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Core {
+        &mut self.0
+    }
+}
+
+impl Drop for CoreGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the inner guard is dropped exactly once, here, and `self.0` is not used
+        // after this line.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.0) };
+        HOLDS_CORE.with(|h| h.set(false));
+        driver::send_deferred();
+    }
+}
+
+/// Whether this thread holds a recovery layer's lock.
+pub(crate) fn holds_core() -> bool {
+    HOLDS_CORE.with(|h| h.get())
+}
+
 /// The protocol and everything that must change atomically with it.
 pub(crate) struct Core {
     /// `None` while a restarted node is still loading its checkpoint.
@@ -555,17 +601,17 @@ impl RecoveryLayer {
         &self.config
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn lock(&self) -> CoreGuard<'_> {
+        CoreGuard::new(self.core.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// [`RecoveryLayer::lock`] for network tasks: when a checkpoint holds the lock, the
     /// wait happens in `block_in_place`, so heartbeats and other streams keep moving on
     /// another runtime thread. Uncontended, it is a plain lock.
-    fn lock_from_network(&self) -> MutexGuard<'_, Core> {
+    fn lock_from_network(&self) -> CoreGuard<'_> {
         match self.core.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Ok(g) => CoreGuard::new(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => CoreGuard::new(p.into_inner()),
             Err(std::sync::TryLockError::WouldBlock) => {
                 let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|h| {
                     h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
@@ -787,12 +833,24 @@ impl RecoveryLayer {
                 from: d.channel.from,
                 index: d.send_index,
             };
+            let request = d.payload.request;
             match node.deliver_remote(d.payload, d.from.0, Some(stamp)) {
                 Ok(depth) => deepest = deepest.max(depth),
                 Err(e) => {
                     counter!(crate::transport::UNDELIVERABLE, "reason" => "recovered_unknown")
                         .increment(1);
                     tracing::warn!(actor = %to, "logged message undeliverable: {e}");
+                    // `main` asked: it gets the error instead of waiting for ever (sent
+                    // once the lock is released, as the addressee's reply).
+                    if let Some(request) = request.filter(|r| driver::is_driver_request(*r)) {
+                        driver::defer(driver::Deferred {
+                            node: node.clone(),
+                            from: to,
+                            rank: d.channel.from.rank(),
+                            request,
+                            outcome: Err(e),
+                        });
+                    }
                 }
             }
         }
@@ -899,11 +957,7 @@ impl RecoveryLayer {
     /// first. For a counted send (a tell, an ask to another node), returns whether it
     /// must be skipped because the restored checkpoint already contains it, with the
     /// layer locked for the send.
-    pub(crate) fn driver_turn(
-        &self,
-        node: &NodeHandle,
-        counted: bool,
-    ) -> (MutexGuard<'_, Core>, bool) {
+    pub(crate) fn driver_turn(&self, node: &NodeHandle, counted: bool) -> (CoreGuard<'_>, bool) {
         let mut core = self.lock();
         if !core.ready {
             drop(core);
@@ -921,7 +975,7 @@ impl RecoveryLayer {
     /// gets it when it rolls back). `core` is released before the transmission.
     pub(crate) fn driver_send_logged(
         &self,
-        mut core: MutexGuard<'_, Core>,
+        mut core: CoreGuard<'_>,
         node: &NodeHandle,
         env: Envelope,
     ) {
@@ -946,6 +1000,29 @@ impl RecoveryLayer {
         outcome: &driver::Outcome,
     ) -> Result<(), String> {
         let from = crate::lifecycle::current_actor().unwrap_or_else(|| Self::driver_id(self.rank));
+        if holds_core() {
+            driver::defer(driver::Deferred {
+                node: node.clone(),
+                from,
+                rank,
+                request,
+                outcome: outcome.clone(),
+            });
+            return Ok(());
+        }
+        self.send_reply_to_driver(node, from, rank, request, outcome)
+    }
+
+    /// Sends the reply of actor `from` to `main`'s ask `request` on node `rank`, as a
+    /// logged message.
+    pub(crate) fn send_reply_to_driver(
+        &self,
+        node: &NodeHandle,
+        from: ActorId,
+        rank: u16,
+        request: u64,
+        outcome: &driver::Outcome,
+    ) -> Result<(), String> {
         let env = driver::reply_envelope(Self::driver_id(rank), from, request, outcome)?;
         self.send_remote(node, from, env)
     }

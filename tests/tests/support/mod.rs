@@ -2,6 +2,7 @@
 //! workspace's binaries, running the launcher, reading RESULT lines.
 #![allow(dead_code)]
 
+pub mod in_process;
 pub mod launched;
 
 use std::path::PathBuf;

@@ -1,0 +1,76 @@
+//! Specification of the app's `main` asking actors of other nodes with recovery on
+//! (docs/recovery.md, "The app's main"): the reply comes back as a logged message and is
+//! handed to the ask; an ask to an actor that is not there fails at once instead of
+//! waiting for ever. Two nodes in this process; the test thread is their `main`. (With
+//! real processes and SIGKILL: `driver_asks_kill.rs`.)
+
+mod support;
+
+use lazarus::{messages, Actor, ActorId, AskError, Cluster};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use support::in_process::{checkpoint_dir, two_nodes};
+
+/// Adds what it is asked to add; answers with the running total.
+#[derive(Actor, Serialize, Deserialize, Default)]
+struct Adder {
+    total: u64,
+}
+
+#[messages]
+impl Adder {
+    #[message]
+    fn add(&mut self, amount: u64) -> u64 {
+        self.total += amount;
+        self.total
+    }
+}
+
+fn shut_down(name: &str, node0: Cluster, node1: Cluster) {
+    node1.shutdown();
+    node0.shutdown();
+    let _ = std::fs::remove_dir_all(checkpoint_dir(name, true));
+}
+
+/// `main` on node 0 asks an adder on node 1 three times; the answers it got.
+fn three_asks(node0: &Cluster, node1: &Cluster) -> Vec<u64> {
+    let adder = node1.spawn(Adder::default()).unwrap();
+    let remote = node0.handle().actor_ref::<Adder>(adder.id()).unwrap();
+    (1..=3)
+        .map(|k| {
+            node0
+                .block_on(
+                    remote
+                        .ask(Add { amount: k })
+                        .timeout(Duration::from_secs(10)),
+                )
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn with_recovery_on_main_gets_the_replies_of_another_nodes_actor_in_order() {
+    let (node0, node1) = two_nodes("driver-asks", true);
+    assert_eq!(three_asks(&node0, &node1), [1, 3, 6]);
+    shut_down("driver-asks", node0, node1);
+}
+
+#[test]
+fn with_recovery_on_an_ask_from_main_to_an_actor_that_is_not_there_fails_at_once() {
+    let (node0, node1) = two_nodes("driver-asks-missing", true);
+    // Node 1 has no actor with this id: the logged ask is undeliverable there, and `main`
+    // hears so (before, it waited for a reply that never came).
+    let nobody = ActorId::new(1, 4242).unwrap();
+    let remote = node0.handle().actor_ref::<Adder>(nobody).unwrap();
+    let answer = node0.block_on(
+        remote
+            .ask(Add { amount: 1 })
+            .timeout(Duration::from_secs(20)),
+    );
+    assert!(
+        matches!(&answer, Err(AskError::Rejected { reason, .. }) if reason.contains("no actor")),
+        "the ask failed with the reason, not a timeout: {answer:?}"
+    );
+    shut_down("driver-asks-missing", node0, node1);
+}

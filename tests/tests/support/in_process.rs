@@ -1,0 +1,50 @@
+//! Clusters of several nodes inside the test process, over loopback QUIC.
+
+use lazarus::cluster::{ClusterSpec, Launcher};
+use lazarus::recovery_layer::RecoveryConfig;
+use lazarus::{Cluster, Node};
+use std::net::UdpSocket;
+use std::path::PathBuf;
+
+/// Where the nodes of [`two_nodes`] started under `name` keep checkpoints and event
+/// journals (remove it when done).
+pub fn checkpoint_dir(name: &str, recovery: bool) -> PathBuf {
+    std::env::temp_dir().join(format!("lazarus-{name}-{}-{recovery}", std::process::id()))
+}
+
+/// Two nodes in this process over loopback QUIC, recovery on (no periodic checkpoints) or
+/// off. The calling thread is both nodes' `main`.
+pub fn two_nodes(name: &str, recovery: bool) -> (Cluster, Cluster) {
+    let addrs: Vec<_> = (0..2)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect::<Vec<_>>()
+        .iter()
+        .map(|s| s.local_addr().unwrap())
+        .collect();
+    let dir = checkpoint_dir(name, recovery);
+    let spec = |rank: u16| ClusterSpec {
+        launcher: Launcher::Lazarus,
+        rank,
+        addrs: addrs.clone(),
+        secret: b"an in-process test secret, 32 B!".to_vec(),
+        cores: Some(1),
+        core_offset: rank as usize,
+        idle_spin: None,
+        net: None,
+        recovery: recovery
+            .then(|| {
+                RecoveryConfig::from_vars(|k| match k {
+                    "LAZARUS_FT" => Some("on".into()),
+                    "LAZARUS_CHECKPOINT_EVERY_MS" => Some("0".into()),
+                    "LAZARUS_CHECKPOINT_DIR" => Some(dir.display().to_string()),
+                    _ => None,
+                })
+                .expect("valid recovery settings")
+            })
+            .flatten(),
+    };
+    let s1 = spec(1);
+    let t = std::thread::spawn(move || Cluster::start_with(s1, Node::builder()).unwrap());
+    let node0 = Cluster::start_with(spec(0), Node::builder()).unwrap();
+    (node0, t.join().unwrap())
+}
