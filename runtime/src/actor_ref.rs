@@ -239,19 +239,8 @@ impl<A: Actor> ActorRef<A> {
     pub fn ask<M: Message<A>>(&self, msg: M) -> Ask<A, M::Reply> {
         if crate::recovery_layer::tell_hook() == TellHook::Driver {
             let node = self.node_handle();
-            if let Some(layer) = node.recovery_layer() {
-                if let Route::Remote(t) = &self.route {
-                    let state = t.driver_ask(layer, msg);
-                    return Ask {
-                        id: self.id(),
-                        status: None,
-                        timeout: Some(t.ask_timeout),
-                        state,
-                        sleep: None,
-                        _reply: PhantomData,
-                    };
-                }
-                drop(layer.driver_turn(node, false));
+            if let (Some(layer), Some(tr)) = (node.recovery_layer(), node.transport()) {
+                return self.driver_ask(layer, tr, msg);
             }
         }
         let id = self.id();
@@ -305,6 +294,77 @@ impl<A: Actor> ActorRef<A> {
         }
     }
 
+    /// An ask by the app's `main` with recovery on (see
+    /// [`crate::recovery_layer::driver`]): counted among main's sends and numbered by its
+    /// position, its reply kept by the node; a restarted node's `main` skips it if its
+    /// checkpoint contains it and gets the reply kept from before the failure, or made
+    /// after the restore (by a restored actor, or resent by the replier's node).
+    #[cold]
+    fn driver_ask<M: Message<A>>(
+        &self,
+        layer: &Arc<RecoveryLayer>,
+        tr: Arc<crate::transport::Transport>,
+        msg: M,
+    ) -> Ask<A, M::Reply> {
+        let id = self.id();
+        let node = self.node_handle();
+        let (status, timeout) = match &self.route {
+            Route::Local(cell) => (
+                Some(Arc::clone(cell) as Arc<dyn StatusView>),
+                cell.mailbox.ask_timeout,
+            ),
+            Route::Remote(t) => (None, t.ask_timeout),
+        };
+        let (mut core, skip) = layer.driver_turn(node, true);
+        let request = crate::recovery_layer::driver::request_number(core.driver.sent);
+        let rx = tr.expect_reply(request, id.rank());
+        if let Some(outcome) = core.driver.reply(request) {
+            tr.complete_request(request, outcome.clone());
+        }
+        let mut failed = None;
+        if !skip {
+            // An input to the set, like main's tell (see `ActorRef::driver_tell`).
+            if let Some(protocol) = core.protocol.as_mut() {
+                protocol.on_local_input();
+            }
+            let reply = ReplyTo::to_driver(node.rank(), request);
+            match &self.route {
+                // Pushed while the layer is locked, like a tell (a checkpoint sees the
+                // count and the message together or neither).
+                Route::Local(cell) => {
+                    if let Err((_, status)) = cell.send(msg.into_set(reply)) {
+                        telemetry::send_error(A::NAME);
+                        failed = Some(status_error(id, status));
+                    }
+                    RecoveryLayer::deliver_ready(&mut core, node);
+                    drop(core);
+                }
+                Route::Remote(t) => match t.envelope(&msg.into_set(reply), Some(request)) {
+                    Ok(env) => layer.driver_send_logged(core, node, env),
+                    Err(reason) => {
+                        telemetry::send_error(A::NAME);
+                        failed = Some(AskError::Unreachable { id, reason });
+                    }
+                },
+            }
+        }
+        let state = match failed {
+            Some(e) => {
+                tr.cancel_request(request);
+                AskState::Failed(Some(e))
+            }
+            None => AskState::Remote(rx, request, tr),
+        };
+        Ask {
+            id,
+            status,
+            timeout: Some(timeout),
+            state,
+            sleep: None,
+            _reply: PhantomData,
+        }
+    }
+
     /// Asks the actor to stop once it has handled every message already in its mailbox.
     /// Sends made after this call fail. Only local actors can be stopped this way.
     pub fn stop(&self) {
@@ -315,51 +375,6 @@ impl<A: Actor> ActorRef<A> {
 }
 
 impl RemoteTarget {
-    /// An ask by the app's `main` with recovery on (see
-    /// [`crate::recovery_layer::driver`]): counted among main's sends and numbered by its
-    /// position; a restarted node's `main` skips it if its checkpoint contains it and
-    /// gets the reply kept from before the failure, or resent by the replier's node.
-    #[cold]
-    fn driver_ask<A: Actor, M: Message<A>>(
-        &self,
-        layer: &Arc<RecoveryLayer>,
-        msg: M,
-    ) -> AskState<M::Reply> {
-        let id = self.id;
-        let Some(tr) = self.node.transport() else {
-            return AskState::Failed(Some(AskError::Unreachable {
-                id,
-                reason: "this node is not part of a cluster".into(),
-            }));
-        };
-        let (core, skip) = layer.driver_turn(&self.node, true);
-        let request = crate::recovery_layer::driver::request_number(core.driver.sent);
-        let rx = tr.expect_reply(request, id.rank());
-        if let Some(outcome) = core.driver.reply(request) {
-            tr.complete_request(request, outcome.clone());
-        }
-        if skip {
-            return AskState::Remote(rx, request, tr);
-        }
-        let mut core = core;
-        // An input to the set, like main's tell (see `ActorRef::driver_tell`).
-        if let Some(protocol) = core.protocol.as_mut() {
-            protocol.on_local_input();
-        }
-        let set = msg.into_set(ReplyTo::outgoing(tr.rank(), request));
-        match self.envelope(&set, Some(request)) {
-            Ok(env) => {
-                layer.driver_send_logged(core, &self.node, env);
-                AskState::Remote(rx, request, tr)
-            }
-            Err(reason) => {
-                tr.cancel_request(request);
-                telemetry::send_error(A::NAME);
-                AskState::Failed(Some(AskError::Unreachable { id, reason }))
-            }
-        }
-    }
-
     /// Encodes `set` into an envelope for the actor.
     fn envelope<S: Serialize>(&self, set: &S, request: Option<u64>) -> Result<Envelope, String> {
         let payload = crate::wire::encode_bytes(set).map_err(|e| e.to_string())?;

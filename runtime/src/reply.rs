@@ -51,6 +51,15 @@ impl<R> ReplyTo<R> {
         }
     }
 
+    /// The slot of an ask by `main` on node `rank` with recovery on: answered through
+    /// the recovery layer, and checkpointed as its route (see
+    /// [`crate::recovery_layer::driver`]).
+    pub(crate) fn to_driver(rank: u16, request: u64) -> Self {
+        ReplyTo {
+            slot: Slot::Remote { rank, request },
+        }
+    }
+
     /// Whether somebody is waiting for the answer (the message came from `ask`).
     pub fn is_requested(&self) -> bool {
         matches!(self.slot, Slot::Local(_) | Slot::Remote { .. })
@@ -91,6 +100,13 @@ fn send_remote(rank: u16, request: u64, outcome: Result<Vec<u8>, RemoteError>) -
                 }
             };
         }
+        // Only a node with recovery on makes such a request, and its peers have it on
+        // too; an unlogged reply would be refused there.
+        tracing::error!(
+            rank,
+            "reply to main's ask on node {rank} dropped: this thread belongs to no node with recovery on"
+        );
+        return false;
     }
     match node.and_then(|n| n.transport()) {
         Some(t) => t.send_reply(rank, request, outcome).is_ok(),
@@ -108,6 +124,12 @@ fn send_remote(rank: u16, request: u64, outcome: Result<Vec<u8>, RemoteError>) -
 impl<R> Drop for ReplyTo<R> {
     fn drop(&mut self) {
         if let Slot::Remote { rank, request } = self.slot {
+            if crate::recovery_layer::driver::is_driver_request(request) && std::thread::panicking()
+            {
+                // A handler panicked with recovery on: its node rolls back and the
+                // restored actor answers `main`; a "no reply" now would contradict it.
+                return;
+            }
             send_remote(
                 rank,
                 request,
@@ -126,13 +148,13 @@ impl<R> std::fmt::Debug for ReplyTo<R> {
 }
 
 impl<R> Default for ReplyTo<R> {
-    /// An empty slot, so a `ReplyTo` kept in actor state can be `#[serde(skip)]`ped.
+    /// An empty slot (a `ReplyTo` field that is `#[serde(skip)]`ped starts as one).
     ///
-    /// With recovery on, prefer not to skip it: a checkpoint keeps the route of a remote
-    /// asker (a slot of a local asker is checkpointed as empty: that asker asks again),
-    /// so an actor restored from it still answers an ask that `main` made from another
-    /// node before the checkpoint. A skipped slot is lost with the failure, and that
-    /// `main` waits for ever.
+    /// With recovery on, do not skip a `ReplyTo` kept in actor state: a checkpoint keeps
+    /// the route of `main`'s asks and of asks from other nodes, so an actor restored from
+    /// it still answers an ask that `main` made before the checkpoint (and that the
+    /// re-executed `main` does not make again). A skipped slot is lost with the failure,
+    /// and `main` waits for ever.
     fn default() -> Self {
         ReplyTo::none()
     }

@@ -533,12 +533,10 @@ struct Collector {
     n: usize,
     tiles: usize,
     finished: usize,
-    #[serde(skip)]
     all_finished: ReplyTo<()>,
     grid: Vec<f64>,
     filled: usize,
     sane: bool,
-    #[serde(skip)]
     all_gathered: ReplyTo<Gathered>,
 }
 

@@ -410,7 +410,6 @@ struct Coordinator {
     client_reports: BTreeMap<u64, ClientReport>,
     shard_reports: BTreeMap<u64, ShardReport>,
     outcome: Option<Outcome>,
-    #[serde(skip)]
     waiting: ReplyTo<Outcome>,
 }
 

@@ -79,7 +79,6 @@ struct Master {
     answer: u64,
     consistent: bool,
     outcome: Option<Outcome>,
-    #[serde(skip)]
     waiting: ReplyTo<Outcome>,
     epoch: u64,
     /// The current epoch's mark: its number and the audit slices done at its start.

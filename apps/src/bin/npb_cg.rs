@@ -385,7 +385,6 @@ struct Collector {
     /// Per iteration: `zeta`, which every worker computes identically.
     zetas: Vec<Option<f64>>,
     missing: usize,
-    #[serde(skip)]
     done: ReplyTo<Vec<(f64, f64)>>,
 }
 

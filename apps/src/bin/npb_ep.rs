@@ -79,7 +79,6 @@ struct Collector {
     /// Tally of every batch, by batch number, once it has arrived.
     tallies: Vec<Option<Tally>>,
     missing: usize,
-    #[serde(skip)]
     done: ReplyTo<Tally>,
 }
 

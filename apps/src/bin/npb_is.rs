@@ -363,7 +363,6 @@ struct Collector {
     /// Each worker's final report, once arrived.
     full: Vec<Option<FullReport>>,
     missing: usize,
-    #[serde(skip)]
     done: ReplyTo<Outcome>,
 }
 

@@ -493,7 +493,6 @@ struct Collector {
     /// `(sum of squares, largest magnitude)` of every finest plane, once arrived.
     planes: Vec<Option<(f64, f64)>>,
     missing: usize,
-    #[serde(skip)]
     done: ReplyTo<(f64, f64)>,
 }
 

@@ -117,9 +117,7 @@ struct ChatterSource {
     answers: u64,
     /// Every answer was the one for the message in flight.
     in_order: bool,
-    #[serde(skip)]
     started: ReplyTo<()>,
-    #[serde(skip)]
     stopped: ReplyTo<(u64, bool)>,
 }
 
@@ -222,7 +220,6 @@ struct Ping {
     started_ns: u64,
     #[serde(skip)]
     clock: Option<Instant>,
-    #[serde(skip)]
     done: ReplyTo<(u64, Payload)>,
 }
 

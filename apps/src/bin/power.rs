@@ -68,6 +68,9 @@ struct Block {
     n: usize,
     /// Its rows of `A`, row-major.
     matrix: Vec<f64>,
+    /// Products computed so far: `main` checks that every step's ask was handled
+    /// exactly once (a recovery that handled one twice, or skipped one, would show).
+    products: u64,
 }
 
 impl Block {
@@ -75,16 +78,21 @@ impl Block {
         let matrix = (first..first + rows)
             .flat_map(|i| (0..n).map(move |j| entry(i, j)))
             .collect();
-        Block { n, matrix }
+        Block {
+            n,
+            matrix,
+            products: 0,
+        }
     }
 }
 
 #[messages]
 impl Block {
-    /// This block's rows of `A·x`.
+    /// This block's rows of `A·x`, and how many products it has computed.
     #[message]
-    fn multiply(&mut self, x: Vec<f64>) -> Vec<f64> {
-        multiply_rows(self.n, &self.matrix, &x)
+    fn multiply(&mut self, x: Vec<f64>) -> (Vec<f64>, u64) {
+        self.products += 1;
+        (multiply_rows(self.n, &self.matrix, &x), self.products)
     }
 }
 
@@ -143,7 +151,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let mut x = start_vector(n);
     let mut lambda = 0.0;
-    for _ in 0..args.steps {
+    let mut handled_once = true;
+    for step in 0..args.steps {
         // Every block's ask is out before the first reply is awaited.
         let asks: Vec<_> = refs
             .iter()
@@ -151,7 +160,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .collect();
         let mut y = Vec::with_capacity(n);
         for ask in asks {
-            y.extend(cluster.block_on(ask)?);
+            let (rows, products) = cluster.block_on(ask)?;
+            handled_once &= products == step + 1;
+            y.extend(rows);
         }
         (x, lambda) = normalise(&x, y);
     }
@@ -159,10 +170,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let checksum = x
         .iter()
         .fold(mix(0, n as u64), |acc, v| mix(acc, v.to_bits()));
-    let verified = !args.check || {
-        let (x_seq, lambda_seq) = sequential(n, args.steps);
-        x_seq == x && lambda_seq.to_bits() == lambda.to_bits()
-    };
+    let verified = handled_once
+        && (!args.check || {
+            let (x_seq, lambda_seq) = sequential(n, args.steps);
+            x_seq == x && lambda_seq.to_bits() == lambda.to_bits()
+        });
     cluster.barrier()?;
     println!(
         "{}",
@@ -175,6 +187,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .field("checksum", format!("{checksum:#018x}"))
             .field("elapsed_s", format!("{elapsed:.6}"))
             .field("check", if args.check { "sequential" } else { "none" })
+            .field("asks_handled_once", handled_once)
             .finish(verified)
     );
     // The RESULT is out before the node may leave: a node killed while it waits to leave

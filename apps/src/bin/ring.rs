@@ -29,7 +29,6 @@ struct RingNode {
     index: u64,
     next: Option<ActorRef<RingNode>>,
     first: Option<ActorRef<RingNode>>,
-    #[serde(skip)]
     done: ReplyTo<u64>,
 }
 

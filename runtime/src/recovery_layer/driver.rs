@@ -1,19 +1,21 @@
 //! The app's `main` (the driver) under recovery: which of its sends a restarted node's
-//! re-executed `main` skips, and the replies to its asks to other nodes.
+//! re-executed `main` skips, and the replies to its asks.
 //!
 //! `main` is not checkpointed: a restarted node runs it again from the top. Its sends are
-//! counted in one sequence (tells to any node, asks to other nodes); those the restored
-//! checkpoint already contains are skipped, the others are made again and regenerate the
-//! same logged messages. An ask to another node needs its reply in every incarnation, so
-//! with recovery on:
+//! counted in one sequence (tells and asks, to any node); those the restored checkpoint
+//! already contains are skipped, the others are made again and regenerate the same
+//! messages. An ask needs its reply in every incarnation, so with recovery on:
 //! - its request number is its position in that sequence (with [`DRIVER_REQUEST`] set),
-//!   the same in every incarnation, instead of a per-process counter;
-//! - the reply travels back as a logged message on the channel from the replying actor
-//!   to the driver (sender-based log, dependency vector, replay and suppression like any
-//!   message between sets), not as an unlogged reply frame;
+//!   the same in every incarnation, instead of a per-process counter, and its reply slot
+//!   is checkpointed as that route (in the asked actor's mailbox or state);
+//! - a reply from another node travels back as a logged message on the channel from the
+//!   replying actor to the driver (sender-based log, dependency vector, replay and
+//!   suppression like any message between sets), not as an unlogged reply frame; a
+//!   reply from `main`'s own node is kept directly;
 //! - every reply delivered to `main` is kept for the whole run and goes into the node's
-//!   checkpoints, so a re-executed `main` gets each answer again, whether it arrived before
-//!   the checkpoint (kept in it) or after (resent by the replier's node).
+//!   checkpoints, so a re-executed `main` gets each answer again, whether it arrived
+//!   before the checkpoint (kept in it) or after (made again by a restored actor, or
+//!   resent by the replier's node).
 
 use crate::actor_id::ActorId;
 use crate::node::NodeHandle;
@@ -107,7 +109,7 @@ pub(crate) fn send_deferred() {
 /// `main`'s side of recovery on one node.
 #[derive(Debug, Default)]
 pub(crate) struct DriverState {
-    /// Sends (tells, asks to other nodes) `main` has made in this incarnation.
+    /// Sends (tells, asks) `main` has made in this incarnation.
     pub(crate) sent: u64,
     /// In a restarted node: sends up to this count are in the restored checkpoint and
     /// are not made again.
@@ -151,14 +153,20 @@ impl DriverState {
         };
         let outcome: Outcome = crate::wire::decode(&env.payload)
             .map_err(|e| format!("reply to request {request:#x} did not decode: {e}"))?;
+        self.keep(request, outcome.clone())?;
+        Ok((request, outcome))
+    }
+
+    /// Keeps the reply to `main`'s ask `request` (refused if it has one already).
+    pub(crate) fn keep(&mut self, request: u64, outcome: Outcome) -> Result<(), String> {
         if self.replies.contains_key(&request) {
             return Err(format!(
                 "a second reply to main's request {:#x}",
                 request & !DRIVER_REQUEST
             ));
         }
-        self.replies.insert(request, outcome.clone());
-        Ok((request, outcome))
+        self.replies.insert(request, outcome);
+        Ok(())
     }
 
     /// What a checkpoint keeps.

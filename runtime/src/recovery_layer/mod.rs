@@ -321,8 +321,9 @@ fn report_violations(rank: u16, violations: Vec<ContractViolation>) {
 }
 
 thread_local! {
-    /// Whether this thread holds a recovery layer's lock ([`CoreGuard`]).
-    static HOLDS_CORE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// How many recovery layers' locks this thread holds ([`CoreGuard`]; more than one
+    /// only with several nodes in one process).
+    static HOLDS_CORE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// A recovery layer's lock, held. While it is, the thread is marked: a reply to `main`
@@ -333,7 +334,7 @@ pub(crate) struct CoreGuard<'a>(std::mem::ManuallyDrop<MutexGuard<'a, Core>>);
 
 impl<'a> CoreGuard<'a> {
     fn new(guard: MutexGuard<'a, Core>) -> Self {
-        HOLDS_CORE.with(|h| h.set(true));
+        HOLDS_CORE.with(|h| h.set(h.get() + 1));
         CoreGuard(std::mem::ManuallyDrop::new(guard))
     }
 }
@@ -356,14 +357,19 @@ impl Drop for CoreGuard<'_> {
         // SAFETY: the inner guard is dropped exactly once, here, and `self.0` is not used
         // after this line.
         unsafe { std::mem::ManuallyDrop::drop(&mut self.0) };
-        HOLDS_CORE.with(|h| h.set(false));
-        driver::send_deferred();
+        let still_held = HOLDS_CORE.with(|h| {
+            h.set(h.get().saturating_sub(1));
+            h.get() > 0
+        });
+        if !still_held {
+            driver::send_deferred();
+        }
     }
 }
 
 /// Whether this thread holds a recovery layer's lock.
 pub(crate) fn holds_core() -> bool {
-    HOLDS_CORE.with(|h| h.get())
+    HOLDS_CORE.with(|h| h.get() > 0)
 }
 
 /// The protocol and everything that must change atomically with it.
@@ -834,7 +840,11 @@ impl RecoveryLayer {
                 index: d.send_index,
             };
             let request = d.payload.request;
-            match node.deliver_remote(d.payload, d.from.0, Some(stamp)) {
+            // A reply slot the mailbox refuses is dropped here: it answers as `to`.
+            let delivered = crate::lifecycle::on_behalf_of(to, || {
+                node.deliver_remote(d.payload, d.from.0, Some(stamp))
+            });
+            match delivered {
                 Ok(depth) => deepest = deepest.max(depth),
                 Err(e) => {
                     counter!(crate::transport::UNDELIVERABLE, "reason" => "recovered_unknown")
@@ -1023,6 +1033,17 @@ impl RecoveryLayer {
         request: u64,
         outcome: &driver::Outcome,
     ) -> Result<(), String> {
+        if rank == self.rank {
+            // An actor of main's own node: the reply stays in the node (the checkpoint
+            // keeps it with the actor that made it).
+            let kept = self.lock().driver.keep(request, outcome.clone());
+            if kept.is_ok() {
+                if let Some(tr) = node.transport() {
+                    tr.complete_request(request, outcome.clone());
+                }
+            }
+            return kept;
+        }
         let env = driver::reply_envelope(Self::driver_id(rank), from, request, outcome)?;
         self.send_remote(node, from, env)
     }

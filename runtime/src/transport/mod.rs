@@ -841,7 +841,17 @@ impl Transport {
                 }
             }
             FrameBody::Reply { request, outcome } => {
-                if let Some((_, p)) = self.pending.remove(&request) {
+                if crate::recovery_layer::driver::is_driver_request(request)
+                    && node.recovery_layer().is_some()
+                {
+                    // Replies to `main` travel logged (a re-executed `main` needs them
+                    // again): an unlogged one is not taken.
+                    counter!(UNDELIVERABLE, "reason" => "unlogged_driver_reply").increment(1);
+                    tracing::warn!(
+                        from,
+                        "unlogged reply to main's request from node {from} refused"
+                    );
+                } else if let Some((_, p)) = self.pending.remove(&request) {
                     let _ = p.tx.send(outcome);
                 }
             }
