@@ -319,7 +319,7 @@ impl<A: Actor> ActorRef<A> {
         let request = crate::recovery_layer::driver::request_number(core.driver.sent);
         let rx = tr.expect_reply(request, id.rank());
         if let Some(outcome) = core.driver.reply(request) {
-            tr.complete_request(request, outcome.clone());
+            tr.complete_request(request, outcome);
         }
         let mut failed = None;
         if !skip {

@@ -20,6 +20,7 @@
 use crate::actor_id::ActorId;
 use crate::node::NodeHandle;
 use crate::transport::frame::{Envelope, RemoteError};
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -114,8 +115,9 @@ pub(crate) struct DriverState {
     /// In a restarted node: sends up to this count are in the restored checkpoint and
     /// are not made again.
     pub(crate) replayed_upto: u64,
-    /// Every reply delivered to `main`'s asks so far, by request number.
-    replies: BTreeMap<u64, Outcome>,
+    /// Every reply delivered to `main`'s asks so far, by request number, encoded (shared:
+    /// a checkpoint's paused instant copies references, not the replies).
+    replies: BTreeMap<u64, Bytes>,
 }
 
 /// What a checkpoint keeps of [`DriverState`].
@@ -123,8 +125,30 @@ pub(crate) struct DriverState {
 pub(crate) struct DriverImage {
     /// Sends `main` had made.
     pub(crate) sent: u64,
-    /// Replies delivered to `main`, by request number.
-    pub(crate) replies: Vec<(u64, Outcome)>,
+    /// Replies delivered to `main`, by request number, encoded.
+    #[serde(with = "encoded_replies")]
+    pub(crate) replies: Vec<(u64, Bytes)>,
+}
+
+/// Encoded replies as `(request, bytes)` pairs (postcard writes a byte slice and a
+/// `Vec<u8>` alike: a length, then the bytes).
+mod encoded_replies {
+    use bytes::Bytes;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[(u64, Bytes)], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter().map(|(r, b)| (r, b.as_ref())))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(u64, Bytes)>, D::Error> {
+        let v = Vec::<(u64, Vec<u8>)>::deserialize(d)?;
+        Ok(v.into_iter().map(|(r, b)| (r, Bytes::from(b))).collect())
+    }
+}
+
+fn decode_outcome(request: u64, encoded: &[u8]) -> Result<Outcome, String> {
+    crate::wire::decode(encoded)
+        .map_err(|e| format!("reply to request {request:#x} did not decode: {e}"))
 }
 
 impl DriverState {
@@ -135,8 +159,14 @@ impl DriverState {
     }
 
     /// The reply delivered for `request`, if any.
-    pub(crate) fn reply(&self, request: u64) -> Option<&Outcome> {
-        self.replies.get(&request)
+    pub(crate) fn reply(&self, request: u64) -> Option<Outcome> {
+        let encoded = self.replies.get(&request)?;
+        // Kept replies decoded when they were kept; a restored one comes from an image
+        // whose checksum was verified.
+        Some(match decode_outcome(request, encoded) {
+            Ok(outcome) => outcome,
+            Err(e) => Err(RemoteError::Undecodable(ActorId::from_u64(0), e)),
+        })
     }
 
     /// Replies kept (for the final totals).
@@ -151,29 +181,30 @@ impl DriverState {
             Some(r) if is_driver_request(r) => r,
             other => return Err(format!("request number {other:?} is not one of main's")),
         };
-        let outcome: Outcome = crate::wire::decode(&env.payload)
-            .map_err(|e| format!("reply to request {request:#x} did not decode: {e}"))?;
-        self.keep(request, outcome.clone())?;
+        // A copy: the payload may be a slice of a much larger receive buffer.
+        let outcome = self.keep(request, Bytes::copy_from_slice(&env.payload))?;
         Ok((request, outcome))
     }
 
-    /// Keeps the reply to `main`'s ask `request` (refused if it has one already).
-    pub(crate) fn keep(&mut self, request: u64, outcome: Outcome) -> Result<(), String> {
+    /// Keeps the encoded reply to `main`'s ask `request` and returns it decoded (refused
+    /// if it does not decode, or the request has a reply already).
+    pub(crate) fn keep(&mut self, request: u64, encoded: Bytes) -> Result<Outcome, String> {
+        let outcome = decode_outcome(request, &encoded)?;
         if self.replies.contains_key(&request) {
             return Err(format!(
                 "a second reply to main's request {:#x}",
                 request & !DRIVER_REQUEST
             ));
         }
-        self.replies.insert(request, outcome);
-        Ok(())
+        self.replies.insert(request, encoded);
+        Ok(outcome)
     }
 
     /// What a checkpoint keeps.
     pub(crate) fn image(&self) -> DriverImage {
         DriverImage {
             sent: self.sent,
-            replies: self.replies.iter().map(|(r, o)| (*r, o.clone())).collect(),
+            replies: self.replies.iter().map(|(r, b)| (*r, b.clone())).collect(),
         }
     }
 
@@ -242,8 +273,8 @@ mod tests {
             Ok((request_number(5), refused.clone()))
         );
         let restored = DriverState::restored(state.image());
-        assert_eq!(restored.reply(request_number(2)), Some(&answer));
-        assert_eq!(restored.reply(request_number(5)), Some(&refused));
+        assert_eq!(restored.reply(request_number(2)), Some(answer.clone()));
+        assert_eq!(restored.reply(request_number(5)), Some(refused.clone()));
         assert_eq!(restored.reply(request_number(3)), None);
     }
 
@@ -267,6 +298,6 @@ mod tests {
                 .is_err(),
             "a second reply to one request does not replace the first"
         );
-        assert_eq!(state.reply(request_number(1)), Some(&answer));
+        assert_eq!(state.reply(request_number(1)), Some(answer.clone()));
     }
 }

@@ -1036,13 +1036,12 @@ impl RecoveryLayer {
         if rank == self.rank {
             // An actor of main's own node: the reply stays in the node (the checkpoint
             // keeps it with the actor that made it).
-            let kept = self.lock().driver.keep(request, outcome.clone());
-            if kept.is_ok() {
-                if let Some(tr) = node.transport() {
-                    tr.complete_request(request, outcome.clone());
-                }
+            let encoded = crate::wire::encode_bytes(outcome).map_err(|e| e.to_string())?;
+            let kept = self.lock().driver.keep(request, encoded)?;
+            if let Some(tr) = node.transport() {
+                tr.complete_request(request, kept);
             }
-            return kept;
+            return Ok(());
         }
         let env = driver::reply_envelope(Self::driver_id(rank), from, request, outcome)?;
         self.send_remote(node, from, env)
