@@ -327,11 +327,12 @@ impl<A: Actor> ActorRef<A> {
             if let Some(protocol) = core.protocol.as_mut() {
                 protocol.on_local_input();
             }
-            let reply = ReplyTo::to_driver(node.rank(), request);
             match &self.route {
                 // Pushed while the layer is locked, like a tell (a checkpoint sees the
-                // count and the message together or neither).
+                // count and the message together or neither). The slot answers `main`
+                // through the layer.
                 Route::Local(cell) => {
+                    let reply = ReplyTo::to_driver(node.rank(), request);
                     if let Err((_, status)) = cell.send(msg.into_set(reply)) {
                         telemetry::send_error(A::NAME);
                         failed = Some(status_error(id, status));
@@ -339,7 +340,11 @@ impl<A: Actor> ActorRef<A> {
                     RecoveryLayer::deliver_ready(&mut core, node);
                     drop(core);
                 }
-                Route::Remote(t) => match t.envelope(&msg.into_set(reply), Some(request)) {
+                // The sending side's image of the slot: it only serializes as the route.
+                Route::Remote(t) => match t.envelope(
+                    &msg.into_set(ReplyTo::outgoing(node.rank(), request)),
+                    Some(request),
+                ) {
                     Ok(env) => layer.driver_send_logged(core, node, env),
                     Err(reason) => {
                         telemetry::send_error(A::NAME);
