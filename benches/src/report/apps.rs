@@ -1,4 +1,4 @@
-//! Failure-free runs of the apps (jacobi2d and the four NPB kernels) on 4 nodes in every
+//! Failure-free runs of the apps (jacobi2d, power and the four NPB kernels) on 4 nodes in every
 //! recovery mode, repetitions interleaved, and what they show: the overhead of recovery
 //! (time normalised to recovery off) and the sender-based log (growth rate, bytes and
 //! messages logged per node, piggyback per message). The recovery section reuses these
@@ -37,7 +37,8 @@ impl App {
     }
 }
 
-/// The apps: NPB class W (S in quick mode) and a jacobi2d of similar length.
+/// The apps: NPB class W (S in quick mode), and a jacobi2d and a power iteration (whose
+/// `main` asks every node's row blocks at every step) of similar length.
 pub fn apps(quick: bool) -> Vec<App> {
     let class = if quick { "S" } else { "W" };
     let jacobi: &[&str] = if quick {
@@ -45,7 +46,12 @@ pub fn apps(quick: bool) -> Vec<App> {
     } else {
         &["--n", "1024", "--iters", "1500", "--check", "bounds"]
     };
-    let mut apps = vec![App::new("jacobi2d", jacobi)];
+    let power: &[&str] = if quick {
+        &["--n", "256", "--steps", "300"]
+    } else {
+        &["--n", "1024", "--steps", "1500"]
+    };
+    let mut apps = vec![App::new("jacobi2d", jacobi), App::new("power", power)];
     for npb in ["npb-ep", "npb-cg", "npb-is", "npb-mg"] {
         apps.push(App::new(npb, &["--class", class]));
     }
