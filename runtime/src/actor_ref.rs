@@ -333,12 +333,25 @@ impl<A: Actor> ActorRef<A> {
                 // through the layer.
                 Route::Local(cell) => {
                     let reply = ReplyTo::to_driver(node.rank(), request);
-                    if let Err((_, status)) = cell.send(msg.into_set(reply)) {
+                    let refused = crate::recovery_layer::driver::without_drop_replies(|| {
+                        cell.send(msg.into_set(reply)).is_err()
+                    });
+                    let mut answer = None;
+                    if refused {
+                        // Kept like an answer: a re-executed `main` that skips this ask
+                        // gets the same.
                         telemetry::send_error(A::NAME);
-                        failed = Some(status_error(id, status));
+                        let outcome: crate::recovery_layer::driver::Outcome =
+                            Err(RemoteError::ActorGone(id));
+                        answer = crate::wire::encode_bytes(&outcome)
+                            .ok()
+                            .and_then(|encoded| core.driver.keep(request, encoded).ok());
                     }
                     RecoveryLayer::deliver_ready(&mut core, node);
                     drop(core);
+                    if let Some(outcome) = answer {
+                        tr.complete_request(request, outcome);
+                    }
                 }
                 // The sending side's image of the slot: it only serializes as the route.
                 Route::Remote(t) => match t.envelope(

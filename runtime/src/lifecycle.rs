@@ -42,15 +42,6 @@ pub(crate) fn current_actor() -> Option<ActorId> {
     CURRENT_ACTOR.with(|c| c.get())
 }
 
-/// Runs `f` on behalf of actor `id` (handing it a message outside its turn): a reply
-/// slot dropped meanwhile answers as that actor.
-pub(crate) fn on_behalf_of<T>(id: ActorId, f: impl FnOnce() -> T) -> T {
-    let before = CURRENT_ACTOR.with(|c| c.replace(Some(id)));
-    let out = f();
-    CURRENT_ACTOR.with(|c| c.set(before));
-    out
-}
-
 /// An actor as it goes into a checkpoint: its state and the messages in its mailbox.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ActorImage {

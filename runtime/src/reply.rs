@@ -124,10 +124,13 @@ fn send_remote(rank: u16, request: u64, outcome: Result<Vec<u8>, RemoteError>) -
 impl<R> Drop for ReplyTo<R> {
     fn drop(&mut self) {
         if let Slot::Remote { rank, request } = self.slot {
-            if crate::recovery_layer::driver::is_driver_request(request) && std::thread::panicking()
+            if crate::recovery_layer::driver::is_driver_request(request)
+                && (std::thread::panicking()
+                    || crate::recovery_layer::driver::drop_replies_silenced())
             {
                 // A handler panicked with recovery on: its node rolls back and the
-                // restored actor answers `main`; a "no reply" now would contradict it.
+                // restored actor answers `main` (a "no reply" now would contradict it).
+                // Or the layer answers for the refused message itself.
                 return;
             }
             send_remote(

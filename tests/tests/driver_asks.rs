@@ -1,7 +1,8 @@
-//! Specification of the app's `main` asking actors of other nodes with recovery on
-//! (docs/recovery.md, "The app's main"): the reply comes back as a logged message and is
-//! handed to the ask; an ask to an actor that is not there fails at once instead of
-//! waiting for ever. Two nodes in this process; the test thread is their `main`. (With
+//! Specification of the app's `main` asking actors with recovery on (docs/recovery.md,
+//! "The app's main"): a reply from another node comes back as a logged message, one from
+//! main's own node is kept directly, and both are handed to the ask in order; an ask to
+//! an actor that is not there, or has stopped, fails at once with the reason instead of
+//! waiting for ever, and the node goes on answering. Two nodes in this process; the test thread is their `main`. (With
 //! real processes and SIGKILL: `driver_asks_kill.rs`.)
 
 mod support;
@@ -73,4 +74,70 @@ fn with_recovery_on_an_ask_from_main_to_an_actor_that_is_not_there_fails_at_once
         "the ask failed with the reason, not a timeout: {answer:?}"
     );
     shut_down("driver-asks-missing", node0, node1);
+}
+
+#[test]
+fn with_recovery_on_main_gets_the_replies_of_its_own_nodes_actor_in_order() {
+    let (node0, node1) = two_nodes("driver-asks-local", true);
+    let adder = node0.spawn(Adder::default()).unwrap();
+    let answers: Vec<u64> = (1..=3)
+        .map(|k| {
+            node0
+                .block_on(
+                    adder
+                        .ask(Add { amount: k })
+                        .timeout(Duration::from_secs(10)),
+                )
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(answers, [1, 3, 6]);
+    shut_down("driver-asks-local", node0, node1);
+}
+
+/// Stops `adder` and waits until it has.
+fn stop(adder: &lazarus::ActorRef<Adder>) {
+    adder.stop();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while adder.is_alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the adder did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn with_recovery_on_an_ask_from_main_to_a_stopped_actor_fails_once_and_the_nodes_go_on() {
+    let (node0, node1) = two_nodes("driver-asks-stopped", true);
+    let local = node0.spawn(Adder::default()).unwrap();
+    stop(&local);
+    let answer = node0.block_on(
+        local
+            .ask(Add { amount: 1 })
+            .timeout(Duration::from_secs(20)),
+    );
+    assert!(
+        matches!(answer, Err(AskError::ActorStopped(_))),
+        "main's own node answers a stopped actor's ask with the reason: {answer:?}"
+    );
+    let gone = node1.spawn(Adder::default()).unwrap();
+    let live = node1.spawn(Adder::default()).unwrap();
+    let (gone, live) = (
+        node0.handle().actor_ref::<Adder>(gone.id()).unwrap(),
+        node0.handle().actor_ref::<Adder>(live.id()).unwrap(),
+    );
+    stop(&node1.handle().lookup::<Adder>(gone.id()).unwrap());
+    let answer = node0.block_on(gone.ask(Add { amount: 1 }).timeout(Duration::from_secs(20)));
+    assert!(
+        matches!(
+            answer,
+            Err(AskError::ActorStopped(_) | AskError::Rejected { .. })
+        ),
+        "another node answers a stopped actor's ask with the reason: {answer:?}"
+    );
+    let after = node0.block_on(live.ask(Add { amount: 5 }).timeout(Duration::from_secs(20)));
+    assert_eq!(after.unwrap(), 5, "the asked node still answers");
+    shut_down("driver-asks-stopped", node0, node1);
 }

@@ -24,6 +24,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Set in the request number of an ask that `main` makes to another node with recovery
 /// on; the other bits are the ask's position among `main`'s sends. Per-process request
@@ -81,11 +82,49 @@ pub(crate) struct Deferred {
 
 thread_local! {
     static DEFERRED: RefCell<Vec<Deferred>> = const { RefCell::new(Vec::new()) };
+    static DROPS_SILENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Keeps `reply` until this thread releases the layer's lock.
 pub(crate) fn defer(reply: Deferred) {
     DEFERRED.with(|d| d.borrow_mut().push(reply));
+}
+
+/// Takes the replies deferred on this thread for `layer`'s node.
+pub(crate) fn take_deferred(layer: &super::RecoveryLayer) -> Vec<Deferred> {
+    DEFERRED.with(|d| {
+        let mut all = d.borrow_mut();
+        if all.is_empty() {
+            return Vec::new();
+        }
+        let (mine, others): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut *all).into_iter().partition(|r| {
+                r.node
+                    .recovery_layer()
+                    .is_some_and(|l| std::ptr::eq(Arc::as_ptr(l), layer))
+            });
+        *all = others;
+        mine
+    })
+}
+
+/// Runs `f` with the reply slots of `main`'s asks that it drops answering nothing: the
+/// caller gives the one answer itself (a message refused by its mailbox).
+pub(crate) fn without_drop_replies<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DROPS_SILENT.with(|s| s.set(self.0));
+        }
+    }
+    let _restore = Restore(DROPS_SILENT.with(|s| s.replace(true)));
+    f()
+}
+
+/// Whether a dropped reply slot of `main`'s must answer nothing (see
+/// [`without_drop_replies`]).
+pub(crate) fn drop_replies_silenced() -> bool {
+    DROPS_SILENT.with(|s| s.get())
 }
 
 /// Sends the replies deferred on this thread (its layer lock was just released), in the

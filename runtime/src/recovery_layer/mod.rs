@@ -327,41 +327,70 @@ thread_local! {
 }
 
 /// A recovery layer's lock, held. While it is, the thread is marked: a reply to `main`
-/// made meanwhile (a message with a reply slot dropped inside a delivery) needs the lock
-/// itself, so it is deferred and sent as soon as the lock is released
-/// ([`driver::defer`]).
-pub(crate) struct CoreGuard<'a>(std::mem::ManuallyDrop<MutexGuard<'a, Core>>);
+/// made meanwhile (a message with a reply slot dropped inside a delivery, the error
+/// answer to an undeliverable ask) needs the lock itself, so it is deferred
+/// ([`driver::defer`]) and settled when the guard is released, *before* the lock is:
+/// kept in the locked state (a reply from this node) or logged and queued without
+/// blocking (to another node), so the next holder of the lock, a checkpoint included,
+/// sees it together with what caused it.
+pub(crate) struct CoreGuard<'a> {
+    layer: &'a RecoveryLayer,
+    guard: std::mem::ManuallyDrop<MutexGuard<'a, Core>>,
+}
 
 impl<'a> CoreGuard<'a> {
-    fn new(guard: MutexGuard<'a, Core>) -> Self {
+    fn new(layer: &'a RecoveryLayer, guard: MutexGuard<'a, Core>) -> Self {
         HOLDS_CORE.with(|h| h.set(h.get() + 1));
-        CoreGuard(std::mem::ManuallyDrop::new(guard))
+        CoreGuard {
+            layer,
+            guard: std::mem::ManuallyDrop::new(guard),
+        }
     }
 }
 
 impl std::ops::Deref for CoreGuard<'_> {
     type Target = Core;
     fn deref(&self) -> &Core {
-        &self.0
+        &self.guard
     }
 }
 
 impl std::ops::DerefMut for CoreGuard<'_> {
     fn deref_mut(&mut self) -> &mut Core {
-        &mut self.0
+        &mut self.guard
     }
 }
 
 impl Drop for CoreGuard<'_> {
     fn drop(&mut self) {
-        // SAFETY: the inner guard is dropped exactly once, here, and `self.0` is not used
-        // after this line.
-        unsafe { std::mem::ManuallyDrop::drop(&mut self.0) };
+        let layer = self.layer;
+        let mut answered = Vec::new();
+        let mut frames = Vec::new();
+        // Settling one reply may defer another (logging delivers what it lets through).
+        loop {
+            let replies = driver::take_deferred(layer);
+            if replies.is_empty() {
+                break;
+            }
+            for reply in replies {
+                layer.settle_deferred(&mut self.guard, reply, &mut answered, &mut frames);
+            }
+        }
+        // SAFETY: the inner guard is dropped exactly once, here, and `self.guard` is not
+        // used after this line.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.guard) };
         let still_held = HOLDS_CORE.with(|h| {
             h.set(h.get().saturating_sub(1));
             h.get() > 0
         });
+        if let Some(tr) = layer.transport() {
+            for (request, outcome) in answered {
+                tr.complete_request(request, outcome);
+            }
+        }
+        layer.emit(frames);
         if !still_held {
+            // Replies for a layer whose lock this thread did not hold (none expected).
             driver::send_deferred();
         }
     }
@@ -608,7 +637,7 @@ impl RecoveryLayer {
     }
 
     pub(crate) fn lock(&self) -> CoreGuard<'_> {
-        CoreGuard::new(self.core.lock().unwrap_or_else(|e| e.into_inner()))
+        CoreGuard::new(self, self.core.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// [`RecoveryLayer::lock`] for network tasks: when a checkpoint holds the lock, the
@@ -616,8 +645,8 @@ impl RecoveryLayer {
     /// another runtime thread. Uncontended, it is a plain lock.
     fn lock_from_network(&self) -> CoreGuard<'_> {
         match self.core.try_lock() {
-            Ok(g) => CoreGuard::new(g),
-            Err(std::sync::TryLockError::Poisoned(p)) => CoreGuard::new(p.into_inner()),
+            Ok(g) => CoreGuard::new(self, g),
+            Err(std::sync::TryLockError::Poisoned(p)) => CoreGuard::new(self, p.into_inner()),
             Err(std::sync::TryLockError::WouldBlock) => {
                 let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|h| {
                     h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
@@ -840,8 +869,10 @@ impl RecoveryLayer {
                 index: d.send_index,
             };
             let request = d.payload.request;
-            // A reply slot the mailbox refuses is dropped here: it answers as `to`.
-            let delivered = crate::lifecycle::on_behalf_of(to, || {
+            // A reply slot of `main`'s that the mailbox refuses (or that a failed decoding
+            // leaves behind) is dropped here without answering: the error below is the
+            // one answer.
+            let delivered = driver::without_drop_replies(|| {
                 node.deliver_remote(d.payload, d.from.0, Some(stamp))
             });
             match delivered {
@@ -1021,6 +1052,39 @@ impl RecoveryLayer {
             return Ok(());
         }
         self.send_reply_to_driver(node, from, rank, request, outcome)
+    }
+
+    /// Settles a reply to `main` deferred while this layer's lock was held, with the
+    /// lock still held: kept (`answered`: to hand to the ask once the lock is released)
+    /// or logged (`frames`: to queue without blocking).
+    fn settle_deferred(
+        &self,
+        core: &mut Core,
+        d: driver::Deferred,
+        answered: &mut Vec<(u64, driver::Outcome)>,
+        frames: &mut Vec<(u16, FrameBody)>,
+    ) {
+        let settled = if d.rank == self.rank {
+            crate::wire::encode_bytes(&d.outcome)
+                .map_err(|e| e.to_string())
+                .and_then(|encoded| core.driver.keep(d.request, encoded))
+                .map(|outcome| answered.push((d.request, outcome)))
+        } else {
+            driver::reply_envelope(Self::driver_id(d.rank), d.from, d.request, &d.outcome).map(
+                |env| {
+                    let frame = Self::log_send(core, &d.node, d.from, env)
+                        .and_then(|f| self.gate(core, d.from, d.rank, f));
+                    frames.extend(frame.map(|f| (d.rank, f)));
+                },
+            )
+        };
+        if let Err(e) = settled {
+            tracing::warn!(
+                rank = d.rank,
+                "reply to main on node {} not sent: {e}",
+                d.rank
+            );
+        }
     }
 
     /// Sends the reply of actor `from` to `main`'s ask `request` on node `rank`, as a
