@@ -383,12 +383,16 @@ impl Drop for CoreGuard<'_> {
             h.set(h.get().saturating_sub(1));
             h.get() > 0
         });
-        if let Some(tr) = layer.transport() {
-            for (request, outcome) in answered {
-                tr.complete_request(request, outcome);
+        if !answered.is_empty() {
+            if let Some(tr) = layer.transport() {
+                for (request, outcome) in answered {
+                    tr.complete_request(request, outcome);
+                }
             }
         }
-        layer.emit(frames);
+        if !frames.is_empty() {
+            layer.emit(frames);
+        }
         if !still_held {
             // Replies for a layer whose lock this thread did not hold (none expected).
             driver::send_deferred();
