@@ -343,9 +343,7 @@ impl<A: Actor> ActorRef<A> {
                         telemetry::send_error(A::NAME);
                         let outcome: crate::recovery_layer::driver::Outcome =
                             Err(RemoteError::ActorGone(id));
-                        answer = crate::wire::encode_bytes(&outcome)
-                            .ok()
-                            .and_then(|encoded| core.driver.keep(request, encoded).ok());
+                        answer = core.driver.keep_outcome(request, &outcome).ok();
                     }
                     RecoveryLayer::deliver_ready(&mut core, node);
                     drop(core);

@@ -229,6 +229,22 @@ impl DriverState {
     /// if it does not decode, or the request has a reply already).
     pub(crate) fn keep(&mut self, request: u64, encoded: Bytes) -> Result<Outcome, String> {
         let outcome = decode_outcome(request, &encoded)?;
+        self.insert(request, encoded)?;
+        Ok(outcome)
+    }
+
+    /// Keeps a reply made on this node (encoded here) and returns it for the asker.
+    pub(crate) fn keep_outcome(
+        &mut self,
+        request: u64,
+        outcome: &Outcome,
+    ) -> Result<Outcome, String> {
+        let encoded = crate::wire::encode_bytes(outcome).map_err(|e| e.to_string())?;
+        self.insert(request, encoded)?;
+        Ok(outcome.clone())
+    }
+
+    fn insert(&mut self, request: u64, encoded: Bytes) -> Result<(), String> {
         if self.replies.contains_key(&request) {
             return Err(format!(
                 "a second reply to main's request {:#x}",
@@ -236,7 +252,7 @@ impl DriverState {
             ));
         }
         self.replies.insert(request, encoded);
-        Ok(outcome)
+        Ok(())
     }
 
     /// What a checkpoint keeps.

@@ -1069,9 +1069,8 @@ impl RecoveryLayer {
         frames: &mut Vec<(u16, FrameBody)>,
     ) {
         let settled = if d.rank == self.rank {
-            crate::wire::encode_bytes(&d.outcome)
-                .map_err(|e| e.to_string())
-                .and_then(|encoded| core.driver.keep(d.request, encoded))
+            core.driver
+                .keep_outcome(d.request, &d.outcome)
                 .map(|outcome| answered.push((d.request, outcome)))
         } else {
             driver::reply_envelope(Self::driver_id(d.rank), d.from, d.request, &d.outcome).map(
@@ -1104,8 +1103,7 @@ impl RecoveryLayer {
         if rank == self.rank {
             // An actor of main's own node: the reply stays in the node (the checkpoint
             // keeps it with the actor that made it).
-            let encoded = crate::wire::encode_bytes(outcome).map_err(|e| e.to_string())?;
-            let kept = self.lock().driver.keep(request, encoded)?;
+            let kept = self.lock().driver.keep_outcome(request, outcome)?;
             if let Some(tr) = node.transport() {
                 tr.complete_request(request, kept);
             }
