@@ -7,7 +7,7 @@
 
 mod support;
 
-use lazarus::{messages, Actor, ActorId, AskError, Cluster};
+use lazarus::{messages, Actor, ActorId, ActorRef, AskError, Cluster};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use support::in_process::{checkpoint_dir, two_nodes};
@@ -33,15 +33,13 @@ fn shut_down(name: &str, node0: Cluster, node1: Cluster) {
     let _ = std::fs::remove_dir_all(checkpoint_dir(name, true));
 }
 
-/// `main` on node 0 asks an adder on node 1 three times; the answers it got.
-fn three_asks(node0: &Cluster, node1: &Cluster) -> Vec<u64> {
-    let adder = node1.spawn(Adder::default()).unwrap();
-    let remote = node0.handle().actor_ref::<Adder>(adder.id()).unwrap();
+/// `main` (on node 0) asks `adder` to add 1, 2 and 3; the answers it got.
+fn three_asks(node0: &Cluster, adder: &ActorRef<Adder>) -> Vec<u64> {
     (1..=3)
         .map(|k| {
             node0
                 .block_on(
-                    remote
+                    adder
                         .ask(Add { amount: k })
                         .timeout(Duration::from_secs(10)),
                 )
@@ -53,7 +51,9 @@ fn three_asks(node0: &Cluster, node1: &Cluster) -> Vec<u64> {
 #[test]
 fn with_recovery_on_main_gets_the_replies_of_another_nodes_actor_in_order() {
     let (node0, node1) = two_nodes("driver-asks", true);
-    assert_eq!(three_asks(&node0, &node1), [1, 3, 6]);
+    let adder = node1.spawn(Adder::default()).unwrap();
+    let remote = node0.handle().actor_ref::<Adder>(adder.id()).unwrap();
+    assert_eq!(three_asks(&node0, &remote), [1, 3, 6]);
     shut_down("driver-asks", node0, node1);
 }
 
@@ -80,18 +80,7 @@ fn with_recovery_on_an_ask_from_main_to_an_actor_that_is_not_there_fails_at_once
 fn with_recovery_on_main_gets_the_replies_of_its_own_nodes_actor_in_order() {
     let (node0, node1) = two_nodes("driver-asks-local", true);
     let adder = node0.spawn(Adder::default()).unwrap();
-    let answers: Vec<u64> = (1..=3)
-        .map(|k| {
-            node0
-                .block_on(
-                    adder
-                        .ask(Add { amount: k })
-                        .timeout(Duration::from_secs(10)),
-                )
-                .unwrap()
-        })
-        .collect();
-    assert_eq!(answers, [1, 3, 6]);
+    assert_eq!(three_asks(&node0, &adder), [1, 3, 6]);
     shut_down("driver-asks-local", node0, node1);
 }
 
