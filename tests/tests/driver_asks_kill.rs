@@ -26,11 +26,16 @@ const STEPS: &str = "3000";
 const ASKS_PER_STEP: u64 = 8;
 
 fn launch(ft: bool) -> Launched {
+    launch_with(ft, &[])
+}
+
+fn launch_with(ft: bool, extra: &[&std::ffi::OsStr]) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
     cmd.args(["run", "-n", "4"]);
     if ft {
         cmd.args(["--ft", "on", "--checkpoint-every", "500ms"]);
     }
+    cmd.args(extra);
     cmd.arg("--")
         .arg(bin("power"))
         .args(["--n", ORDER, "--steps", STEPS]);
@@ -45,7 +50,11 @@ fn reference() -> &'static str {
 
 /// SIGKILLs `victims` together once each has committed its second checkpoint.
 fn kill_mid_run(victims: &[u16]) -> Finished {
-    let mut run = launch(true);
+    let run = launch(true);
+    kill_after_second_checkpoints(run, victims)
+}
+
+fn kill_after_second_checkpoints(mut run: Launched, victims: &[u16]) -> Finished {
     run.wait_started();
     for &v in victims {
         run.wait_for(&format!("a second checkpoint of node {v}"), |l| {
@@ -128,5 +137,79 @@ fn main_and_a_node_it_asks_killed_together_end_with_the_failure_free_answer() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let f = kill_mid_run(&[0, 2]);
     assert_failure_free_answer(&f, &[0, 2]);
+    assert!(skipped_by_restarted_main(&f) > 0);
+}
+
+/// `(image bytes, journal bytes)` of each checkpoint node `rank` committed, in order.
+fn checkpoints_of(f: &Finished, rank: u16) -> Vec<(u64, u64)> {
+    let field = |l: &str, name: &str| -> Option<u64> {
+        l.split(&format!(" {name}="))
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    f.lines
+        .iter()
+        .filter(|l| l.contains(&format!("node {rank}: checkpoint committed")))
+        .filter_map(|l| Some((field(l, "bytes")?, field(l, "journal_bytes")?)))
+        .collect()
+}
+
+#[test]
+fn mains_replies_go_to_a_journal_so_its_checkpoints_do_not_grow_with_the_run() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = launch(true).finish();
+    assert_eq!(f.checksum(), reference());
+    let node0 = checkpoints_of(&f, 0);
+    assert!(node0.len() >= 3, "a few checkpoints of node 0: {node0:?}");
+    let journal: Vec<u64> = node0.iter().map(|c| c.1).collect();
+    assert!(
+        journal.windows(2).all(|w| w[0] < w[1]),
+        "each checkpoint appends the replies since the previous one: {journal:?}"
+    );
+    // Before the journal, every image held every reply so far (session 15: 33 to 55 MB
+    // over a run). Now an image holds none: the last is no larger than the first,
+    // give or take the logged messages, while the journal grew by megabytes.
+    let (first, last) = (node0[1].0, node0[node0.len() - 1].0);
+    let grown = journal[journal.len() - 1] - journal[1];
+    assert!(grown > 4 << 20, "the journal grew: {journal:?}");
+    assert!(
+        last < first + grown / 2,
+        "node 0's images do not grow with its replies: {node0:?}"
+    );
+}
+
+#[test]
+fn a_coordinating_main_whose_checkpoint_directory_is_lost_gets_its_replies_from_the_buddy() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("lazarus-journal-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut run = launch_with(
+        true,
+        &[
+            "--checkpoint-dir".as_ref(),
+            dir.as_os_str(),
+            // One host: the replica is only kept when asked for.
+            "--buddy".as_ref(),
+            "on".as_ref(),
+        ],
+    );
+    run.wait_started();
+    run.wait_for("a second checkpoint of node 0", |l| {
+        l.contains("node 0: checkpoint committed id=2")
+    });
+    // The host's disk is gone: node 0's checkpoints and reply journal with it.
+    std::fs::remove_dir_all(dir.join("set-0")).expect("node 0 has a checkpoint directory");
+    run.kill(0);
+    let f = run.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        f.has("node 0: restarted node loaded its checkpoint source=buddy:"),
+        "restored from the buddy; output:\n{}",
+        f.lines.join("\n")
+    );
+    assert_failure_free_answer(&f, &[0]);
     assert!(skipped_by_restarted_main(&f) > 0);
 }

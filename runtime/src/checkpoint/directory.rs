@@ -85,6 +85,10 @@ impl DirectoryStore {
         self.root.join(format!("set-{set}"))
     }
 
+    fn journal(&self, set: u16) -> PathBuf {
+        self.set_dir(set).join("replies.journal")
+    }
+
     fn file(&self, set: u16, epoch: u64) -> PathBuf {
         self.set_dir(set).join(format!("ckpt-{epoch:020}.lzck"))
     }
@@ -177,6 +181,54 @@ impl CheckpointStore for DirectoryStore {
             .and_then(|d| d.sync_all())
             .map_err(io(&dir))?;
         Ok(len)
+    }
+
+    fn append_journal(&self, set: u16, at: u64, records: &[u8]) -> Result<u64, CheckpointError> {
+        let dir = self.set_dir(set);
+        fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let path = self.journal(set);
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io(&path))?;
+        let have = file.metadata().map_err(io(&path))?.len();
+        if have < at {
+            return Err(io(&path)(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("reply journal holds {have} bytes, {at} expected"),
+            )));
+        }
+        // What lies beyond `at` was appended for a checkpoint that did not commit.
+        file.set_len(at).map_err(io(&path))?;
+        std::os::unix::fs::FileExt::write_all_at(&file, records, at).map_err(io(&path))?;
+        file.sync_data().map_err(io(&path))?;
+        if at == 0 {
+            // A new file: its directory entry must be durable too.
+            File::open(&dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io(&dir))?;
+        }
+        Ok(at + records.len() as u64)
+    }
+
+    fn read_journal(&self, set: u16, len: u64) -> Result<Vec<u8>, CheckpointError> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let path = self.journal(set);
+        let file = File::open(&path).map_err(io(&path))?;
+        let mut out = Vec::new();
+        file.take(len).read_to_end(&mut out).map_err(io(&path))?;
+        if (out.len() as u64) < len {
+            metrics::counter!(CORRUPT_CHECKPOINTS, "reason" => "journal_short").increment(1);
+            return Err(io(&path)(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("reply journal holds {} bytes, {len} expected", out.len()),
+            )));
+        }
+        Ok(out)
     }
 
     fn load_latest(&self, set: u16) -> Result<Option<StoredCheckpoint>, CheckpointError> {
@@ -431,6 +483,33 @@ mod tests {
         assert_eq!(s.discard_all(0).unwrap(), 0, "nothing left, and no error");
         s.save(0, 1, b"this run").unwrap();
         assert_eq!(s.load_latest(0).unwrap().unwrap().body, b"this run");
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_reply_journal_grows_by_appends_and_loses_a_tail_no_checkpoint_committed() {
+        let (s, dir) = store();
+        assert_eq!(s.read_journal(2, 0).unwrap(), Vec::<u8>::new());
+        assert!(s.read_journal(2, 1).is_err(), "no journal yet");
+        let at = s.append_journal(2, 0, b"one").unwrap();
+        let uncommitted = s.append_journal(2, at, b"-two").unwrap();
+        assert_eq!(s.read_journal(2, uncommitted).unwrap(), b"one-two");
+        // The next checkpoint appends after the last committed length.
+        let end = s.append_journal(2, at, b"+three").unwrap();
+        assert_eq!(end, 9);
+        assert_eq!(s.read_journal(2, end).unwrap(), b"one+three");
+        assert_eq!(
+            s.read_journal(2, 3).unwrap(),
+            b"one",
+            "a prefix reads alone"
+        );
+        assert!(s.read_journal(2, end + 1).is_err(), "shorter than asked");
+        assert!(
+            s.append_journal(2, end + 5, b"x").is_err(),
+            "a gap is refused"
+        );
+        s.discard_all(2).unwrap();
+        assert!(s.read_journal(2, 1).is_err(), "a fresh start drops it");
         let _ = fs::remove_dir_all(dir);
     }
 

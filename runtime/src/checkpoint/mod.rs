@@ -9,6 +9,7 @@
 //! previous complete one is.
 
 pub mod directory;
+pub mod journal;
 
 pub use directory::DirectoryStore;
 
@@ -63,8 +64,16 @@ pub trait CheckpointStore: Send + Sync {
     /// Deletes checkpoints of `set` older than `epoch` (the newest is never deleted).
     fn prune_before(&self, set: u16, epoch: u64) -> Result<(), CheckpointError>;
 
-    /// Deletes every checkpoint of `set`, complete or not; returns how many complete-
-    /// looking ones there were. For a set that starts from the beginning: what a
+    /// Cuts `set`'s reply journal (see [`journal`]) to its first `at` bytes, appends
+    /// `records` and makes it durable; returns the new length. Fails if the journal is
+    /// shorter than `at`.
+    fn append_journal(&self, set: u16, at: u64, records: &[u8]) -> Result<u64, CheckpointError>;
+
+    /// The first `len` bytes of `set`'s reply journal; fails if it is shorter.
+    fn read_journal(&self, set: u16, len: u64) -> Result<Vec<u8>, CheckpointError>;
+
+    /// Deletes every checkpoint of `set`, complete or not, and its reply journal; returns
+    /// how many complete-looking checkpoints there were. For a set that starts from the beginning: what a
     /// directory holds then was left by an earlier run, and a restart of this run must
     /// never load it.
     fn discard_all(&self, set: u16) -> Result<usize, CheckpointError>;

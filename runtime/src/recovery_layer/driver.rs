@@ -12,10 +12,12 @@
 //!   replying actor to the driver (sender-based log, dependency vector, replay and
 //!   suppression like any message between sets), not as an unlogged reply frame; a
 //!   reply from `main`'s own node is kept directly;
-//! - every reply delivered to `main` is kept for the whole run and goes into the node's
-//!   checkpoints, so a re-executed `main` gets each answer again, whether it arrived
-//!   before the checkpoint (kept in it) or after (made again by a restored actor, or
-//!   resent by the replier's node).
+//! - every reply delivered to `main` is kept for the whole run, in the node's reply
+//!   journal beside its checkpoints (each checkpoint appends the replies since the
+//!   previous one and records the journal's length; memory holds only those), so a
+//!   re-executed `main` gets each answer again, whether it arrived before the checkpoint
+//!   (from the journal) or after (made again by a restored actor, or resent by the
+//!   replier's node).
 
 use crate::actor_id::ActorId;
 use crate::node::NodeHandle;
@@ -154,34 +156,68 @@ pub(crate) struct DriverState {
     /// In a restarted node: sends up to this count are in the restored checkpoint and
     /// are not made again.
     pub(crate) replayed_upto: u64,
-    /// Every reply delivered to `main`'s asks so far, by request number, encoded (shared:
-    /// a checkpoint's paused instant copies references, not the replies).
-    replies: BTreeMap<u64, Bytes>,
+    /// Replies to asks `main` has not made yet in this incarnation (a restarted node's
+    /// replies from its journal, and any that arrive before the re-executed `main` asks
+    /// again), by request number, encoded. Each is taken when `main` asks.
+    awaiting_ask: BTreeMap<u64, Bytes>,
+    /// Replies kept since the last append to the node's reply journal, in order
+    /// (shared: a checkpoint's paused instant copies references, not the replies).
+    unjournaled: Vec<(u64, Bytes)>,
+    /// Positions of the asks answered so far, in any incarnation: a second reply to one
+    /// is refused.
+    answered: Answered,
+    /// Replies kept over the run.
+    kept: u64,
+    /// Bytes of the node's reply journal holding every kept reply not in `unjournaled`.
+    journal_len: u64,
 }
 
-/// What a checkpoint keeps of [`DriverState`].
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+/// What a checkpoint keeps of [`DriverState`]. The replies themselves are in the
+/// node's reply journal ([`crate::checkpoint::journal`]), the image holds its length.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct DriverImage {
     /// Sends `main` had made.
     pub(crate) sent: u64,
-    /// Replies delivered to `main`, by request number, encoded.
-    #[serde(with = "encoded_replies")]
-    pub(crate) replies: Vec<(u64, Bytes)>,
+    /// Replies kept: the records in the first `journal_len` bytes of the journal.
+    pub(crate) kept: u64,
+    /// Bytes of the reply journal that belong to this image.
+    pub(crate) journal_len: u64,
+    /// Positions of the answered asks, as half-open ranges.
+    pub(crate) answered: Vec<(u64, u64)>,
 }
 
-/// Encoded replies as `(request, bytes)` pairs (postcard writes a byte slice and a
-/// `Vec<u8>` alike: a length, then the bytes).
-mod encoded_replies {
-    use bytes::Bytes;
-    use serde::{Deserialize, Deserializer, Serializer};
+/// A set of ask positions, as disjoint half-open ranges (`main`'s asks are mostly
+/// consecutive, so a run's worth takes a few ranges, not one entry per reply).
+#[derive(Debug, Default)]
+struct Answered(BTreeMap<u64, u64>);
 
-    pub fn serialize<S: Serializer>(v: &[(u64, Bytes)], s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(v.iter().map(|(r, b)| (r, b.as_ref())))
+impl Answered {
+    /// Adds `p`; false if it was there.
+    fn insert(&mut self, p: u64) -> bool {
+        let below = self.0.range(..=p).next_back().map(|(s, e)| (*s, *e));
+        if below.is_some_and(|(_, e)| p < e) {
+            return false;
+        }
+        let mut start = p;
+        if let Some((s, e)) = below.filter(|(_, e)| *e == p) {
+            start = s;
+            self.0.remove(&s);
+            debug_assert_eq!(e, p);
+        }
+        let end = match self.0.remove(&(p + 1)) {
+            Some(e) => e,
+            None => p + 1,
+        };
+        self.0.insert(start, end);
+        true
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(u64, Bytes)>, D::Error> {
-        let v = Vec::<(u64, Vec<u8>)>::deserialize(d)?;
-        Ok(v.into_iter().map(|(r, b)| (r, Bytes::from(b))).collect())
+    fn ranges(&self) -> Vec<(u64, u64)> {
+        self.0.iter().map(|(s, e)| (*s, *e)).collect()
+    }
+
+    fn from_ranges(ranges: &[(u64, u64)]) -> Self {
+        Answered(ranges.iter().filter(|(s, e)| s < e).copied().collect())
     }
 }
 
@@ -197,20 +233,22 @@ impl DriverState {
         self.sent <= self.replayed_upto
     }
 
-    /// The reply delivered for `request`, if any.
-    pub(crate) fn reply(&self, request: u64) -> Option<Outcome> {
-        let encoded = self.replies.get(&request)?;
-        // Kept replies decoded when they were kept; a restored one comes from an image
-        // whose checksum was verified.
-        Some(match decode_outcome(request, encoded) {
+    /// Takes the reply kept for `request` before `main` made the ask, if any (`main`
+    /// asks each once per incarnation; a reply that arrives later is handed to the
+    /// waiting ask).
+    pub(crate) fn reply(&mut self, request: u64) -> Option<Outcome> {
+        let encoded = self.awaiting_ask.remove(&request)?;
+        // Kept replies decoded when they were kept; a restored one comes from a journal
+        // whose records were verified.
+        Some(match decode_outcome(request, &encoded) {
             Ok(outcome) => outcome,
             Err(e) => Err(RemoteError::Undecodable(ActorId::from_u64(0), e)),
         })
     }
 
-    /// Replies kept (for the final totals).
-    pub(crate) fn replies_kept(&self) -> usize {
-        self.replies.len()
+    /// Replies kept over the run (for the final totals).
+    pub(crate) fn replies_kept(&self) -> u64 {
+        self.kept
     }
 
     /// A logged reply to `main` was delivered: keeps it. Returns the request and the
@@ -245,32 +283,61 @@ impl DriverState {
     }
 
     fn insert(&mut self, request: u64, encoded: Bytes) -> Result<(), String> {
-        if self.replies.contains_key(&request) {
-            return Err(format!(
-                "a second reply to main's request {:#x}",
-                request & !DRIVER_REQUEST
-            ));
+        let position = request & !DRIVER_REQUEST;
+        if !self.answered.insert(position) {
+            return Err(format!("a second reply to main's request {position:#x}"));
         }
-        self.replies.insert(request, encoded);
+        self.kept += 1;
+        if position > self.sent {
+            // `main` has not asked yet (it is being re-executed): hold it for the ask.
+            self.awaiting_ask.insert(request, encoded.clone());
+        }
+        self.unjournaled.push((request, encoded));
         Ok(())
     }
 
-    /// What a checkpoint keeps.
-    pub(crate) fn image(&self) -> DriverImage {
-        DriverImage {
-            sent: self.sent,
-            replies: self.replies.iter().map(|(r, b)| (*r, b.clone())).collect(),
-        }
+    /// What a checkpoint keeps, and the replies it must append to the journal first
+    /// (see [`DriverState::journaled`]).
+    pub(crate) fn image(&self) -> (DriverImage, Vec<(u64, Bytes)>) {
+        (
+            DriverImage {
+                sent: self.sent,
+                kept: self.kept,
+                journal_len: self.journal_len,
+                answered: self.answered.ranges(),
+            },
+            self.unjournaled.clone(),
+        )
+    }
+
+    /// The first `records` unjournaled replies are now durable in the journal, which is
+    /// `journal_len` bytes long.
+    pub(crate) fn journaled(&mut self, records: usize, journal_len: u64) {
+        self.unjournaled
+            .drain(..records.min(self.unjournaled.len()));
+        self.journal_len = journal_len;
     }
 
     /// The state of a restarted node's `main` before it runs again: nothing sent yet,
-    /// the checkpoint's sends to skip, its replies to hand out again.
-    pub(crate) fn restored(image: DriverImage) -> Self {
-        DriverState {
+    /// the checkpoint's sends to skip, its replies (`journal`: the records of the
+    /// image's journal prefix) to hand out again. Refused if they do not match.
+    pub(crate) fn restored(image: DriverImage, journal: Vec<(u64, Bytes)>) -> Result<Self, String> {
+        if journal.len() as u64 != image.kept {
+            return Err(format!(
+                "the reply journal holds {} replies, the checkpoint kept {}",
+                journal.len(),
+                image.kept
+            ));
+        }
+        Ok(DriverState {
             sent: 0,
             replayed_upto: image.sent,
-            replies: image.replies.into_iter().collect(),
-        }
+            awaiting_ask: journal.into_iter().collect(),
+            unjournaled: Vec::new(),
+            answered: Answered::from_ranges(&image.answered),
+            kept: image.kept,
+            journal_len: image.journal_len,
+        })
     }
 }
 
@@ -298,13 +365,25 @@ mod tests {
         assert!(!is_driver_request(u64::MAX >> 1));
     }
 
+    /// What a restarted node reads back: the image, and the journal as its
+    /// checkpoints appended it.
+    fn restart(journal: &mut Vec<u8>, state: &mut DriverState) -> DriverState {
+        let (mut image, pending) = state.image();
+        crate::checkpoint::journal::encode_records(&pending, journal);
+        state.journaled(pending.len(), journal.len() as u64);
+        image.journal_len = journal.len() as u64;
+        let records =
+            crate::checkpoint::journal::decode_records(&Bytes::from(journal.clone())).unwrap();
+        DriverState::restored(image, records).unwrap()
+    }
+
     #[test]
     fn a_restarted_main_skips_the_sends_its_checkpoint_contains_and_no_more() {
         let mut before = DriverState::default();
         for _ in 0..3 {
             assert!(!before.count_send());
         }
-        let mut after = DriverState::restored(before.image());
+        let mut after = restart(&mut Vec::new(), &mut before);
         assert!(after.count_send());
         assert!(after.count_send());
         assert!(after.count_send());
@@ -319,6 +398,9 @@ mod tests {
         let mut state = DriverState::default();
         let answer: Outcome = Ok(vec![1, 2, 3]);
         let refused: Outcome = Err(RemoteError::NoReply(ActorId::new(1, 1).unwrap()));
+        for _ in 0..5 {
+            state.count_send();
+        }
         assert_eq!(
             state.on_reply(&reply(Some(request_number(2)), &answer)),
             Ok((request_number(2), answer.clone()))
@@ -327,10 +409,88 @@ mod tests {
             state.on_reply(&reply(Some(request_number(5)), &refused)),
             Ok((request_number(5), refused.clone()))
         );
-        let restored = DriverState::restored(state.image());
+        let mut restored = restart(&mut Vec::new(), &mut state);
         assert_eq!(restored.reply(request_number(2)), Some(answer.clone()));
         assert_eq!(restored.reply(request_number(5)), Some(refused.clone()));
         assert_eq!(restored.reply(request_number(3)), None);
+        assert_eq!(restored.replies_kept(), 2);
+        assert!(
+            restored
+                .on_reply(&reply(Some(request_number(2)), &answer))
+                .is_err(),
+            "a restored actor answering again is refused: main has its answer"
+        );
+    }
+
+    #[test]
+    fn replies_stay_in_memory_only_until_journaled_and_every_journaled_one_comes_back() {
+        let mut state = DriverState::default();
+        let mut journal = Vec::new();
+        for round in 0..3u8 {
+            for _ in 0..4 {
+                state.count_send();
+                let request = request_number(state.sent);
+                assert_eq!(
+                    state.keep(request, encode(&Ok(vec![round]))),
+                    Ok(Ok(vec![round]))
+                );
+            }
+            let (mut image, pending) = state.image();
+            assert_eq!(
+                pending.len(),
+                4,
+                "only the replies since the last checkpoint"
+            );
+            assert_eq!(image.journal_len, journal.len() as u64);
+            crate::checkpoint::journal::encode_records(&pending, &mut journal);
+            state.journaled(pending.len(), journal.len() as u64);
+            image.journal_len = journal.len() as u64;
+            assert_eq!(image.answered, vec![(1, 4 * u64::from(round) + 5)]);
+        }
+        assert!(state.image().1.is_empty());
+        let mut restored = restart(&mut journal, &mut state);
+        for position in 1..=12u64 {
+            let round = ((position - 1) / 4) as u8;
+            restored.count_send();
+            assert_eq!(
+                restored.reply(request_number(position)),
+                Some(Ok(vec![round]))
+            );
+        }
+        let (image, _) = state.image();
+        let two_records = journal.len() / 12 * 2;
+        let records = crate::checkpoint::journal::decode_records(&Bytes::from(
+            journal[..two_records].to_vec(),
+        ))
+        .unwrap();
+        assert!(
+            DriverState::restored(image, records).is_err(),
+            "a journal that lacks replies the checkpoint kept is refused"
+        );
+    }
+
+    #[test]
+    fn a_reply_that_arrives_before_the_reexecuted_main_asks_waits_for_the_ask() {
+        let mut state = DriverState::default();
+        state.count_send();
+        let mut restored = restart(&mut Vec::new(), &mut state);
+        // A restored replier answers the second ask before the re-executed main made it.
+        assert!(restored
+            .keep(request_number(2), encode(&Ok(vec![2])))
+            .is_ok());
+        restored.count_send();
+        restored.count_send();
+        assert_eq!(restored.reply(request_number(2)), Some(Ok(vec![2])));
+        assert_eq!(restored.reply(request_number(2)), None, "handed out once");
+        // One that arrives after the ask goes to the waiting ask, not into memory.
+        assert!(restored
+            .keep(request_number(1), encode(&Ok(vec![1])))
+            .is_ok());
+        assert_eq!(restored.reply(request_number(1)), None);
+    }
+
+    fn encode(outcome: &Outcome) -> Bytes {
+        crate::wire::encode_bytes(outcome).unwrap()
     }
 
     #[test]
@@ -353,6 +513,7 @@ mod tests {
                 .is_err(),
             "a second reply to one request does not replace the first"
         );
-        assert_eq!(state.reply(request_number(1)), Some(answer.clone()));
+        let mut restored = restart(&mut Vec::new(), &mut state);
+        assert_eq!(restored.reply(request_number(1)), Some(answer.clone()));
     }
 }

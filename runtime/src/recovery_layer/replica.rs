@@ -4,6 +4,7 @@
 //! Images travel in pieces of [`CHUNK`] bytes (a checkpoint is larger than a frame may be).
 
 use super::{event, RecoveryLayer};
+use crate::checkpoint::CheckpointStore;
 use crate::transport::frame::{FrameBody, ReplicaChunk};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Condvar, Mutex};
@@ -17,6 +18,36 @@ pub const CHUNK: usize = 8 << 20;
 
 /// A replica: checkpoint id and sealed image.
 type Image = (u64, Vec<u8>);
+
+/// The part of the node's reply journal a replica carries.
+pub(crate) struct JournalPart<'a> {
+    /// Where the journal stood at the previous checkpoint.
+    pub(crate) from: u64,
+    /// What this checkpoint appended after `from`.
+    pub(crate) appended: &'a [u8],
+    /// The journal's length with this checkpoint.
+    pub(crate) len: u64,
+}
+
+/// A replica's body: `journal_from: u64`, `journal_bytes: u64`, that part of the
+/// journal, then the checkpoint image.
+fn pack(journal_from: u64, journal: &[u8], image: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + journal.len() + image.len());
+    out.extend_from_slice(&journal_from.to_le_bytes());
+    out.extend_from_slice(&(journal.len() as u64).to_le_bytes());
+    out.extend_from_slice(journal);
+    out.extend_from_slice(image);
+    out
+}
+
+/// The parts of a replica's body: where its journal part starts, the part, the image.
+fn unpack(body: &[u8]) -> Option<(u64, &[u8], &[u8])> {
+    let (from, rest) = body.split_at_checked(8)?;
+    let (len, rest) = rest.split_at_checked(8)?;
+    let len = usize::try_from(u64::from_le_bytes(len.try_into().ok()?)).ok()?;
+    let (journal, image) = rest.split_at_checked(len)?;
+    Some((u64::from_le_bytes(from.try_into().ok()?), journal, image))
+}
 
 /// An image being received piece by piece.
 #[derive(Default)]
@@ -44,8 +75,12 @@ impl Assembly {
 /// Replicas this node keeps for others, and the answers it waits for.
 #[derive(Default)]
 pub(crate) struct Replicas {
-    /// Newest complete replica per rank.
+    /// Newest complete replica per rank (its image, unsealed).
     held: Mutex<HashMap<u16, Image>>,
+    /// The copy of each rank's reply journal.
+    journals: Mutex<HashMap<u16, Vec<u8>>>,
+    /// Bytes of this node's reply journal the buddy acknowledged holding.
+    buddy_journal: std::sync::atomic::AtomicU64,
     /// Replicas being received, per sending rank.
     incoming: Mutex<HashMap<u16, Assembly>>,
     /// Checkpoint ids the buddy acknowledged.
@@ -107,13 +142,35 @@ impl RecoveryLayer {
     /// Sends checkpoint `id` to the buddy and waits for its acknowledgement, sending it
     /// again every [`RESEND_EVERY`] (pieces queued on a connection that broke are lost
     /// with it; a replica is idempotent).
-    pub(crate) fn replicate(&self, id: u64, body: &[u8], timeout: Duration) -> bool {
+    pub(crate) fn replicate(
+        &self,
+        id: u64,
+        body: &[u8],
+        journal: JournalPart<'_>,
+        timeout: Duration,
+    ) -> bool {
+        use std::sync::atomic::Ordering;
         let Some(t) = self.transport() else {
             return false;
         };
-        let frames = chunks(id, &seal(body), FrameBody::Replica);
+        // First only what the buddy lacks; every resend the whole journal: the buddy
+        // may have restarted and lost its copy (it does not acknowledge a part that does
+        // not continue what it holds).
+        let known = self.replicas.buddy_journal.load(Ordering::Acquire);
+        let mut part = (known == journal.from).then(|| (known, journal.appended.to_vec()));
         let deadline = Instant::now() + timeout;
         loop {
+            let (from, bytes) = match part.take() {
+                Some(p) => p,
+                None => match self.store.read_journal(self.rank, journal.len) {
+                    Ok(whole) => (0, whole),
+                    Err(e) => {
+                        tracing::warn!("reply journal unreadable for the replica: {e}");
+                        return false;
+                    }
+                },
+            };
+            let frames = chunks(id, &seal(&pack(from, &bytes, body)), FrameBody::Replica);
             for f in &frames {
                 // A buddy that is down cannot answer; keep trying until the deadline.
                 if t.send_body(self.buddy(), f).is_err() {
@@ -140,6 +197,9 @@ impl RecoveryLayer {
             }
             if acked.contains(&id) {
                 acked.retain(|a| *a > id);
+                self.replicas
+                    .buddy_journal
+                    .store(journal.len, Ordering::Release);
                 return true;
             }
             if Instant::now() >= deadline || self.stop.load(std::sync::atomic::Ordering::Acquire) {
@@ -159,10 +219,40 @@ impl RecoveryLayer {
             .entry(from)
             .or_default()
             .add(chunk)?;
+        let Some((journal_from, part, body)) = unseal(&image).and_then(unpack) else {
+            // Damaged on the way: not acknowledged, so it is sent again.
+            metrics::counter!(crate::checkpoint::CORRUPT_CHECKPOINTS, "reason" => "replica_checksum")
+                .increment(1);
+            tracing::warn!(from, id, "a replica that does not verify arrived; not kept");
+            return None;
+        };
         let mut held = self.replicas.held.lock().unwrap_or_else(|e| e.into_inner());
-        if held.get(&from).is_none_or(|(have, _)| *have <= id) {
-            held.insert(from, (id, image));
+        if held.get(&from).is_some_and(|(have, _)| *have > id) {
+            // An old replica sent again: a newer one is kept, with its journal.
+            return Some(id);
         }
+        let mut journals = self
+            .replicas
+            .journals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let journal = journals.entry(from).or_default();
+        let Ok(start) = usize::try_from(journal_from) else {
+            return None;
+        };
+        if start > journal.len() {
+            event(
+                self.rank,
+                &format!(
+                    "replica-journal-gap from={from} id={id} have={} from_byte={journal_from}",
+                    journal.len()
+                ),
+            );
+            return None;
+        }
+        journal.truncate(start);
+        journal.extend_from_slice(part);
+        held.insert(from, (id, body.to_vec()));
         Some(id)
     }
 
@@ -190,7 +280,15 @@ impl RecoveryLayer {
             .get(&to)
             .cloned();
         let frames = match held {
-            Some((id, image)) => chunks(id, &image, FrameBody::ReplicaData),
+            Some((id, image)) => {
+                let journals = self
+                    .replicas
+                    .journals
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                let journal = journals.get(&to).map_or(&[][..], |j| &j[..]);
+                chunks(id, &seal(&pack(0, journal, &image)), FrameBody::ReplicaData)
+            }
             None => vec![FrameBody::ReplicaNone],
         };
         self.emit(frames.into_iter().map(|f| (to, f)));
@@ -221,9 +319,9 @@ impl RecoveryLayer {
         }
     }
 
-    /// Asks the buddy for this node's newest replica: `(id, body)` if it has one that
-    /// verifies.
-    pub(crate) fn fetch_replica(&self, timeout: Duration) -> Option<(u64, Vec<u8>)> {
+    /// Asks the buddy for this node's newest replica: `(id, image, reply journal)` if
+    /// it has one that verifies.
+    pub(crate) fn fetch_replica(&self, timeout: Duration) -> Option<(u64, Vec<u8>, Vec<u8>)> {
         let t = self.transport()?;
         t.send_body(self.buddy(), &FrameBody::ReplicaFetch).ok()?;
         let deadline = Instant::now() + timeout;
@@ -246,8 +344,8 @@ impl RecoveryLayer {
                 .0;
         }
         let (id, image) = fetched.take().flatten()?;
-        match unseal(&image) {
-            Some(body) => Some((id, body.to_vec())),
+        match unseal(&image).and_then(unpack) {
+            Some((_, journal, body)) => Some((id, body.to_vec(), journal.to_vec())),
             None => {
                 metrics::counter!(crate::checkpoint::CORRUPT_CHECKPOINTS, "reason" => "replica_checksum")
                     .increment(1);
@@ -270,6 +368,20 @@ mod tests {
         damaged[7] ^= 1;
         assert_eq!(unseal(&damaged), None);
         assert_eq!(unseal(&sealed[..3]), None);
+    }
+
+    #[test]
+    fn a_replica_carries_its_journal_part_and_its_image_apart() {
+        let body = pack(4096, b"records", b"image bytes");
+        assert_eq!(
+            unpack(&body),
+            Some((4096, &b"records"[..], &b"image bytes"[..]))
+        );
+        assert_eq!(unpack(&pack(0, b"", b"x")), Some((0, &b""[..], &b"x"[..])));
+        let mut lying = body.clone();
+        lying[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(unpack(&lying), None, "a part longer than the body");
+        assert_eq!(unpack(&body[..10]), None);
     }
 
     #[test]

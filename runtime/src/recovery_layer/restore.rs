@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 /// How long a restarted node waits for its buddy's replica.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The replies of a checkpoint's part of the reply journal.
+type Journal = Vec<(u64, bytes::Bytes)>;
+
 /// Where a restarted node's state came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RestoreSource {
@@ -55,12 +58,58 @@ impl RecoveryLayer {
         }
     }
 
-    /// The newest usable checkpoint of this node. The directory is asked first: a
-    /// checkpoint reaches the buddy only after it is in the directory, so the buddy is
-    /// needed only when the directory lost it (or it does not verify).
-    fn load_newest(&self) -> (Option<SetImage>, RestoreSource) {
+    /// The records of a checkpoint's prefix of the reply journal, if they verify.
+    fn journal_records(
+        &self,
+        image: &SetImage,
+        journal: Vec<u8>,
+    ) -> Option<Vec<(u64, bytes::Bytes)>> {
+        let want = usize::try_from(image.driver.journal_len).ok()?;
+        let Some(prefix) = journal.get(..want) else {
+            tracing::warn!(
+                have = journal.len(),
+                want,
+                "the reply journal is shorter than the checkpoint's; not using it"
+            );
+            return None;
+        };
+        let prefix = bytes::Bytes::from(prefix.to_vec());
+        match crate::checkpoint::journal::decode_records(&prefix) {
+            Ok(records) if records.len() as u64 == image.driver.kept => Some(records),
+            Ok(records) => {
+                counter!(crate::checkpoint::CORRUPT_CHECKPOINTS, "reason" => "journal")
+                    .increment(1);
+                tracing::warn!(
+                    "the reply journal holds {} replies where the checkpoint kept {}; not using it",
+                    records.len(),
+                    image.driver.kept
+                );
+                None
+            }
+            Err(e) => {
+                counter!(crate::checkpoint::CORRUPT_CHECKPOINTS, "reason" => "journal")
+                    .increment(1);
+                tracing::warn!("the reply journal does not verify: {e}; not using it");
+                None
+            }
+        }
+    }
+
+    /// The newest usable checkpoint of this node, with the replies of its reply journal.
+    /// The directory is asked first: a checkpoint reaches the buddy only after it is in
+    /// the directory, so the buddy is needed only when the directory lost it (or it, or
+    /// its journal, does not verify).
+    fn load_newest(&self) -> (Option<(SetImage, Journal)>, RestoreSource) {
         let local = match self.store.load_latest(self.rank) {
-            Ok(Some(c)) => self.decode_image(&c.body).map(|i| (c.epoch, i)),
+            Ok(Some(c)) => self.decode_image(&c.body).and_then(|i| {
+                let journal = self
+                    .store
+                    .read_journal(self.rank, i.driver.journal_len)
+                    .inspect_err(|e| tracing::warn!("reply journal: {e}"))
+                    .ok()?;
+                let records = self.journal_records(&i, journal)?;
+                Some((c.epoch, i, records))
+            }),
             Ok(None) => None,
             Err(e) => {
                 tracing::warn!("checkpoint directory: {e}");
@@ -69,14 +118,27 @@ impl RecoveryLayer {
         };
         let remote = if local.is_none() && self.config.buddy && self.size > 1 {
             self.fetch_replica(FETCH_TIMEOUT)
-                .and_then(|(id, body)| self.decode_image(&body).map(|i| (id, i)))
+                .and_then(|(id, body, journal)| {
+                    let image = self.decode_image(&body)?;
+                    let records = self.journal_records(&image, journal)?;
+                    // The directory's journal continues from the buddy's copy.
+                    let mut bytes = Vec::new();
+                    crate::checkpoint::journal::encode_records(&records, &mut bytes);
+                    if let Err(e) = self.store.append_journal(self.rank, 0, &bytes) {
+                        tracing::warn!("cannot write the buddy's reply journal here: {e}");
+                        return None;
+                    }
+                    Some((id, image, records))
+                })
         } else {
             None
         };
         match (local, remote) {
-            (Some((l, _)), Some((r, ri))) if r > l => (Some(ri), RestoreSource::Buddy(r)),
-            (Some((l, li)), _) => (Some(li), RestoreSource::Directory(l)),
-            (None, Some((r, ri))) => (Some(ri), RestoreSource::Buddy(r)),
+            (Some((l, _, _)), Some((r, ri, rj))) if r > l => {
+                (Some((ri, rj)), RestoreSource::Buddy(r))
+            }
+            (Some((l, li, lj)), _) => (Some((li, lj)), RestoreSource::Directory(l)),
+            (None, Some((r, ri, rj))) => (Some((ri, rj)), RestoreSource::Buddy(r)),
             (None, None) => (None, RestoreSource::Beginning),
         }
     }
@@ -89,14 +151,19 @@ impl RecoveryLayer {
         let incarnation = Incarnation(self.config.incarnation);
         let (image, source) = self.load_newest();
         let (snapshot, actors, driver, events) = match image {
-            Some(img) => (img.protocol, img.actors, img.driver, img.events),
+            Some((img, journal)) => (
+                img.protocol,
+                img.actors,
+                super::driver::DriverState::restored(img.driver, journal)?,
+                img.events,
+            ),
             None => {
                 let mut fresh =
                     SetProtocol::new(SetId(self.rank), self.size).map_err(|e| e.to_string())?;
                 (
                     fresh.checkpoint(),
                     Vec::new(),
-                    Default::default(),
+                    super::driver::DriverState::default(),
                     Default::default(),
                 )
             }
@@ -121,7 +188,7 @@ impl RecoveryLayer {
         {
             let mut core = self.lock();
             core.protocol = Some(protocol);
-            core.driver = super::driver::DriverState::restored(driver);
+            core.driver = driver;
             core.images = actors.into_iter().map(|a| (a.id, a)).collect();
             core.rollback_at = Some(Instant::now());
         }

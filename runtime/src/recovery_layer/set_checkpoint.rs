@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Version of the layout of a node's checkpoint image (`SetImage`).
-pub const SET_IMAGE_FORMAT: u16 = 4;
+pub const SET_IMAGE_FORMAT: u16 = 5;
 
 /// Everything a node's checkpoint holds.
 #[derive(Debug, Serialize, Deserialize)]
@@ -30,7 +30,8 @@ pub(crate) struct SetImage {
     pub(crate) protocol: Snapshot<Envelope>,
     /// Every live actor: state and mailbox.
     pub(crate) actors: Vec<ActorImage>,
-    /// The app's main: sends made, replies delivered to its asks.
+    /// The app's main: sends made, how much of the reply journal holds the replies
+    /// delivered to its asks.
     pub(crate) driver: super::driver::DriverImage,
     /// Determinant state: event clocks, channel stamps, the event-logging watermark.
     pub(crate) events: super::events::EventImage,
@@ -41,6 +42,8 @@ struct Captured {
     protocol: Snapshot<Envelope>,
     actors: Vec<ActorImage>,
     driver: super::driver::DriverImage,
+    /// Replies to `main` kept since the last append to the reply journal.
+    unjournaled: Vec<(u64, bytes::Bytes)>,
     events: EventImage,
     pause: Duration,
 }
@@ -119,10 +122,12 @@ impl RecoveryLayer {
             let snapshot = protocol.checkpoint();
             core.forced_log.release();
             let events = self.events_image(&core);
+            let (driver, unjournaled) = core.driver.image();
             Ok(Captured {
                 protocol: snapshot,
                 actors,
-                driver: core.driver.image(),
+                driver,
+                unjournaled,
                 events,
                 pause: Duration::ZERO,
             })
@@ -139,18 +144,28 @@ impl RecoveryLayer {
         let Captured {
             protocol,
             actors,
-            driver,
+            mut driver,
+            unjournaled,
             events,
             pause,
         } = self.capture(node).inspect_err(|e| {
             counter!(CHECKPOINT_FAILURES, "reason" => "capture").increment(1);
             tracing::warn!("checkpoint not taken: {e}");
         })?;
+        // The replies first: an image is stored only once its part of the journal is
+        // durable.
+        let journal_from = driver.journal_len;
+        let appended = self
+            .append_journal(&mut driver, &unjournaled)
+            .inspect_err(|_| {
+                counter!(CHECKPOINT_FAILURES, "reason" => "journal").increment(1);
+            })?;
         histogram!(CHECKPOINT_PAUSE).record(pause.as_secs_f64());
         let id = protocol.id;
         crate::failpoint::during_checkpoint(id.0);
         let n_actors = actors.len();
         let events_snapshot = events.snapshot;
+        let journal_len = driver.journal_len;
         let image = SetImage {
             format: SET_IMAGE_FORMAT,
             protocol,
@@ -180,7 +195,12 @@ impl RecoveryLayer {
         if replicated {
             // The commit waits for the replica: a checkpoint that the peers release their
             // logs for must survive the loss of this host's disk.
-            if !self.replicate(id.0, body, REPLICA_TIMEOUT) {
+            let journal = super::replica::JournalPart {
+                from: journal_from,
+                appended: &appended,
+                len: journal_len,
+            };
+            if !self.replicate(id.0, body, journal, REPLICA_TIMEOUT) {
                 counter!(CHECKPOINT_FAILURES, "reason" => "replica").increment(1);
                 tracing::warn!(
                     id = id.0,
@@ -212,7 +232,7 @@ impl RecoveryLayer {
         event(
             self.rank,
             &format!(
-                "checkpoint id={} actors={n_actors} bytes={} pause_us={} total_ms={}",
+                "checkpoint id={} actors={n_actors} bytes={} journal_bytes={journal_len} pause_us={} total_ms={}",
                 id.0,
                 bytes,
                 pause.as_micros(),
@@ -226,6 +246,26 @@ impl RecoveryLayer {
             bytes,
             total,
         })
+    }
+
+    /// Appends the replies to `main` kept since the last checkpoint to the node's reply
+    /// journal and records its new length in `driver`; returns the bytes appended.
+    fn append_journal(
+        &self,
+        driver: &mut super::driver::DriverImage,
+        unjournaled: &[(u64, bytes::Bytes)],
+    ) -> Result<Vec<u8>, CheckpointFailure> {
+        if unjournaled.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut records = Vec::new();
+        crate::checkpoint::journal::encode_records(unjournaled, &mut records);
+        let len = self
+            .store
+            .append_journal(self.rank, driver.journal_len, &records)?;
+        driver.journal_len = len;
+        self.lock().driver.journaled(unjournaled.len(), len);
+        Ok(records)
     }
 
     /// Called at each commit: when the node delivered and sent nothing since the previous
