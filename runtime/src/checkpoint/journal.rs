@@ -20,6 +20,10 @@ const RECORD_HEADER: usize = 4 + 4 + 8;
 /// The largest record accepted when reading (a frame never carries more).
 const MAX_RECORD: usize = 1 << 30;
 
+/// The largest reply a record holds; a larger one is refused when it is kept, not
+/// written unreadable.
+pub const MAX_REPLY: usize = MAX_RECORD - 8;
+
 /// Appends the records of `replies` (request number, encoded reply) to `out`.
 pub fn encode_records(replies: &[(u64, Bytes)], out: &mut Vec<u8>) {
     for (request, reply) in replies {

@@ -284,6 +284,13 @@ impl DriverState {
 
     fn insert(&mut self, request: u64, encoded: Bytes) -> Result<(), String> {
         let position = request & !DRIVER_REQUEST;
+        if encoded.len() > crate::checkpoint::journal::MAX_REPLY {
+            return Err(format!(
+                "a reply of {} bytes to main's request {position:#x}: the journal keeps at most {}",
+                encoded.len(),
+                crate::checkpoint::journal::MAX_REPLY
+            ));
+        }
         if !self.answered.insert(position) {
             return Err(format!("a second reply to main's request {position:#x}"));
         }
@@ -301,7 +308,9 @@ impl DriverState {
     pub(crate) fn image(&self) -> (DriverImage, Vec<(u64, Bytes)>) {
         (
             DriverImage {
-                sent: self.sent,
+                // During a restarted `main`'s replay the restored states already hold
+                // the effects of every send up to `replayed_upto`.
+                sent: self.sent.max(self.replayed_upto),
                 kept: self.kept,
                 journal_len: self.journal_len,
                 answered: self.answered.ranges(),
@@ -467,6 +476,33 @@ mod tests {
             DriverState::restored(image, records).is_err(),
             "a journal that lacks replies the checkpoint kept is refused"
         );
+    }
+
+    #[test]
+    fn a_checkpoint_taken_while_a_restarted_main_still_skips_holds_every_skipped_send() {
+        let mut first = DriverState::default();
+        for _ in 0..3 {
+            first.count_send();
+        }
+        let mut second = restart(&mut Vec::new(), &mut first);
+        assert!(second.count_send(), "the first of three skipped sends");
+        // The restored actors hold the effects of all three: a second restart from
+        // this checkpoint must skip all three again, not make two of them twice.
+        let mut third = restart(&mut Vec::new(), &mut second);
+        assert_eq!(third.replayed_upto, 3);
+        assert!((0..3).all(|_| third.count_send()));
+        assert!(!third.count_send());
+    }
+
+    #[test]
+    fn a_reply_too_large_for_a_journal_record_is_refused_when_kept() {
+        let mut state = DriverState::default();
+        state.count_send();
+        // Zeroed pages, never touched: the length is checked first.
+        let huge = Bytes::from(vec![0u8; crate::checkpoint::journal::MAX_REPLY + 1]);
+        let err = state.insert(request_number(1), huge).unwrap_err();
+        assert!(err.contains("at most"), "{err}");
+        assert_eq!(state.replies_kept(), 0);
     }
 
     #[test]

@@ -336,6 +336,10 @@ thread_local! {
 pub(crate) struct CoreGuard<'a> {
     layer: &'a RecoveryLayer,
     guard: std::mem::ManuallyDrop<MutexGuard<'a, Core>>,
+    /// Settled replies from this node, handed to their asks once the lock is released.
+    answered: Vec<(u64, driver::Outcome)>,
+    /// Settled replies to other nodes, queued once the lock is released.
+    frames: Vec<(u16, FrameBody)>,
 }
 
 impl<'a> CoreGuard<'a> {
@@ -344,6 +348,25 @@ impl<'a> CoreGuard<'a> {
         CoreGuard {
             layer,
             guard: std::mem::ManuallyDrop::new(guard),
+            answered: Vec::new(),
+            frames: Vec::new(),
+        }
+    }
+
+    /// Settles the replies to `main` deferred so far, in the locked state (a checkpoint
+    /// does this before it reads the state, so a reply made by its own delivery is in
+    /// the image with its cause).
+    pub(crate) fn settle_deferred_replies(&mut self) {
+        let layer = self.layer;
+        // Settling one reply may defer another (logging delivers what it lets through).
+        loop {
+            let replies = driver::take_deferred(layer);
+            if replies.is_empty() {
+                break;
+            }
+            for reply in replies {
+                layer.settle_deferred(&mut self.guard, reply, &mut self.answered, &mut self.frames);
+            }
         }
     }
 }
@@ -364,18 +387,9 @@ impl std::ops::DerefMut for CoreGuard<'_> {
 impl Drop for CoreGuard<'_> {
     fn drop(&mut self) {
         let layer = self.layer;
-        let mut answered = Vec::new();
-        let mut frames = Vec::new();
-        // Settling one reply may defer another (logging delivers what it lets through).
-        loop {
-            let replies = driver::take_deferred(layer);
-            if replies.is_empty() {
-                break;
-            }
-            for reply in replies {
-                layer.settle_deferred(&mut self.guard, reply, &mut answered, &mut frames);
-            }
-        }
+        self.settle_deferred_replies();
+        let answered = std::mem::take(&mut self.answered);
+        let frames = std::mem::take(&mut self.frames);
         // SAFETY: the inner guard is dropped exactly once, here, and `self.guard` is not
         // used after this line.
         unsafe { std::mem::ManuallyDrop::drop(&mut self.guard) };

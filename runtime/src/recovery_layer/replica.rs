@@ -226,11 +226,11 @@ impl RecoveryLayer {
             tracing::warn!(from, id, "a replica that does not verify arrived; not kept");
             return None;
         };
+        // The newest arrival replaces what is held, even with a lower id: it comes from a
+        // new incarnation restored from an older checkpoint (within one incarnation a
+        // replica is sent only after the previous one was acknowledged). Acknowledging
+        // one that is not kept would let the sender believe the buddy holds its journal.
         let mut held = self.replicas.held.lock().unwrap_or_else(|e| e.into_inner());
-        if held.get(&from).is_some_and(|(have, _)| *have > id) {
-            // An old replica sent again: a newer one is kept, with its journal.
-            return Some(id);
-        }
         let mut journals = self
             .replicas
             .journals
@@ -272,24 +272,21 @@ impl RecoveryLayer {
     /// A restarted node asks for its replica: send it (from the layer's sender thread:
     /// it may be large), or say there is none.
     pub(crate) fn serve_replica(&self, to: u16) {
-        let held = self
-            .replicas
-            .held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&to)
-            .cloned();
-        let frames = match held {
-            Some((id, image)) => {
-                let journals = self
-                    .replicas
-                    .journals
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                let journal = journals.get(&to).map_or(&[][..], |j| &j[..]);
-                chunks(id, &seal(&pack(0, journal, &image)), FrameBody::ReplicaData)
+        let frames = {
+            // Both locks, in `replica_chunk`'s order: the image and its journal as one.
+            let held = self.replicas.held.lock().unwrap_or_else(|e| e.into_inner());
+            let journals = self
+                .replicas
+                .journals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            match held.get(&to) {
+                Some((id, image)) => {
+                    let journal = journals.get(&to).map_or(&[][..], |j| &j[..]);
+                    chunks(*id, &seal(&pack(0, journal, image)), FrameBody::ReplicaData)
+                }
+                None => vec![FrameBody::ReplicaNone],
             }
-            None => vec![FrameBody::ReplicaNone],
         };
         self.emit(frames.into_iter().map(|f| (to, f)));
     }

@@ -125,8 +125,9 @@ impl RecoveryLayer {
                     let mut bytes = Vec::new();
                     crate::checkpoint::journal::encode_records(&records, &mut bytes);
                     if let Err(e) = self.store.append_journal(self.rank, 0, &bytes) {
-                        tracing::warn!("cannot write the buddy's reply journal here: {e}");
-                        return None;
+                        // Restore anyway: the state is good; this node's checkpoints
+                        // will fail (and say so) until its directory is writable.
+                        tracing::error!("cannot write the buddy's reply journal here: {e}");
                     }
                     Some((id, image, records))
                 })

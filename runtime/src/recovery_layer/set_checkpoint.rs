@@ -108,6 +108,9 @@ impl RecoveryLayer {
             // The interval in the image counts every local delivery before it (and a
             // logged message they let through is in its mailbox).
             Self::deliver_ready(&mut core, node);
+            // A reply to `main` those deliveries made (an error answer) goes into this
+            // image with them: kept, or logged.
+            core.settle_deferred_replies();
             let mut actors = Vec::new();
             for control in node.controls() {
                 if let Some(image) = control
@@ -262,7 +265,12 @@ impl RecoveryLayer {
         crate::checkpoint::journal::encode_records(unjournaled, &mut records);
         let len = self
             .store
-            .append_journal(self.rank, driver.journal_len, &records)?;
+            .append_journal(self.rank, driver.journal_len, &records)
+            .inspect_err(|e| {
+                // Lost under a running node (its directory deleted): no checkpoint of
+                // this node can be complete again, and its peers keep their logs.
+                tracing::error!("checkpoint not taken: the reply journal of main's replies: {e}");
+            })?;
         driver.journal_len = len;
         self.lock().driver.journaled(unjournaled.len(), len);
         Ok(records)
