@@ -260,6 +260,7 @@ impl<A: Actor> ActorRef<A> {
                     timeout: Some(cell.mailbox.ask_timeout),
                     state,
                     sleep: None,
+                    driver: None,
                     _reply: PhantomData,
                 }
             }
@@ -288,6 +289,7 @@ impl<A: Actor> ActorRef<A> {
                     timeout: Some(t.ask_timeout),
                     state,
                     sleep: None,
+                    driver: None,
                     _reply: PhantomData,
                 }
             }
@@ -377,6 +379,7 @@ impl<A: Actor> ActorRef<A> {
             timeout: Some(timeout),
             state,
             sleep: None,
+            driver: Some(Arc::clone(layer)),
             _reply: PhantomData,
         }
     }
@@ -499,6 +502,9 @@ pub struct Ask<A: Actor, R> {
     timeout: Option<Duration>,
     state: AskState<R>,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The node's recovery layer, for an ask by `main` with recovery on: its timeout is
+    /// kept as its outcome.
+    driver: Option<Arc<RecoveryLayer>>,
     _reply: PhantomData<fn() -> A>,
 }
 
@@ -560,6 +566,14 @@ impl<A: Actor, R: serde::de::DeserializeOwned> Future for Ask<A, R> {
                             reason: format!("reply did not decode: {e}"),
                         },
                     )),
+                    Poll::Ready(Ok(Err(RemoteError::TimedOut(_)))) => {
+                        // A re-executed `main`: this ask timed out before the failure.
+                        telemetry::ask_timeout(A::NAME);
+                        Some(Err(AskError::Timeout {
+                            id,
+                            timeout: this.timeout.unwrap_or_default(),
+                        }))
+                    }
                     Poll::Ready(Ok(Err(e))) => Some(Err(remote_error(id, e))),
                     Poll::Ready(Err(_)) => Some(Err(AskError::Unreachable {
                         id,
@@ -585,6 +599,15 @@ impl<A: Actor, R: serde::de::DeserializeOwned> Future for Ask<A, R> {
             ready!(sleep.as_mut().poll(cx));
         }
         if let AskState::Remote(_, request, transport) = &this.state {
+            if let Some(layer) = &this.driver {
+                if !layer.driver_ask_timed_out(*request, id) {
+                    // The reply won the race and is on its way to the receiver (whose
+                    // waker this poll registered): it is the outcome, not the timeout.
+                    this.timeout = None;
+                    this.sleep = None;
+                    return Poll::Pending;
+                }
+            }
             transport.cancel_request(*request);
         }
         telemetry::ask_timeout(A::NAME);

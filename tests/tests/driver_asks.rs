@@ -2,7 +2,8 @@
 //! "The app's main"): a reply from another node comes back as a logged message, one from
 //! main's own node is kept directly, and both are handed to the ask in order; an ask to
 //! an actor that is not there, or has stopped, fails at once with the reason instead of
-//! waiting for ever, and the node goes on answering. Two nodes in this process; the test thread is their `main`. (With
+//! waiting for ever, and the node goes on answering; one that times out keeps the timeout
+//! as its outcome and the late answer is dropped. Two nodes in this process; the test thread is their `main`. (With
 //! real processes and SIGKILL: `driver_asks_kill.rs`.)
 
 mod support;
@@ -24,6 +25,22 @@ impl Adder {
     fn add(&mut self, amount: u64) -> u64 {
         self.total += amount;
         self.total
+    }
+}
+
+/// Answers after a while.
+#[derive(Actor, Serialize, Deserialize, Default)]
+struct Slow {
+    answered: u64,
+}
+
+#[messages]
+impl Slow {
+    #[message]
+    fn answer_after(&mut self, millis: u64) -> u64 {
+        std::thread::sleep(Duration::from_millis(millis));
+        self.answered += 1;
+        self.answered
     }
 }
 
@@ -129,4 +146,44 @@ fn with_recovery_on_an_ask_from_main_to_a_stopped_actor_fails_once_and_the_nodes
     let after = node0.block_on(live.ask(Add { amount: 5 }).timeout(Duration::from_secs(20)));
     assert_eq!(after.unwrap(), 5, "the asked node still answers");
     shut_down("driver-asks-stopped", node0, node1);
+}
+
+/// `main` asks `slow` once with a timeout too short for the answer, then once with
+/// time enough; what it got each time.
+fn a_timeout_then_an_answer(
+    node0: &Cluster,
+    slow: &ActorRef<Slow>,
+) -> (Result<u64, AskError>, u64) {
+    let first = node0.block_on(
+        slow.ask(AnswerAfter { millis: 400 })
+            .timeout(Duration::from_millis(50)),
+    );
+    let second = node0
+        .block_on(
+            slow.ask(AnswerAfter { millis: 0 })
+                .timeout(Duration::from_secs(10)),
+        )
+        .expect("the second ask is answered");
+    (first, second)
+}
+
+#[test]
+fn with_recovery_on_an_ask_from_main_that_times_out_stays_timed_out_and_the_late_reply_is_dropped()
+{
+    let (node0, node1) = two_nodes("driver-asks-timeout", true);
+    let remote = node1.spawn(Slow::default()).unwrap();
+    let remote = node0.handle().actor_ref::<Slow>(remote.id()).unwrap();
+    let local = node0.spawn(Slow::default()).unwrap();
+    for slow in [&remote, &local] {
+        let (first, second) = a_timeout_then_an_answer(&node0, slow);
+        assert!(
+            matches!(first, Err(AskError::Timeout { .. })),
+            "the short ask timed out: {first:?}"
+        );
+        // The late answer to the first ask (1) is not taken for the second's (2): the
+        // timeout was kept as the first ask's outcome, so a re-executed `main` times out
+        // there too.
+        assert_eq!(second, 2, "the second ask got its own answer");
+    }
+    shut_down("driver-asks-timeout", node0, node1);
 }

@@ -212,6 +212,10 @@ impl Answered {
         true
     }
 
+    fn contains(&self, p: u64) -> bool {
+        self.0.range(..=p).next_back().is_some_and(|(_, e)| p < *e)
+    }
+
     fn ranges(&self) -> Vec<(u64, u64)> {
         self.0.iter().map(|(s, e)| (*s, *e)).collect()
     }
@@ -280,6 +284,24 @@ impl DriverState {
         let encoded = crate::wire::encode_bytes(outcome).map_err(|e| e.to_string())?;
         self.insert(request, encoded)?;
         Ok(outcome.clone())
+    }
+
+    /// `main`'s ask `request` to `to` timed out: keeps that as its outcome, so a
+    /// re-executed `main` times out there too, and a reply arriving later is refused.
+    /// False if the ask has an outcome already (its reply won the race).
+    pub(crate) fn keep_timeout(&mut self, request: u64, to: ActorId) -> bool {
+        let position = request & !DRIVER_REQUEST;
+        if self.answered.contains(position) {
+            return false;
+        }
+        self.keep_outcome(request, &Err(RemoteError::TimedOut(to)))
+            .is_ok()
+    }
+
+    /// Whether `request` has its outcome (a second reply to it is refused as a
+    /// duplicate, not as an error).
+    pub(crate) fn is_answered(&self, request: u64) -> bool {
+        self.answered.contains(request & !DRIVER_REQUEST)
     }
 
     fn insert(&mut self, request: u64, encoded: Bytes) -> Result<(), String> {
@@ -492,6 +514,35 @@ mod tests {
         assert_eq!(third.replayed_upto, 3);
         assert!((0..3).all(|_| third.count_send()));
         assert!(!third.count_send());
+    }
+
+    #[test]
+    fn a_timeout_is_kept_as_the_asks_outcome_and_a_reexecuted_main_times_out_the_same() {
+        let to = ActorId::new(1, 1).unwrap();
+        let mut state = DriverState::default();
+        state.count_send();
+        state.count_send();
+        assert!(state.keep_timeout(request_number(1), to));
+        assert!(state.is_answered(request_number(1)));
+        assert!(!state.keep_timeout(request_number(1), to), "once");
+        assert!(
+            state.keep(request_number(2), encode(&Ok(vec![2]))).is_ok(),
+            "the reply to the other ask"
+        );
+        assert!(
+            !state.keep_timeout(request_number(2), to),
+            "a reply that won the race is the outcome, not the timeout"
+        );
+        assert!(
+            state.keep(request_number(1), encode(&Ok(vec![1]))).is_err(),
+            "the late reply is not kept"
+        );
+        let mut restored = restart(&mut Vec::new(), &mut state);
+        assert_eq!(
+            restored.reply(request_number(1)),
+            Some(Err(RemoteError::TimedOut(to)))
+        );
+        assert_eq!(restored.reply(request_number(2)), Some(Ok(vec![2])));
     }
 
     #[test]

@@ -919,6 +919,13 @@ impl RecoveryLayer {
     /// A reply to one of `main`'s asks was delivered: kept for a re-executed `main`, and
     /// handed to the ask waiting for it, if one does.
     fn deliver_to_driver(driver: &mut driver::DriverState, node: &NodeHandle, env: &Envelope) {
+        if env.request.is_some_and(|r| driver.is_answered(r)) {
+            // A reply after the ask timed out (its timeout is the kept outcome), or a
+            // second copy: `main` has its answer.
+            counter!(BAD_RECOVERY_FRAMES, "reason" => "driver_reply_late").increment(1);
+            tracing::debug!(from = %env.from, "a reply to an ask main has its answer to");
+            return;
+        }
         match driver.on_reply(env) {
             Ok((request, outcome)) => {
                 if let Some(tr) = node.transport() {
@@ -1049,6 +1056,12 @@ impl RecoveryLayer {
         }
     }
 
+    /// `main`'s ask `request` to `to` timed out: keeps the timeout as its outcome (see
+    /// [`driver::DriverState::keep_timeout`]). False if the ask has its reply already.
+    pub(crate) fn driver_ask_timed_out(&self, request: u64, to: ActorId) -> bool {
+        self.lock().driver.keep_timeout(request, to)
+    }
+
     /// An actor of this node answers `main`'s ask `request` on node `rank`: the reply
     /// goes as a logged message, so a restarted `main` gets it again (see [`driver`]).
     pub(crate) fn reply_to_driver(
@@ -1083,6 +1096,10 @@ impl RecoveryLayer {
         frames: &mut Vec<(u16, FrameBody)>,
     ) {
         let settled = if d.rank == self.rank {
+            if core.driver.is_answered(d.request) {
+                // `main`'s ask timed out before this reply: the timeout is its outcome.
+                return;
+            }
             core.driver
                 .keep_outcome(d.request, &d.outcome)
                 .map(|outcome| answered.push((d.request, outcome)))
@@ -1117,7 +1134,15 @@ impl RecoveryLayer {
         if rank == self.rank {
             // An actor of main's own node: the reply stays in the node (the checkpoint
             // keeps it with the actor that made it).
-            let kept = self.lock().driver.keep_outcome(request, outcome)?;
+            let kept = {
+                let mut core = self.lock();
+                if core.driver.is_answered(request) {
+                    // `main`'s ask timed out before this reply: the timeout is its
+                    // outcome.
+                    return Ok(());
+                }
+                core.driver.keep_outcome(request, outcome)?
+            };
             if let Some(tr) = node.transport() {
                 tr.complete_request(request, kept);
             }

@@ -234,6 +234,10 @@ pub enum RemoteError {
     /// The handler dropped its reply slot.
     #[error("actor {0} dropped the request without replying")]
     NoReply(ActorId),
+    /// The asker stopped waiting: kept as the outcome of an ask by the app's `main` with
+    /// recovery on, so a re-executed `main` sees the same timeout. Never sent.
+    #[error("the ask to actor {0} timed out")]
+    TimedOut(ActorId),
 }
 
 /// Serializes `Vec<u8>` as a byte string (one length prefix, no per-byte encoding).

@@ -944,6 +944,7 @@ fn reason(err: &RemoteError) -> &'static str {
         RemoteError::Undecodable(..) => "undecodable",
         RemoteError::ActorGone(_) => "actor_gone",
         RemoteError::NoReply(_) => "no_reply",
+        RemoteError::TimedOut(_) => "timed_out",
     }
 }
 
