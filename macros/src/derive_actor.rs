@@ -11,6 +11,11 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             "generic actors are not supported: give the actor a concrete type",
         ));
     }
+    // Reported beside the impl, not instead of it: one error, not a cascade of unmet
+    // `Actor` bounds.
+    let skipped_slot = refuse_skipped_reply_slots(&input)
+        .err()
+        .map(|e| e.into_compile_error());
     let ident = &input.ident;
     let mut name = LitStr::new(&ident.to_string(), ident.span());
     let mut on_start: Option<Ident> = None;
@@ -52,6 +57,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
     // Spanned on the type name so an unmet bound (not serializable, no handlers) points
     // at the actor.
     Ok(quote_spanned! {ident.span()=>
+        #skipped_slot
         const _: () = {
             #[allow(unused_imports)]
             use ::lazarus::__private::NotSerde as _;
@@ -64,4 +70,48 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             #stop
         }
     })
+}
+
+/// A `ReplyTo` in actor state must go into checkpoints: with recovery on, a restored
+/// actor answers the asks of `main` from before the checkpoint through it (the
+/// re-executed `main` does not ask again), and a skipped slot would leave `main`
+/// waiting for ever. Refused where the derive can see it: a field whose type names
+/// `ReplyTo` and that serde skips.
+fn refuse_skipped_reply_slots(input: &DeriveInput) -> syn::Result<()> {
+    let syn::Data::Struct(data) = &input.data else {
+        return Ok(());
+    };
+    for field in &data.fields {
+        if !mentions(&field.ty, "ReplyTo") {
+            continue;
+        }
+        for attr in field.attrs.iter().filter(|a| a.path().is_ident("serde")) {
+            if mentions(&attr.meta, "skip")
+                || mentions(&attr.meta, "skip_serializing")
+                || mentions(&attr.meta, "skip_deserializing")
+            {
+                return Err(syn::Error::new_spanned(
+                    attr,
+                    "a `ReplyTo` in actor state must be checkpointed: remove this \
+                     `#[serde(skip)]`. With recovery on, an actor restored from a checkpoint \
+                     answers `main`'s earlier asks through it, and a skipped slot leaves \
+                     `main` waiting for ever (it serializes as its route; with recovery off \
+                     nothing serializes it)",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the tokens of `node` contain the identifier `word`.
+fn mentions(node: &impl quote::ToTokens, word: &str) -> bool {
+    fn walk(tokens: TokenStream, word: &str) -> bool {
+        tokens.into_iter().any(|t| match t {
+            proc_macro2::TokenTree::Ident(i) => i == word,
+            proc_macro2::TokenTree::Group(g) => walk(g.stream(), word),
+            _ => false,
+        })
+    }
+    walk(node.to_token_stream(), word)
 }

@@ -60,6 +60,11 @@ impl<R> ReplyTo<R> {
         }
     }
 
+    /// Moves the slot out, leaving an empty one (`std::mem::take`).
+    pub fn take(&mut self) -> Self {
+        std::mem::take(self)
+    }
+
     /// Whether somebody is waiting for the answer (the message came from `ask`).
     pub fn is_requested(&self) -> bool {
         matches!(self.slot, Slot::Local(_) | Slot::Remote { .. })
@@ -151,13 +156,13 @@ impl<R> std::fmt::Debug for ReplyTo<R> {
 }
 
 impl<R> Default for ReplyTo<R> {
-    /// An empty slot (a `ReplyTo` field that is `#[serde(skip)]`ped starts as one).
+    /// An empty slot, like [`ReplyTo::none`].
     ///
-    /// With recovery on, do not skip a `ReplyTo` kept in actor state: a checkpoint keeps
-    /// the route of `main`'s asks and of asks from other nodes, so an actor restored from
-    /// it still answers an ask that `main` made before the checkpoint (and that the
-    /// re-executed `main` does not make again). A skipped slot is lost with the failure,
-    /// and `main` waits for ever.
+    /// With recovery on, do not `#[serde(skip)]` a `ReplyTo` kept in actor state (the
+    /// `Actor` derive refuses it): a checkpoint keeps the route of `main`'s asks and of
+    /// asks from other nodes, so an actor restored from it still answers an ask that
+    /// `main` made before the checkpoint (and that the re-executed `main` does not make
+    /// again). A skipped slot is lost with the failure, and `main` waits for ever.
     fn default() -> Self {
         ReplyTo::none()
     }

@@ -297,7 +297,6 @@ fn local_messages_move_their_payload_without_copying_it_even_across_cores() {
 #[derive(Actor, Serialize, Deserialize, Default)]
 struct Hop {
     next: Option<lazarus::ActorRef<Hop>>,
-    #[serde(skip)]
     waiting: ReplyTo<u64>,
 }
 
@@ -323,7 +322,7 @@ impl Hop {
     #[message]
     fn token(&mut self, left: u64, visited: u64) {
         if left == 0 {
-            std::mem::take(&mut self.waiting).send(visited);
+            self.waiting.take().send(visited);
         } else if let Some(next) = &self.next {
             next.tell(Token {
                 left: left - 1,

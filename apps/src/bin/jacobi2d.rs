@@ -582,11 +582,11 @@ impl Collector {
 impl Collector {
     fn reply_if_done(&mut self) {
         if self.finished == self.tiles && self.all_finished.is_requested() {
-            std::mem::take(&mut self.all_finished).send(());
+            self.all_finished.take().send(());
         }
         if self.filled == self.n * self.n && self.all_gathered.is_requested() {
             let grid = std::mem::take(&mut self.grid);
-            std::mem::take(&mut self.all_gathered).send((grid, self.sane));
+            self.all_gathered.take().send((grid, self.sane));
         }
     }
 }

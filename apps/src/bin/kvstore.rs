@@ -458,7 +458,7 @@ impl Coordinator {
             && self.shard_reports.len() == self.shards.len();
         if all && self.outcome.is_none() {
             let outcome = self.judge();
-            let _ = std::mem::take(&mut self.waiting).send(outcome.clone());
+            let _ = self.waiting.take().send(outcome.clone());
             self.outcome = Some(outcome);
         }
     }

@@ -180,7 +180,7 @@ impl Master {
                 ),
                 epochs: self.epoch,
             };
-            let _ = std::mem::take(&mut self.waiting).send(outcome.clone());
+            let _ = self.waiting.take().send(outcome.clone());
             self.outcome = Some(outcome);
         }
     }

@@ -438,7 +438,7 @@ impl Collector {
                 (sum.sqrt(), zeta.expect("complete"))
             })
             .collect();
-        std::mem::take(&mut self.done).send(table);
+        self.done.take().send(table);
     }
 }
 

@@ -112,7 +112,7 @@ impl Collector {
     fn reply_if_done(&mut self) {
         if self.missing == 0 && self.done.is_requested() {
             let total = ep::combine(self.tallies.iter().flatten());
-            std::mem::take(&mut self.done).send(total);
+            self.done.take().send(total);
         }
     }
 }

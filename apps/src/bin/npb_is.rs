@@ -429,7 +429,7 @@ impl Collector {
             return;
         }
         let outcome = self.judge();
-        std::mem::take(&mut self.done).send(outcome);
+        self.done.take().send(outcome);
     }
 
     fn judge(&self) -> Outcome {

@@ -523,7 +523,7 @@ impl Collector {
         if self.missing == 0 && self.done.is_requested() {
             // Plane order, whoever computed them.
             let norms = mg::norms(self.n, self.planes.iter().flatten().copied());
-            std::mem::take(&mut self.done).send(norms);
+            self.done.take().send(norms);
         }
     }
 }

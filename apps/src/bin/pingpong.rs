@@ -145,9 +145,9 @@ impl ChatterSource {
         self.in_order &= self.in_flight && seq == self.sent;
         self.in_flight = false;
         self.answers += 1;
-        std::mem::take(&mut self.started).send(());
+        self.started.take().send(());
         if self.stopping {
-            std::mem::take(&mut self.stopped).send((self.answers, self.in_order));
+            self.stopped.take().send((self.answers, self.in_order));
         } else {
             self.send_next(ctx);
         }
@@ -182,7 +182,7 @@ impl ChatterSource {
             // No answer will come: let a waiting start go on (the stop reports the loss).
             tracing::error!("chatter is gone");
             self.in_order = false;
-            std::mem::take(&mut self.started).send(());
+            self.started.take().send(());
         }
     }
 }
@@ -250,7 +250,7 @@ impl Ping {
         self.left -= 1;
         if self.left == 0 {
             let ns = self.clock.map_or(0, |c| c.elapsed().as_nanos() as u64);
-            std::mem::take(&mut self.done).send((ns, payload));
+            self.done.take().send((ns, payload));
         } else if let Some(pong) = &self.pong {
             pong.ball(payload, ctx.myself().clone());
         }

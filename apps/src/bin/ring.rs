@@ -54,7 +54,7 @@ impl RingNode {
 
     #[message]
     fn finished(&mut self, sum: u64) {
-        std::mem::take(&mut self.done).send(sum);
+        self.done.take().send(sum);
     }
 }
 

@@ -53,7 +53,6 @@ struct Ping {
     left: u64,
     #[serde(skip)]
     started: Option<Instant>,
-    #[serde(skip)]
     done: ReplyTo<u64>,
 }
 
@@ -84,7 +83,7 @@ impl Ping {
         self.left -= 1;
         if self.left == 0 {
             let ns = self.started.map_or(0, |s| s.elapsed().as_nanos() as u64);
-            std::mem::take(&mut self.done).send(ns);
+            self.done.take().send(ns);
         } else if let Some(p) = &self.pong {
             let _ = p.tell(Ball {
                 payload,

@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 #[actor(name = "Everything", on_start = hello, on_stop = bye)]
 pub struct Everything {
     n: u64,
-    #[serde(skip)]
     pending: ReplyTo<String>,
 }
 
