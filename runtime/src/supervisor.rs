@@ -229,6 +229,9 @@ pub fn describe_event(e: &NodeEvent) -> String {
         "actor-failed" => "an actor failed",
         "peer-gone" => "leaves without waiting for a peer that died after the release",
         "rolling-back" => "rolls back in place: its process re-executes itself",
+        "journal-restored-from-buddy" => {
+            "its reply journal was lost: put back from the buddy's copy"
+        }
         "contract-violation" => {
             "DETERMINISM CONTRACT BROKEN: a regenerated message differs from the copy \
              delivered before the failure"

@@ -213,3 +213,41 @@ fn a_coordinating_main_whose_checkpoint_directory_is_lost_gets_its_replies_from_
     assert_failure_free_answer(&f, &[0]);
     assert!(skipped_by_restarted_main(&f) > 0);
 }
+
+#[test]
+fn a_reply_journal_lost_under_a_running_node_is_put_back_from_the_buddy_and_serves_a_restore() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("lazarus-journal-lost-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut run = launch_with(
+        true,
+        &[
+            "--checkpoint-dir".as_ref(),
+            dir.as_os_str(),
+            "--buddy".as_ref(),
+            "on".as_ref(),
+        ],
+    );
+    run.wait_started();
+    run.wait_for("a second checkpoint of node 0", |l| {
+        l.contains("node 0: checkpoint committed id=2")
+    });
+    // The disk loses node 0's checkpoints and journal; node 0 runs on.
+    std::fs::remove_dir_all(dir.join("set-0")).expect("node 0 has a checkpoint directory");
+    run.wait_for("node 0's journal put back", |l| {
+        l.contains("node 0: its reply journal was lost: put back")
+    });
+    run.wait_for("a checkpoint of node 0 on the rebuilt journal", |l| {
+        l.contains("node 0: checkpoint committed id=3")
+    });
+    run.kill(0);
+    let f = run.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        f.has("node 0: restarted node loaded its checkpoint source=directory:"),
+        "restored from its own directory, journal included; output:\n{}",
+        f.lines.join("\n")
+    );
+    assert_failure_free_answer(&f, &[0]);
+    assert!(skipped_by_restarted_main(&f) > 0);
+}

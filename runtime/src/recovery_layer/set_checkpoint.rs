@@ -52,6 +52,14 @@ struct Captured {
 const PAUSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a checkpoint waits for the buddy's acknowledgement.
 const REPLICA_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a checkpoint waits for the buddy's copy of a lost reply journal.
+const JOURNAL_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Whether the store failed because the reply journal is shorter than expected.
+fn is_short(e: &crate::checkpoint::CheckpointError) -> bool {
+    let crate::checkpoint::CheckpointError::Io { source, .. } = e;
+    source.kind() == std::io::ErrorKind::UnexpectedEof
+}
 
 /// What one checkpoint cost.
 #[derive(Clone, Copy, Debug)]
@@ -263,17 +271,57 @@ impl RecoveryLayer {
         }
         let mut records = Vec::new();
         crate::checkpoint::journal::encode_records(unjournaled, &mut records);
-        let len = self
+        let len = match self
             .store
             .append_journal(self.rank, driver.journal_len, &records)
-            .inspect_err(|e| {
-                // Lost under a running node (its directory deleted): no checkpoint of
-                // this node can be complete again, and its peers keep their logs.
+        {
+            Ok(len) => len,
+            // Lost under a running node (its directory deleted): the buddy holds a copy.
+            Err(e) if is_short(&e) && self.journal_from_buddy(driver.journal_len) => self
+                .store
+                .append_journal(self.rank, driver.journal_len, &records)?,
+            Err(e) => {
+                // No checkpoint of this node can be complete again: its peers keep
+                // their logs.
                 tracing::error!("checkpoint not taken: the reply journal of main's replies: {e}");
-            })?;
+                return Err(e.into());
+            }
+        };
         driver.journal_len = len;
         self.lock().driver.journaled(unjournaled.len(), len);
         Ok(records)
+    }
+
+    /// Puts back this node's reply journal, up to `len` bytes, from the buddy's copy
+    /// (its directory lost it while the node ran); true if it could.
+    fn journal_from_buddy(&self, len: u64) -> bool {
+        if !(self.config.buddy && self.size > 1) {
+            return false;
+        }
+        let Some((_, _, journal)) = self.fetch_replica(JOURNAL_FETCH_TIMEOUT) else {
+            return false;
+        };
+        let Some(part) = usize::try_from(len).ok().and_then(|l| journal.get(..l)) else {
+            tracing::error!(
+                have = journal.len(),
+                len,
+                "the buddy's copy of the reply journal is shorter than this node's"
+            );
+            return false;
+        };
+        match self.store.append_journal(self.rank, 0, part) {
+            Ok(_) => {
+                event(
+                    self.rank,
+                    &format!("journal-restored-from-buddy bytes={len}"),
+                );
+                true
+            }
+            Err(e) => {
+                tracing::error!("cannot write the buddy's reply journal here: {e}");
+                false
+            }
+        }
     }
 
     /// Called at each commit: when the node delivered and sent nothing since the previous
