@@ -78,10 +78,12 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
 /// waiting for ever. Refused where the derive can see it: a field whose type names
 /// `ReplyTo` and that serde skips.
 fn refuse_skipped_reply_slots(input: &DeriveInput) -> syn::Result<()> {
-    let syn::Data::Struct(data) = &input.data else {
-        return Ok(());
+    let fields: Vec<&syn::Field> = match &input.data {
+        syn::Data::Struct(data) => data.fields.iter().collect(),
+        syn::Data::Enum(data) => data.variants.iter().flat_map(|v| v.fields.iter()).collect(),
+        syn::Data::Union(_) => Vec::new(),
     };
-    for field in &data.fields {
+    for field in fields {
         if !mentions(&field.ty, "ReplyTo") {
             continue;
         }

@@ -261,6 +261,7 @@ impl<A: Actor> ActorRef<A> {
                     state,
                     sleep: None,
                     driver: None,
+                    settled: false,
                     _reply: PhantomData,
                 }
             }
@@ -290,6 +291,7 @@ impl<A: Actor> ActorRef<A> {
                     state,
                     sleep: None,
                     driver: None,
+                    settled: false,
                     _reply: PhantomData,
                 }
             }
@@ -380,6 +382,7 @@ impl<A: Actor> ActorRef<A> {
             state,
             sleep: None,
             driver: Some(Arc::clone(layer)),
+            settled: false,
             _reply: PhantomData,
         }
     }
@@ -505,7 +508,20 @@ pub struct Ask<A: Actor, R> {
     /// The node's recovery layer, for an ask by `main` with recovery on: its timeout is
     /// kept as its outcome.
     driver: Option<Arc<RecoveryLayer>>,
+    /// The ask has its outcome (returned, or given up on).
+    settled: bool,
     _reply: PhantomData<fn() -> A>,
+}
+
+impl<A: Actor, R> Drop for Ask<A, R> {
+    fn drop(&mut self) {
+        // An ask by `main` dropped unanswered (`select!`, an outer timeout): given up on,
+        // like a timeout, so a re-executed `main` that drops it again does not get the
+        // late reply meant for nobody.
+        if !self.settled && self.driver.is_some() {
+            self.give_up();
+        }
+    }
 }
 
 impl<A: Actor, R> Ask<A, R> {
@@ -519,6 +535,22 @@ impl<A: Actor, R> Ask<A, R> {
     pub fn no_timeout(mut self) -> Self {
         self.timeout = None;
         self
+    }
+
+    /// Stops waiting for a remote reply; for an ask by `main` with recovery on, keeps
+    /// "timed out" as its outcome (a re-executed `main` gives up there too). False if
+    /// the reply won the race (it is being handed over: wait for it).
+    fn give_up(&mut self) -> bool {
+        if let AskState::Remote(_, request, transport) = &self.state {
+            if let Some(layer) = &self.driver {
+                if !layer.driver_ask_timed_out(*request, self.id) {
+                    return false;
+                }
+            }
+            transport.cancel_request(*request);
+        }
+        self.settled = true;
+        true
     }
 
     fn closed_error(&self) -> AskError {
@@ -583,6 +615,7 @@ impl<A: Actor, R: serde::de::DeserializeOwned> Future for Ask<A, R> {
                 },
             };
         if let Some(out) = ready {
+            this.settled = true;
             return Poll::Ready(out);
         }
         let Some(timeout) = this.timeout else {
@@ -591,6 +624,10 @@ impl<A: Actor, R: serde::de::DeserializeOwned> Future for Ask<A, R> {
         if this.sleep.is_none() {
             // Arm the timer only when the reply is not immediately there.
             if tokio::runtime::Handle::try_current().is_err() {
+                if !this.give_up() {
+                    this.timeout = None;
+                    return Poll::Pending;
+                }
                 return Poll::Ready(Err(AskError::NoTimer));
             }
             this.sleep = Some(Box::pin(tokio::time::sleep(timeout)));
@@ -598,17 +635,12 @@ impl<A: Actor, R: serde::de::DeserializeOwned> Future for Ask<A, R> {
         if let Some(sleep) = this.sleep.as_mut() {
             ready!(sleep.as_mut().poll(cx));
         }
-        if let AskState::Remote(_, request, transport) = &this.state {
-            if let Some(layer) = &this.driver {
-                if !layer.driver_ask_timed_out(*request, id) {
-                    // The reply won the race and is on its way to the receiver (whose
-                    // waker this poll registered): it is the outcome, not the timeout.
-                    this.timeout = None;
-                    this.sleep = None;
-                    return Poll::Pending;
-                }
-            }
-            transport.cancel_request(*request);
+        if !this.give_up() {
+            // The reply won the race and is on its way to the receiver (whose waker this
+            // poll registered): it is the outcome, not the timeout.
+            this.timeout = None;
+            this.sleep = None;
+            return Poll::Pending;
         }
         telemetry::ask_timeout(A::NAME);
         Poll::Ready(Err(AskError::Timeout { id, timeout }))

@@ -98,7 +98,7 @@ fn send_remote(rank: u16, request: u64, outcome: Result<Vec<u8>, RemoteError>) -
             .and_then(|n| n.recovery_layer().map(|l| (n, l)))
         {
             return match layer.reply_to_driver(node, rank, request, &outcome) {
-                Ok(()) => true,
+                Ok(delivered) => delivered,
                 Err(e) => {
                     tracing::warn!(rank, "reply to main on node {rank} not sent: {e}");
                     false

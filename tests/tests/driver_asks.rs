@@ -184,6 +184,15 @@ fn with_recovery_on_an_ask_from_main_that_times_out_stays_timed_out_and_the_late
         // timeout was kept as the first ask's outcome, so a re-executed `main` times out
         // there too.
         assert_eq!(second, 2, "the second ask got its own answer");
+        // An ask dropped unanswered is given up on the same way.
+        drop(slow.ask(AnswerAfter { millis: 200 }));
+        let fourth = node0
+            .block_on(
+                slow.ask(AnswerAfter { millis: 0 })
+                    .timeout(Duration::from_secs(10)),
+            )
+            .expect("answered");
+        assert_eq!(fourth, 4, "not the dropped ask's answer (3)");
     }
     shut_down("driver-asks-timeout", node0, node1);
 }

@@ -919,7 +919,12 @@ impl RecoveryLayer {
     /// A reply to one of `main`'s asks was delivered: kept for a re-executed `main`, and
     /// handed to the ask waiting for it, if one does.
     fn deliver_to_driver(driver: &mut driver::DriverState, node: &NodeHandle, env: &Envelope) {
-        if env.request.is_some_and(|r| driver.is_answered(r)) {
+        let late = env.request.is_some_and(|r| {
+            driver::is_driver_request(r)
+                && driver.is_answered(r)
+                && crate::wire::decode::<driver::Outcome>(&env.payload).is_ok()
+        });
+        if late {
             // A reply after the ask timed out (its timeout is the kept outcome), or a
             // second copy: `main` has its answer.
             counter!(BAD_RECOVERY_FRAMES, "reason" => "driver_reply_late").increment(1);
@@ -1064,13 +1069,14 @@ impl RecoveryLayer {
 
     /// An actor of this node answers `main`'s ask `request` on node `rank`: the reply
     /// goes as a logged message, so a restarted `main` gets it again (see [`driver`]).
+    /// `Ok(false)`: `main` gave up on the ask (it timed out) before this reply.
     pub(crate) fn reply_to_driver(
         &self,
         node: &NodeHandle,
         rank: u16,
         request: u64,
         outcome: &driver::Outcome,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         let from = crate::lifecycle::current_actor().unwrap_or_else(|| Self::driver_id(self.rank));
         if holds_core() {
             driver::defer(driver::Deferred {
@@ -1080,7 +1086,7 @@ impl RecoveryLayer {
                 request,
                 outcome: outcome.clone(),
             });
-            return Ok(());
+            return Ok(true);
         }
         self.send_reply_to_driver(node, from, rank, request, outcome)
     }
@@ -1122,7 +1128,8 @@ impl RecoveryLayer {
     }
 
     /// Sends the reply of actor `from` to `main`'s ask `request` on node `rank`, as a
-    /// logged message.
+    /// logged message (kept directly on `main`'s own node; `Ok(false)` if `main` gave up
+    /// on the ask before).
     pub(crate) fn send_reply_to_driver(
         &self,
         node: &NodeHandle,
@@ -1130,7 +1137,7 @@ impl RecoveryLayer {
         rank: u16,
         request: u64,
         outcome: &driver::Outcome,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         if rank == self.rank {
             // An actor of main's own node: the reply stays in the node (the checkpoint
             // keeps it with the actor that made it).
@@ -1139,17 +1146,17 @@ impl RecoveryLayer {
                 if core.driver.is_answered(request) {
                     // `main`'s ask timed out before this reply: the timeout is its
                     // outcome.
-                    return Ok(());
+                    return Ok(false);
                 }
                 core.driver.keep_outcome(request, outcome)?
             };
             if let Some(tr) = node.transport() {
                 tr.complete_request(request, kept);
             }
-            return Ok(());
+            return Ok(true);
         }
         let env = driver::reply_envelope(Self::driver_id(rank), from, request, outcome)?;
-        self.send_remote(node, from, env)
+        self.send_remote(node, from, env).map(|()| true)
     }
 
     /// The first phase of a supervised shutdown: announces that this node's `main` has
