@@ -229,6 +229,10 @@ pub fn describe_event(e: &NodeEvent) -> String {
         "actor-failed" => "an actor failed",
         "peer-gone" => "leaves without waiting for a peer that died after the release",
         "rolling-back" => "rolls back in place: its process re-executes itself",
+        "driver-threads" => {
+            "WARNING: main sends from more than one thread; after a failure their order, \
+             and so which of them a re-executed main skips, is not reproducible"
+        }
         "journal-restored-from-buddy" => {
             "its reply journal was lost: put back from the buddy's copy"
         }

@@ -170,6 +170,11 @@ pub(crate) struct DriverState {
     kept: u64,
     /// Bytes of the node's reply journal holding every kept reply not in `unjournaled`.
     journal_len: u64,
+    /// The thread that made `main`'s first send in this incarnation.
+    thread: Option<std::thread::ThreadId>,
+    /// Sends made from other threads: numbered in whatever order they happen, so a
+    /// re-executed `main` may number them differently.
+    pub(crate) off_thread_sends: u64,
 }
 
 /// What a checkpoint keeps of [`DriverState`]. The replies themselves are in the
@@ -233,6 +238,10 @@ fn decode_outcome(request: u64, encoded: &[u8]) -> Result<Outcome, String> {
 impl DriverState {
     /// Counts one send of `main`; true if the restored checkpoint already contains it.
     pub(crate) fn count_send(&mut self) -> bool {
+        let here = std::thread::current().id();
+        if *self.thread.get_or_insert(here) != here {
+            self.off_thread_sends += 1;
+        }
         self.sent += 1;
         self.sent <= self.replayed_upto
     }
@@ -368,6 +377,8 @@ impl DriverState {
             answered: Answered::from_ranges(&image.answered),
             kept: image.kept,
             journal_len: image.journal_len,
+            thread: None,
+            off_thread_sends: 0,
         })
     }
 }

@@ -77,6 +77,9 @@ pub const STALLED_PERIODS: &str = "lazarus_recovery_stalled_periods_total";
 /// Recovery frames refused by the protocol (label `reason`).
 pub const BAD_RECOVERY_FRAMES: &str = "lazarus_recovery_rejected_total";
 
+/// Nodes whose `main` sent from a second thread (counted once per incarnation).
+pub const DRIVER_OFF_THREAD_SENDS: &str = "lazarus_driver_off_thread_sends_total";
+
 /// Regenerated messages compared with the copy delivered before the failure.
 pub const REGENERATIONS_CHECKED: &str = "lazarus_recovery_regenerations_checked_total";
 /// Regenerated messages that differed from the copy delivered before the failure: the
@@ -1039,6 +1042,15 @@ impl RecoveryLayer {
             return (core, false);
         }
         let skip = core.driver.count_send();
+        if core.driver.off_thread_sends == 1 {
+            counter!(DRIVER_OFF_THREAD_SENDS).increment(1);
+            tracing::warn!(
+                "main sends from more than one thread: such sends are numbered in the order \
+                 they happen, so after a failure a re-executed main may skip or repeat the \
+                 wrong ones; make main's tells and asks from one thread"
+            );
+            event(self.rank, "driver-threads");
+        }
         (core, skip)
     }
 
@@ -1285,6 +1297,7 @@ impl RecoveryLayer {
             checkpoints: self.checkpoints_done.load(Ordering::Relaxed),
             forced_logged,
             forced_peak_bytes,
+            driver_off_thread_sends: core.driver.off_thread_sends,
         }
     }
 }
@@ -1308,6 +1321,9 @@ pub struct LayerStats {
     pub forced_logged: u64,
     /// Log-everything mode: most bytes the node-internal log held.
     pub forced_peak_bytes: usize,
+    /// Sends of `main` made from another thread than its first send's (their numbering
+    /// is not reproducible).
+    pub driver_off_thread_sends: u64,
 }
 
 #[cfg(test)]
