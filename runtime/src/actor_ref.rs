@@ -322,7 +322,10 @@ impl<A: Actor> ActorRef<A> {
         let (mut core, skip) = layer.driver_turn(node, true);
         let request = crate::recovery_layer::driver::request_number(core.driver.sent);
         let rx = tr.expect_reply(request, id.rank());
-        if let Some(outcome) = core.driver.reply(request) {
+        if let Some((outcome, diverged)) = core.driver.ask(request, id) {
+            if let Some(before) = diverged {
+                layer.report_diverged_ask(request, id, before);
+            }
             tr.complete_request(request, outcome);
         }
         let mut failed = None;

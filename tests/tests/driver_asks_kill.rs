@@ -251,3 +251,38 @@ fn a_reply_journal_lost_under_a_running_node_is_put_back_from_the_buddy_and_serv
     assert_failure_free_answer(&f, &[0]);
     assert!(skipped_by_restarted_main(&f) > 0);
 }
+
+#[test]
+fn a_restarted_main_that_asks_other_actors_than_before_is_reported_as_breaking_the_contract() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // `--break-contract`: the restarted main asks its blocks in the reverse order, so
+    // the replies kept from before the failure answer other blocks' questions (and its
+    // regenerated asks reach other blocks than before: the run does not end).
+    let mut cmd = Command::new(bin("lazarus"));
+    cmd.args([
+        "run",
+        "-n",
+        "4",
+        "--ft",
+        "on",
+        "--checkpoint-every",
+        "500ms",
+        "--",
+    ])
+    .arg(bin("power"))
+    .args(["--n", ORDER, "--steps", STEPS, "--break-contract"]);
+    let mut run = Launched::spawn(cmd, 4);
+    run.wait_started();
+    run.wait_for("a second checkpoint of node 0", |l| {
+        l.contains("node 0: checkpoint committed id=2")
+    });
+    run.kill(0);
+    let line = run.wait_for("the diverging ask reported", |l| {
+        l.contains("DETERMINISM CONTRACT BROKEN") && l.contains("found_by=main")
+    });
+    run.abort();
+    assert!(
+        line.contains("node 0:") && line.contains("asked_before="),
+        "it names the node and the actor asked before the failure: {line}"
+    );
+}

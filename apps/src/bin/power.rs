@@ -32,6 +32,11 @@ struct Args {
     /// Verify the answer against a sequential run of the same iteration.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     check: bool,
+    /// Break the determinism contract on purpose: a restarted `main` asks its blocks in
+    /// the reverse order, so the replies kept from before the failure answer other
+    /// blocks' questions (the runtime must report it).
+    #[arg(long)]
+    break_contract: bool,
 }
 
 /// The matrix entry `A[i][j]`: symmetric, diagonally dominant, with a clear dominant
@@ -152,18 +157,25 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut x = start_vector(n);
     let mut lambda = 0.0;
     let mut handled_once = true;
+    let restarted = std::env::var("LAZARUS_INCARNATION").is_ok_and(|i| i != "0");
+    let order: Vec<usize> = if args.break_contract && restarted {
+        (0..blocks).rev().collect()
+    } else {
+        (0..blocks).collect()
+    };
     for step in 0..args.steps {
         // Every block's ask is out before the first reply is awaited.
-        let asks: Vec<_> = refs
+        let asks: Vec<_> = order
             .iter()
-            .map(|r| r.ask(Multiply { x: x.clone() }).no_timeout())
+            .map(|&b| (b, refs[b].ask(Multiply { x: x.clone() }).no_timeout()))
             .collect();
-        let mut y = Vec::with_capacity(n);
-        for ask in asks {
+        let mut parts = vec![Vec::new(); blocks];
+        for (b, ask) in asks {
             let (rows, products) = cluster.block_on(ask)?;
             handled_once &= products == step + 1;
-            y.extend(rows);
+            parts[b] = rows;
         }
+        let y: Vec<f64> = parts.concat();
         (x, lambda) = normalise(&x, y);
     }
     let elapsed = started.elapsed().as_secs_f64();

@@ -161,8 +161,14 @@ pub(crate) struct DriverState {
     /// again), by request number, encoded. Each is taken when `main` asks.
     awaiting_ask: BTreeMap<u64, Bytes>,
     /// Replies kept since the last append to the node's reply journal, in order
-    /// (shared: a checkpoint's paused instant copies references, not the replies).
+    /// (shared: a checkpoint's paused instant copies references, not the replies). Each
+    /// kept reply is the asked actor's id (8 bytes, little-endian; 0 if unknown) followed
+    /// by the encoded outcome.
     unjournaled: Vec<(u64, Bytes)>,
+    /// The actor each unanswered ask of this incarnation went to, by request number.
+    asked: BTreeMap<u64, ActorId>,
+    /// Asks a re-executed `main` made to another actor than its lost incarnation did.
+    pub(crate) diverged: u64,
     /// Positions of the asks answered so far, in any incarnation: a second reply to one
     /// is refused.
     answered: Answered,
@@ -230,6 +236,17 @@ impl Answered {
     }
 }
 
+/// The asked actor (if known) and the encoded outcome of a kept reply.
+fn split_kept(kept: &[u8]) -> (Option<ActorId>, &[u8]) {
+    match kept.split_first_chunk::<8>() {
+        Some((asked, encoded)) => {
+            let asked = u64::from_le_bytes(*asked);
+            ((asked != 0).then(|| ActorId::from_u64(asked)), encoded)
+        }
+        None => (None, kept),
+    }
+}
+
 fn decode_outcome(request: u64, encoded: &[u8]) -> Result<Outcome, String> {
     crate::wire::decode(encoded)
         .map_err(|e| format!("reply to request {request:#x} did not decode: {e}"))
@@ -246,17 +263,27 @@ impl DriverState {
         self.sent <= self.replayed_upto
     }
 
-    /// Takes the reply kept for `request` before `main` made the ask, if any (`main`
-    /// asks each once per incarnation; a reply that arrives later is handed to the
-    /// waiting ask).
-    pub(crate) fn reply(&mut self, request: u64) -> Option<Outcome> {
-        let encoded = self.awaiting_ask.remove(&request)?;
+    /// `main` asks `to` (request `request`): takes the reply kept for it before the ask
+    /// was made, if any (`main` asks each once per incarnation; a reply that arrives
+    /// later is handed to the waiting ask), with the actor the lost incarnation asked
+    /// if that was another one (a re-executed `main` that diverged).
+    pub(crate) fn ask(&mut self, request: u64, to: ActorId) -> Option<(Outcome, Option<ActorId>)> {
+        let Some(kept) = self.awaiting_ask.remove(&request) else {
+            self.asked.insert(request, to);
+            return None;
+        };
+        let (asked, encoded) = split_kept(&kept);
+        let diverged = asked.filter(|a| *a != to);
+        if diverged.is_some() {
+            self.diverged += 1;
+        }
         // Kept replies decoded when they were kept; a restored one comes from a journal
         // whose records were verified.
-        Some(match decode_outcome(request, &encoded) {
+        let outcome = match decode_outcome(request, encoded) {
             Ok(outcome) => outcome,
             Err(e) => Err(RemoteError::Undecodable(ActorId::from_u64(0), e)),
-        })
+        };
+        Some((outcome, diverged))
     }
 
     /// Replies kept over the run (for the final totals).
@@ -326,6 +353,11 @@ impl DriverState {
             return Err(format!("a second reply to main's request {position:#x}"));
         }
         self.kept += 1;
+        let asked = self.asked.remove(&request).map_or(0, ActorId::as_u64);
+        let mut kept = bytes::BytesMut::with_capacity(8 + encoded.len());
+        kept.extend_from_slice(&asked.to_le_bytes());
+        kept.extend_from_slice(&encoded);
+        let encoded = kept.freeze();
         if position > self.sent {
             // `main` has not asked yet (it is being re-executed): hold it for the ask.
             self.awaiting_ask.insert(request, encoded.clone());
@@ -379,6 +411,8 @@ impl DriverState {
             journal_len: image.journal_len,
             thread: None,
             off_thread_sends: 0,
+            asked: BTreeMap::new(),
+            diverged: 0,
         })
     }
 }
@@ -557,6 +591,32 @@ mod tests {
     }
 
     #[test]
+    fn a_reexecuted_main_that_asks_another_actor_than_before_is_caught() {
+        let (a, b) = (ActorId::new(1, 1).unwrap(), ActorId::new(2, 1).unwrap());
+        let mut state = DriverState::default();
+        for _ in 0..2 {
+            state.count_send();
+            let request = request_number(state.sent);
+            assert_eq!(state.ask(request, a), None, "nothing kept yet");
+            assert!(state.keep(request, encode(&Ok(vec![7]))).is_ok());
+        }
+        let mut restored = restart(&mut Vec::new(), &mut state);
+        restored.count_send();
+        assert_eq!(
+            restored.ask(request_number(1), a),
+            Some((Ok(vec![7]), None)),
+            "the same question: the kept answer, nothing to report"
+        );
+        restored.count_send();
+        assert_eq!(
+            restored.ask(request_number(2), b),
+            Some((Ok(vec![7]), Some(a))),
+            "another actor asked at the same position: the lost incarnation's is named"
+        );
+        assert_eq!(restored.diverged, 1);
+    }
+
+    #[test]
     fn a_reply_too_large_for_a_journal_record_is_refused_when_kept() {
         let mut state = DriverState::default();
         state.count_send();
@@ -585,6 +645,13 @@ mod tests {
             .keep(request_number(1), encode(&Ok(vec![1])))
             .is_ok());
         assert_eq!(restored.reply(request_number(1)), None);
+    }
+
+    impl DriverState {
+        /// What `main`'s ask `request` gets at once (asked of an actor no test checks).
+        fn reply(&mut self, request: u64) -> Option<Outcome> {
+            self.ask(request, ActorId::from_u64(0)).map(|(o, _)| o)
+        }
     }
 
     fn encode(outcome: &Outcome) -> Bytes {

@@ -1073,6 +1073,27 @@ impl RecoveryLayer {
         }
     }
 
+    /// A re-executed `main` made its ask `request` of `to` where its lost incarnation
+    /// asked `before`: it broke the determinism contract (its reply from before the
+    /// failure answered another question). Reported like a regenerated message that
+    /// differs: metric, error, timeline event, final totals.
+    pub(crate) fn report_diverged_ask(&self, request: u64, to: ActorId, before: ActorId) {
+        counter!(CONTRACT_VIOLATIONS, "found_by" => "main").increment(1);
+        let position = request & !driver::DRIVER_REQUEST;
+        tracing::error!(
+            "determinism contract broken: the re-executed main made its send #{position}, an \
+             ask, of actor {to}, where before the failure it asked actor {before}; it gets the \
+             reply kept from before, and the run's result may not be a failure-free run's \
+             (docs/recovery.md, \"The app's main\")"
+        );
+        event(
+            self.rank,
+            &format!(
+                "contract-violation from=main to={to} index={position} found_by=main asked_before={before}"
+            ),
+        );
+    }
+
     /// `main`'s ask `request` to `to` timed out: keeps the timeout as its outcome (see
     /// [`driver::DriverState::keep_timeout`]). False if the ask has its reply already.
     pub(crate) fn driver_ask_timed_out(&self, request: u64, to: ActorId) -> bool {
@@ -1186,9 +1207,13 @@ impl RecoveryLayer {
     pub(crate) fn shutdown(&self) {
         self.stop.store(true, Ordering::Release);
         let s = self.stats();
-        let (determinants, driver_replies) = {
+        let (determinants, driver_replies, core_diverged) = {
             let core = self.lock();
-            (core.events.report(), core.driver.replies_kept())
+            (
+                core.events.report(),
+                core.driver.replies_kept(),
+                core.driver.diverged,
+            )
         };
         event(
             self.rank,
@@ -1200,7 +1225,7 @@ impl RecoveryLayer {
                 s.protocol.duplicates,
                 s.protocol.suppressed,
                 s.protocol.regenerations_checked,
-                s.protocol.contract_violations,
+                s.protocol.contract_violations + core_diverged,
                 s.protocol.delivered,
                 s.log_entries,
                 s.log_peak_entries,

@@ -122,6 +122,14 @@ impl Launched {
         pid
     }
 
+    /// Ends a run that is not expected to end by itself: SIGKILLs the launcher and
+    /// every node; returns the output seen.
+    #[allow(dead_code)]
+    pub fn abort(mut self) -> Vec<String> {
+        self.kill_all();
+        std::mem::take(&mut self.seen)
+    }
+
     /// SIGKILLs the launcher and every node process it reported, so that a failed test
     /// leaves nothing running.
     fn kill_all(&mut self) {
