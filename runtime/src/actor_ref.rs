@@ -366,6 +366,7 @@ impl<A: Actor> ActorRef<A> {
                     Ok(env) => layer.driver_send_logged(core, node, env),
                     Err(reason) => {
                         telemetry::send_error(A::NAME);
+                        core.driver.forget_ask(request);
                         failed = Some(AskError::Unreachable { id, reason });
                     }
                 },
