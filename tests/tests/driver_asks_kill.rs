@@ -26,10 +26,11 @@ const STEPS: &str = "3000";
 const ASKS_PER_STEP: u64 = 8;
 
 fn launch(ft: bool) -> Launched {
-    launch_with(ft, &[])
+    launch_with(ft, &[], &[])
 }
 
-fn launch_with(ft: bool, extra: &[&std::ffi::OsStr]) -> Launched {
+/// `launch` with more launcher options (`extra`) and `power` options (`app`).
+fn launch_with(ft: bool, extra: &[&std::ffi::OsStr], app: &[&str]) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
     cmd.args(["run", "-n", "4"]);
     if ft {
@@ -38,7 +39,8 @@ fn launch_with(ft: bool, extra: &[&std::ffi::OsStr]) -> Launched {
     cmd.args(extra);
     cmd.arg("--")
         .arg(bin("power"))
-        .args(["--n", ORDER, "--steps", STEPS]);
+        .args(["--n", ORDER, "--steps", STEPS])
+        .args(app);
     Launched::spawn(cmd, 4)
 }
 
@@ -57,9 +59,7 @@ fn kill_mid_run(victims: &[u16]) -> Finished {
 fn kill_after_second_checkpoints(mut run: Launched, victims: &[u16]) -> Finished {
     run.wait_started();
     for &v in victims {
-        run.wait_for(&format!("a second checkpoint of node {v}"), |l| {
-            l.contains(&format!("node {v}: checkpoint committed id=2"))
-        });
+        wait_for_second_checkpoint(&mut run, v);
     }
     for &v in victims {
         run.kill(v);
@@ -181,25 +181,33 @@ fn mains_replies_go_to_a_journal_so_its_checkpoints_do_not_grow_with_the_run() {
     );
 }
 
+fn wait_for_second_checkpoint(run: &mut Launched, rank: u16) {
+    run.wait_for(&format!("a second checkpoint of node {rank}"), |l| {
+        l.contains(&format!("node {rank}: checkpoint committed id=2"))
+    });
+}
+
+/// A run with its checkpoints in `dir` and the buddy replica on (one host: it is only
+/// kept when asked for), once node 0 has committed its second checkpoint.
+fn buddy_run_past_node0s_second_checkpoint(dir: &std::path::Path) -> Launched {
+    let _ = std::fs::remove_dir_all(dir);
+    let extra = [
+        "--checkpoint-dir".as_ref(),
+        dir.as_os_str(),
+        "--buddy".as_ref(),
+        "on".as_ref(),
+    ];
+    let mut run = launch_with(true, &extra, &[]);
+    run.wait_started();
+    wait_for_second_checkpoint(&mut run, 0);
+    run
+}
+
 #[test]
 fn a_coordinating_main_whose_checkpoint_directory_is_lost_gets_its_replies_from_the_buddy() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("lazarus-journal-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut run = launch_with(
-        true,
-        &[
-            "--checkpoint-dir".as_ref(),
-            dir.as_os_str(),
-            // One host: the replica is only kept when asked for.
-            "--buddy".as_ref(),
-            "on".as_ref(),
-        ],
-    );
-    run.wait_started();
-    run.wait_for("a second checkpoint of node 0", |l| {
-        l.contains("node 0: checkpoint committed id=2")
-    });
+    let mut run = buddy_run_past_node0s_second_checkpoint(&dir);
     // The host's disk is gone: node 0's checkpoints and reply journal with it.
     std::fs::remove_dir_all(dir.join("set-0")).expect("node 0 has a checkpoint directory");
     run.kill(0);
@@ -218,20 +226,7 @@ fn a_coordinating_main_whose_checkpoint_directory_is_lost_gets_its_replies_from_
 fn a_reply_journal_lost_under_a_running_node_is_put_back_from_the_buddy_and_serves_a_restore() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("lazarus-journal-lost-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut run = launch_with(
-        true,
-        &[
-            "--checkpoint-dir".as_ref(),
-            dir.as_os_str(),
-            "--buddy".as_ref(),
-            "on".as_ref(),
-        ],
-    );
-    run.wait_started();
-    run.wait_for("a second checkpoint of node 0", |l| {
-        l.contains("node 0: checkpoint committed id=2")
-    });
+    let mut run = buddy_run_past_node0s_second_checkpoint(&dir);
     // The disk loses node 0's checkpoints and journal; node 0 runs on.
     std::fs::remove_dir_all(dir.join("set-0")).expect("node 0 has a checkpoint directory");
     run.wait_for("node 0's journal put back", |l| {
@@ -258,24 +253,9 @@ fn a_restarted_main_that_asks_other_actors_than_before_is_reported_as_breaking_t
     // `--break-contract`: the restarted main asks its blocks in the reverse order, so
     // the replies kept from before the failure answer other blocks' questions (and its
     // regenerated asks reach other blocks than before: the run does not end).
-    let mut cmd = Command::new(bin("lazarus"));
-    cmd.args([
-        "run",
-        "-n",
-        "4",
-        "--ft",
-        "on",
-        "--checkpoint-every",
-        "500ms",
-        "--",
-    ])
-    .arg(bin("power"))
-    .args(["--n", ORDER, "--steps", STEPS, "--break-contract"]);
-    let mut run = Launched::spawn(cmd, 4);
+    let mut run = launch_with(true, &[], &["--break-contract"]);
     run.wait_started();
-    run.wait_for("a second checkpoint of node 0", |l| {
-        l.contains("node 0: checkpoint committed id=2")
-    });
+    wait_for_second_checkpoint(&mut run, 0);
     run.kill(0);
     let line = run.wait_for("the diverging ask reported", |l| {
         l.contains("DETERMINISM CONTRACT BROKEN") && l.contains("found_by=main")

@@ -340,6 +340,20 @@ impl DriverState {
             .is_ok()
     }
 
+    /// Keeps a reply an actor of this node made to `main`'s ask `request` and returns it
+    /// for the asker; `Ok(None)` if `main` gave up on the ask before (its timeout is the
+    /// outcome, the reply is dropped).
+    pub(crate) fn keep_local_reply(
+        &mut self,
+        request: u64,
+        outcome: &Outcome,
+    ) -> Result<Option<Outcome>, String> {
+        if self.is_answered(request) {
+            return Ok(None);
+        }
+        self.keep_outcome(request, outcome).map(Some)
+    }
+
     /// Whether `request` has its outcome (a second reply to it is refused as a
     /// duplicate, not as an error).
     pub(crate) fn is_answered(&self, request: u64) -> bool {

@@ -1135,13 +1135,9 @@ impl RecoveryLayer {
         frames: &mut Vec<(u16, FrameBody)>,
     ) {
         let settled = if d.rank == self.rank {
-            if core.driver.is_answered(d.request) {
-                // `main`'s ask timed out before this reply: the timeout is its outcome.
-                return;
-            }
             core.driver
-                .keep_outcome(d.request, &d.outcome)
-                .map(|outcome| answered.push((d.request, outcome)))
+                .keep_local_reply(d.request, &d.outcome)
+                .map(|kept| answered.extend(kept.map(|outcome| (d.request, outcome))))
         } else {
             driver::reply_envelope(Self::driver_id(d.rank), d.from, d.request, &d.outcome).map(
                 |env| {
@@ -1174,14 +1170,8 @@ impl RecoveryLayer {
         if rank == self.rank {
             // An actor of main's own node: the reply stays in the node (the checkpoint
             // keeps it with the actor that made it).
-            let kept = {
-                let mut core = self.lock();
-                if core.driver.is_answered(request) {
-                    // `main`'s ask timed out before this reply: the timeout is its
-                    // outcome.
-                    return Ok(false);
-                }
-                core.driver.keep_outcome(request, outcome)?
+            let Some(kept) = self.lock().driver.keep_local_reply(request, outcome)? else {
+                return Ok(false);
             };
             if let Some(tr) = node.transport() {
                 tr.complete_request(request, kept);
