@@ -30,16 +30,17 @@ ip link set lzbr0 up
 for i in $(seq 0 $((HOSTS - 1))); do
     ns=lzh$i
     addr=10.77.0.$((i + 1))
-    if ! ip netns list | grep -qw "$ns"; then
+    # No `cmd | grep -q` under pipefail here: grep exits at the first match, the writer
+    # can die of SIGPIPE, and the pipeline then reads as "not found" (a CI run failed so).
+    if [ ! -e "/run/netns/$ns" ]; then
         ip netns add "$ns"
     fi
     if ! ip link show "lzv$i" >/dev/null 2>&1; then
         ip link add "lzv$i" type veth peer name eth0 netns "$ns"
     fi
     ip link set "lzv$i" master lzbr0 up
-    if ! ip -n "$ns" addr show dev eth0 | grep -q "$addr/"; then
-        ip -n "$ns" addr add "$addr/24" dev eth0
-    fi
+    # `replace` adds the address or keeps it: idempotent without inspecting first.
+    ip -n "$ns" addr replace "$addr/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
 done

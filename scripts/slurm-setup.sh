@@ -238,11 +238,14 @@ if ! pid_alive "$CTLD_PID" slurmctld; then
     started_ctld=1
 fi
 # slurmctld must answer before slurmd registers with it.
+# The answer is captured, not piped into `grep -q`: under pipefail a SIGPIPE'd writer would
+# read as "down".
+ctld_up() { [[ "$(timeout 5 scontrol ping 2>/dev/null || true)" == *"is UP"* ]]; }
 for _ in $(seq 100); do
-    timeout 5 scontrol ping 2>/dev/null | grep -q 'is UP' && break
+    ctld_up && break
     sleep 0.2
 done
-timeout 5 scontrol ping 2>/dev/null | grep -q 'is UP' || die "slurmctld does not answer (scontrol ping)"
+ctld_up || die "slurmctld does not answer (scontrol ping)"
 if [ -n "$started_ctld" ]; then
     # Jobs recovered from the state of a slurmctld that died (e.g. killed at the end of an
     # earlier session) would hold CPUs forever: nothing waits for them any more.
