@@ -69,6 +69,10 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             #start
             #stop
         }
+        // So a restarted node can rebuild instances spawned from handlers.
+        ::lazarus::__private::inventory::submit! {
+            ::lazarus::__private::ActorKind::of::<#ident>()
+        }
     })
 }
 

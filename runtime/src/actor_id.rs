@@ -4,6 +4,11 @@
 //! node's rank plus the actor's spawn sequence number on that node. Spawning the same actors
 //! in the same order therefore yields the same ids, which is what lets a restarted node take
 //! over the identities of the actors it replaces.
+//!
+//! That holds for the actors `main` spawns. Actors spawned from inside a handler or hook
+//! are named after their parent instead ([`ActorId::child`]): the order in which handlers
+//! on different cores spawn is timing, but the `n`-th child of a given actor is the same
+//! actor in every execution, so a replay re-spawns it under the id its peers know.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -11,6 +16,9 @@ use std::fmt;
 /// Bits of an [`ActorId`] that hold the per-node spawn sequence number.
 const SEQ_BITS: u32 = 48;
 const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+/// Set in the sequence part of ids derived from a parent ([`ActorId::child`]); never
+/// reached by `main`'s spawn counter.
+const CHILD_BIT: u64 = 1 << (SEQ_BITS - 1);
 
 /// Globally unique, stable identity of an actor: `(node rank, spawn sequence)`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -42,6 +50,31 @@ impl ActorId {
     pub fn from_u64(raw: u64) -> Self {
         ActorId(raw)
     }
+
+    /// The id of the `n`-th actor (from 0) that actor `parent` spawns, on `parent`'s node:
+    /// a 47-bit mix of the two, so it does not depend on what other actors spawn
+    /// meanwhile. Distinct `(parent, n)` pairs can collide (about one chance in 2^47 per
+    /// pair of actors); the spawn then fails rather than reuse a live id. Never the
+    /// sequence of an actor `main` spawned, nor the all-ones sequence the runtime uses for
+    /// `main` itself.
+    pub fn child(parent: ActorId, n: u64) -> Self {
+        // splitmix64's finalizer over the parent and the child's number.
+        let mut z = parent.0 ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let mut seq = CHILD_BIT | (z & (CHILD_BIT - 1));
+        if seq == SEQ_MASK {
+            seq -= 1;
+        }
+        ActorId((u64::from(parent.rank()) << SEQ_BITS) | seq)
+    }
+
+    /// Whether this id was derived from a parent's ([`ActorId::child`]): the actor was
+    /// spawned from inside a handler or hook.
+    pub fn is_child(self) -> bool {
+        self.seq() & CHILD_BIT != 0 && self.seq() != SEQ_MASK
+    }
 }
 
 impl fmt::Debug for ActorId {
@@ -72,5 +105,33 @@ mod tests {
     fn sequence_overflow_is_refused_not_wrapped() {
         assert!(ActorId::new(1, 1 << 48).is_none());
         assert!(ActorId::new(1, (1 << 48) - 1).is_some());
+    }
+
+    #[test]
+    fn a_child_id_depends_only_on_its_parent_and_number_and_stays_on_the_parents_node() {
+        let parent = ActorId::new(3, 5).unwrap();
+        let first = ActorId::child(parent, 0);
+        assert_eq!(first, ActorId::child(parent, 0));
+        assert_ne!(first, ActorId::child(parent, 1));
+        assert_ne!(first, ActorId::child(ActorId::new(3, 6).unwrap(), 0));
+        assert_eq!(first.rank(), 3);
+        assert!(first.is_child() && !parent.is_child());
+        // Grandchildren are children too, and distinct from their parent.
+        let grandchild = ActorId::child(first, 0);
+        assert!(grandchild.is_child() && grandchild != first);
+    }
+
+    #[test]
+    fn child_ids_do_not_collide_with_spawn_order_ids_or_each_other_in_practice() {
+        let mut seen = std::collections::HashSet::new();
+        for p in 0..200 {
+            let parent = ActorId::new(0, p).unwrap();
+            for n in 0..200 {
+                let c = ActorId::child(parent, n);
+                assert!(c.seq() >= 1 << 47, "below main's spawn counter range");
+                assert_ne!(c.seq(), (1 << 48) - 1, "main's own id");
+                assert!(seen.insert(c), "collision at parent {p} child {n}");
+            }
+        }
     }
 }

@@ -124,6 +124,10 @@ pub enum SpawnError {
     /// The node ran out of actor ids (2^48 spawns).
     #[error("actor id space exhausted on this node")]
     IdsExhausted,
+    /// The id a child actor is named by ([`crate::ActorId::child`]) belongs to a live
+    /// actor already (two parents' children collided).
+    #[error("actor id {0} is taken by a live actor")]
+    IdTaken(crate::ActorId),
 }
 
 /// Why a node could not start.

@@ -37,6 +37,7 @@
 
 pub mod actor;
 pub mod actor_id;
+pub mod actor_kind;
 pub mod actor_ref;
 pub mod checkpoint;
 pub mod cluster;
@@ -78,6 +79,8 @@ pub use supervision::{FailureKind, SupervisionEvent};
 /// Items the macros expand to. Not part of the public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::actor_kind::ActorKind;
+    pub use inventory;
     pub use serde;
     use std::marker::PhantomData;
 

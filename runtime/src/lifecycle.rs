@@ -23,7 +23,7 @@ use crate::transport::frame::{Envelope, RemoteError};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -65,6 +65,12 @@ pub(crate) struct ActorImage {
     /// The sender its selective receive waited for, if one was set.
     #[serde(default)]
     pub(crate) receive_only: Option<ActorId>,
+    /// How many actors it has spawned (its next child's number, [`ActorId::child`]).
+    #[serde(default)]
+    pub(crate) children: u64,
+    /// The core it runs on (where a restarted node rebuilds a child actor).
+    #[serde(default)]
+    pub(crate) core: usize,
 }
 
 /// One actor: its mailbox, its state, and where it runs.
@@ -75,6 +81,8 @@ pub(crate) struct ActorCell<A: Actor> {
     core_id: CoreId,
     node: NodeHandle,
     state: Mutex<State<A>>,
+    /// Actors spawned from its handlers and hooks so far: the next one's number.
+    children: AtomicU64,
     /// Locked apart from `state`: the timer thread fires while a handler runs.
     timers: Mutex<Timers<A::Msg>>,
     /// Which of the node's determinants this actor's messages to other nodes wait for
@@ -111,8 +119,10 @@ enum Exit {
 }
 
 impl<A: Actor> ActorCell<A> {
+    /// A cell for `actor`; without one, a vacant cell that [`Control::restore_image`]
+    /// must fill before it runs (one that runs vacant stops at once).
     pub(crate) fn new(
-        actor: A,
+        actor: Option<A>,
         mailbox: Mailbox<A::Msg>,
         core: Arc<CoreQueue>,
         core_id: CoreId,
@@ -134,12 +144,13 @@ impl<A: Actor> ActorCell<A> {
             node,
             state: Mutex::new(State {
                 phase: Phase::NotStarted,
-                actor: Some(actor),
+                actor,
                 ctx: None,
                 stats,
                 stash: VecDeque::new(),
                 rerun: false,
             }),
+            children: AtomicU64::new(0),
             timers: Mutex::new(Timers::default()),
         })
     }
@@ -589,6 +600,8 @@ pub(crate) trait Control: Send + Sync {
     fn restore_image(self: Arc<Self>, image: &ActorImage) -> Result<(), String>;
     /// Lets the actor run (a start deferred while its node was being restored).
     fn wake(self: Arc<Self>);
+    /// The number of the next actor this one spawns (counts it).
+    fn next_child(&self) -> u64;
 }
 
 impl<A: Actor> Control for ActorCell<A> {
@@ -702,6 +715,8 @@ impl<A: Actor> Control for ActorCell<A> {
             stamps,
             timers,
             receive_only: state.ctx.as_ref().and_then(Context::receive_filter),
+            children: self.children.load(Ordering::Acquire),
+            core: self.core_id.0,
         }))
     }
 
@@ -741,6 +756,7 @@ impl<A: Actor> Control for ActorCell<A> {
             }
         }
         state.actor = Some(actor);
+        self.children.store(image.children, Ordering::Release);
         if image.started {
             let mut ctx = Context::new(
                 ActorRef::from_cell(Arc::clone(&self)),
@@ -768,6 +784,10 @@ impl<A: Actor> Control for ActorCell<A> {
 
     fn wake(self: Arc<Self>) {
         self.notify();
+    }
+
+    fn next_child(&self) -> u64 {
+        self.children.fetch_add(1, Ordering::AcqRel)
     }
 }
 

@@ -254,7 +254,35 @@ impl NodeHandle {
     }
 
     /// Spawns `actor` on core `core`, where it stays for its whole life.
+    ///
+    /// Called from inside a handler or hook of an actor of this node, the new actor is
+    /// that actor's child and is named after it ([`ActorId::child`]); with recovery on, a
+    /// child alive at a checkpoint is rebuilt from its image when the node restarts.
     pub fn spawn_on<A: Actor>(&self, core: CoreId, actor: A) -> Result<ActorRef<A>, SpawnError> {
+        let parent = crate::lifecycle::current_actor()
+            .filter(|p| p.rank() == self.inner.rank)
+            .and_then(|p| self.inner.registry.get(p));
+        let id = match parent {
+            Some(parent) => ActorId::child(parent.id(), parent.next_child()),
+            None => {
+                let seq = self.inner.next_seq.fetch_add(1, Ordering::Relaxed);
+                ActorId::new(self.inner.rank, seq).ok_or(SpawnError::IdsExhausted)?
+            }
+        };
+        let cell = self.spawn_cell(core, id, Some(actor))?;
+        Ok(ActorRef::from_cell(cell))
+    }
+
+    /// Puts a cell for actor `id` of type `A` on core `core` into the registry: with
+    /// `actor`, a new actor, started (or deferred while the node is being restored);
+    /// without, a vacant one, not started, that the caller fills from a checkpoint image
+    /// and wakes ([`crate::actor_kind`]).
+    pub(crate) fn spawn_cell<A: Actor>(
+        &self,
+        core: CoreId,
+        id: ActorId,
+        actor: Option<A>,
+    ) -> Result<Arc<ActorCell<A>>, SpawnError> {
         let inner = &self.inner;
         let Some(executor) = inner.cores.get(core.0) else {
             telemetry::spawn_error("no_such_core");
@@ -267,12 +295,19 @@ impl NodeHandle {
             telemetry::spawn_error("shutting_down");
             return Err(SpawnError::ShuttingDown);
         }
-        let seq = inner.next_seq.fetch_add(1, Ordering::Relaxed);
-        let id = ActorId::new(inner.rank, seq).ok_or(SpawnError::IdsExhausted)?;
+        if inner.registry.get(id).is_some() {
+            telemetry::spawn_error("id_taken");
+            return Err(SpawnError::IdTaken(id));
+        }
+        let vacant = actor.is_none();
         let mailbox = Mailbox::new(id, inner.ask_timeout);
         let cell = ActorCell::new(actor, mailbox, Arc::clone(executor), core, self.clone());
         inner.registry.insert(cell.clone());
         inner.live.fetch_add(1, Ordering::AcqRel);
+        if vacant {
+            // The restore that asked for it fills and starts it.
+            return Ok(cell);
+        }
         // A restarted node starts its actors once their checkpointed states are back.
         let deferred = match self.recovery_layer() {
             Some(layer) => layer.defer_start(cell.clone()),
@@ -282,7 +317,7 @@ impl NodeHandle {
             // Run on_start now rather than at the first message.
             cell.notify();
         }
-        Ok(ActorRef::from_cell(cell))
+        Ok(cell)
     }
 
     /// A reference to actor `id` of type `A`: a live local actor, or an actor of another

@@ -222,8 +222,13 @@ impl RecoveryLayer {
         if core.ready {
             return;
         }
-        let deferred = std::mem::take(&mut core.deferred);
+        let mut deferred = std::mem::take(&mut core.deferred);
         let mut images = std::mem::take(&mut core.images);
+        // Children of actors (spawned from handlers) are not spawned again by `main`:
+        // rebuild them, all before any state is decoded, since states hold references to
+        // them.
+        let children = Self::rebuild_children(node, &images, &deferred);
+        deferred.extend(children);
         // States hold actor references: they resolve against this node.
         let current = crate::node::CurrentNode::enter(node);
         let mut restored = 0;
@@ -239,8 +244,13 @@ impl RecoveryLayer {
             }
         }
         drop(current);
-        for id in images.keys() {
-            tracing::error!(actor = %id, "actor in the checkpoint was not spawned again by main; its state is lost");
+        for (id, image) in &images {
+            if id.is_child() {
+                tracing::error!(actor = %id, type_tag = image.type_tag, "actor spawned by a handler could not be rebuilt (no such actor type in this binary, or its id is taken); its state is lost");
+                event(self.rank, &format!("restore-error actor={id} child not rebuilt"));
+            } else {
+                tracing::error!(actor = %id, "actor in the checkpoint was not spawned again by main; its state is lost");
+            }
         }
         core.ready = true;
         for cell in deferred {
@@ -256,5 +266,35 @@ impl RecoveryLayer {
                 started.elapsed().as_millis()
             ),
         );
+    }
+
+    /// Builds a vacant cell for each image of a child actor (spawned from a handler,
+    /// [`crate::ActorId::child`]) that nothing spawned again, on the core it ran on.
+    /// Returns them, not started; they are filled from their images with `main`'s actors.
+    fn rebuild_children(
+        node: &NodeHandle,
+        images: &std::collections::HashMap<crate::ActorId, crate::lifecycle::ActorImage>,
+        spawned: &[Arc<dyn Control>],
+    ) -> Vec<Arc<dyn Control>> {
+        let respawned: std::collections::HashSet<_> = spawned.iter().map(|c| c.id()).collect();
+        let mut wanted: Vec<_> = images
+            .values()
+            .filter(|i| i.id.is_child() && !respawned.contains(&i.id))
+            .collect();
+        wanted.sort_by_key(|i| i.id);
+        let mut built = Vec::with_capacity(wanted.len());
+        for image in wanted {
+            let Some(kind) = crate::actor_kind::find(image.type_tag) else {
+                continue;
+            };
+            let on = crate::node::CoreId(image.core % node.num_cores().max(1));
+            match kind.vacant(node, image.id, on) {
+                Ok(cell) => built.push(cell),
+                Err(e) => {
+                    tracing::error!(actor = %image.id, kind = kind.name(), "cannot rebuild child actor: {e}")
+                }
+            }
+        }
+        built
     }
 }

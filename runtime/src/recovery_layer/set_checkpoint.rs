@@ -19,8 +19,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Version of the layout of a node's checkpoint image (`SetImage`).
-pub const SET_IMAGE_FORMAT: u16 = 5;
+/// Version of the layout of a node's checkpoint image (`SetImage`). 6: actor images
+/// record their core and their count of children.
+pub const SET_IMAGE_FORMAT: u16 = 6;
 
 /// Everything a node's checkpoint holds.
 #[derive(Debug, Serialize, Deserialize)]

@@ -1,0 +1,125 @@
+//! Actors spawned from inside handlers, which `main` never spawns, survive a SIGKILL of
+//! their node: `spawn-ring` on 3 nodes under `lazarus run --ft on` (each node's foreman
+//! spawns 4 workers from a handler, each worker spawns a tally from its `on_start` hook,
+//! and the workers of the nodes pass values around rings). A node is SIGKILLed by PID
+//! from outside mid-run; its replacement rebuilds the workers and tallies from the
+//! checkpoint under the ids its peers know, and the run ends with the failure-free
+//! answer (docs/semantics.md, "Actors spawned by actors").
+//!
+//! Runs go one at a time (3-node clusters on a 2-core machine are oversubscribed).
+
+mod support;
+
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+use support::bin;
+use support::launched::{assert_only_restarted, Finished, Launched};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// A few seconds of rings on this machine, so a kill after a node's second checkpoint
+/// lands mid-run.
+const ROUNDS: &str = "8000";
+const WORK: &str = "20000";
+/// Actors on every node: a foreman, 4 workers it spawned, a tally each worker spawned
+/// (and, on node 0, the collector).
+const ACTORS_PER_NODE: [u64; 3] = [10, 9, 9];
+
+fn launch(ft: bool) -> Launched {
+    let mut cmd = Command::new(bin("lazarus"));
+    cmd.args(["run", "-n", "3"]);
+    if ft {
+        cmd.args(["--ft", "on", "--checkpoint-every", "300ms"]);
+    }
+    cmd.arg("--")
+        .arg(bin("spawn-ring"))
+        .args(["--rounds", ROUNDS, "--work", WORK]);
+    Launched::spawn(cmd, 3)
+}
+
+/// The answer of the same run without failures and without recovery.
+fn reference() -> &'static str {
+    static ANSWER: OnceLock<String> = OnceLock::new();
+    ANSWER.get_or_init(|| {
+        let f = launch(false).finish();
+        assert_eq!(f.verified()["verified"], "true");
+        f.checksum()
+    })
+}
+
+/// SIGKILLs `victims` together once each has committed its second checkpoint.
+fn kill_mid_run(victims: &[u16]) -> Finished {
+    let mut run = launch(true);
+    run.wait_started();
+    for &v in victims {
+        run.wait_for(&format!("a second checkpoint of node {v}"), |l| {
+            l.contains(&format!("node {v}: checkpoint committed id=2"))
+        });
+    }
+    for &v in victims {
+        run.kill(v);
+    }
+    run.finish()
+}
+
+/// How many actors node `rank`'s replacement restored from its checkpoint.
+fn restored_actors(f: &Finished, rank: u16) -> u64 {
+    f.lines
+        .iter()
+        .filter(|l| l.contains(&format!("node {rank}: actors restored")))
+        .filter_map(|l| l.split(" actors=").nth(1))
+        .filter_map(|v| v.split_whitespace().next()?.parse().ok())
+        .next()
+        .unwrap_or_else(|| panic!("node {rank} was not restored:\n{}", f.lines.join("\n")))
+}
+
+fn assert_recovered(f: &Finished, killed: &[u16]) {
+    assert_eq!(
+        f.checksum(),
+        reference(),
+        "the recovered rings end with the failure-free digests"
+    );
+    assert_eq!(
+        f.verified()["verified"],
+        "true",
+        "and those equal the rings computed sequentially"
+    );
+    assert!(
+        !f.has("restore-error") && !f.has("its state is lost"),
+        "every actor of the checkpoints came back; output:\n{}",
+        f.lines.join("\n")
+    );
+    assert_only_restarted(f, killed);
+    for &k in killed {
+        assert_eq!(
+            restored_actors(f, k),
+            ACTORS_PER_NODE[usize::from(k)],
+            "node {k}'s replacement restored the actors its handlers had spawned too"
+        );
+    }
+}
+
+#[test]
+fn workers_and_tallies_spawned_by_handlers_come_back_after_their_node_is_sigkilled() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = kill_mid_run(&[1]);
+    assert_recovered(&f, &[1]);
+    let finals = f.finals();
+    assert!(
+        finals[&0]["replayed"] > 0,
+        "node 0 resent its logged values to the rebuilt workers: {:?}",
+        finals[&0]
+    );
+    assert!(
+        finals[&1]["suppressed"] > 0,
+        "the rebuilt workers' regenerated values were not delivered twice: {:?}",
+        finals[&1]
+    );
+}
+
+#[test]
+fn the_collectors_node_and_its_downstream_killed_together_rebuild_their_spawned_actors() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = kill_mid_run(&[0, 1]);
+    assert_recovered(&f, &[0, 1]);
+}
