@@ -15,12 +15,15 @@ use crate::node::{CoreId, NodeHandle};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
+/// Builds a vacant cell of one actor type ([`ActorKind::vacant`]).
+type VacantFn = fn(&NodeHandle, ActorId, CoreId) -> Result<Arc<dyn Control>, SpawnError>;
+
 /// One actor type, as the restore needs it. Built by `#[derive(Actor)]`; not meant to be
 /// written by hand.
 pub struct ActorKind {
     tag: fn() -> u64,
     name: &'static str,
-    vacant: fn(&NodeHandle, ActorId, CoreId) -> Result<Arc<dyn Control>, SpawnError>,
+    vacant: VacantFn,
 }
 
 impl ActorKind {

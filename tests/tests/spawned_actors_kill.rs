@@ -19,8 +19,8 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// A few seconds of rings on this machine, so a kill after a node's second checkpoint
 /// lands mid-run.
-const ROUNDS: &str = "8000";
-const WORK: &str = "20000";
+const ROUNDS: &str = "12000";
+const WORK: &str = "4000";
 /// Actors on every node: a foreman, 4 workers it spawned, a tally each worker spawned
 /// (and, on node 0, the collector).
 const ACTORS_PER_NODE: [u64; 3] = [10, 9, 9];

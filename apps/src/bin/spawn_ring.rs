@@ -179,7 +179,10 @@ impl Worker {
         };
         match ctx.node().spawn_on(ctx.core(), tally) {
             Ok(t) => self.tally = Some(t),
-            Err(e) => panic!("worker {}:{}: cannot spawn its tally: {e}", self.rank, self.index),
+            Err(e) => panic!(
+                "worker {}:{}: cannot spawn its tally: {e}",
+                self.rank, self.index
+            ),
         }
     }
 
@@ -188,7 +191,12 @@ impl Worker {
             round,
             value: self.value,
         })
-        .unwrap_or_else(|e| panic!("worker {}:{}: downstream unreachable: {e}", self.rank, self.index));
+        .unwrap_or_else(|e| {
+            panic!(
+                "worker {}:{}: downstream unreachable: {e}",
+                self.rank, self.index
+            )
+        });
     }
 
     fn advance(&mut self) {
@@ -232,7 +240,9 @@ impl Tally {
                     index: self.index,
                     digest: self.digest,
                 })
-                .unwrap_or_else(|e| panic!("tally {}:{}: collector gone: {e}", self.rank, self.index));
+                .unwrap_or_else(|e| {
+                    panic!("tally {}:{}: collector gone: {e}", self.rank, self.index)
+                });
         }
     }
 }

@@ -247,7 +247,10 @@ impl RecoveryLayer {
         for (id, image) in &images {
             if id.is_child() {
                 tracing::error!(actor = %id, type_tag = image.type_tag, "actor spawned by a handler could not be rebuilt (no such actor type in this binary, or its id is taken); its state is lost");
-                event(self.rank, &format!("restore-error actor={id} child not rebuilt"));
+                event(
+                    self.rank,
+                    &format!("restore-error actor={id} child not rebuilt"),
+                );
             } else {
                 tracing::error!(actor = %id, "actor in the checkpoint was not spawned again by main; its state is lost");
             }
