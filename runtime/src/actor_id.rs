@@ -16,9 +16,13 @@ use std::fmt;
 /// Bits of an [`ActorId`] that hold the per-node spawn sequence number.
 const SEQ_BITS: u32 = 48;
 const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
-/// Set in the sequence part of ids derived from a parent ([`ActorId::child`]); never
-/// reached by `main`'s spawn counter.
-const CHILD_BIT: u64 = 1 << (SEQ_BITS - 1);
+/// Set in the sequence part of timer channels (`timer::source_of`): an actor's timer
+/// channel is its id with this bit set. No actor id has it.
+const TIMER_BIT: u64 = 1 << (SEQ_BITS - 1);
+/// Set in the sequence part of ids derived from a parent ([`ActorId::child`]).
+const CHILD_BIT: u64 = 1 << (SEQ_BITS - 2);
+/// The spawn counter of `main`'s actors stays below this (2^46 spawns per node).
+pub(crate) const SPAWN_SEQ_LIMIT: u64 = CHILD_BIT;
 
 /// Globally unique, stable identity of an actor: `(node rank, spawn sequence)`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -52,28 +56,25 @@ impl ActorId {
     }
 
     /// The id of the `n`-th actor (from 0) that actor `parent` spawns, on `parent`'s node:
-    /// a 47-bit mix of the two, so it does not depend on what other actors spawn
-    /// meanwhile. Distinct `(parent, n)` pairs can collide (about one chance in 2^47 per
-    /// pair of actors); the spawn then fails rather than reuse a live id. Never the
-    /// sequence of an actor `main` spawned, nor the all-ones sequence the runtime uses for
-    /// `main` itself.
+    /// a 46-bit mix of the two, so it does not depend on what other actors spawn
+    /// meanwhile. Distinct `(parent, n)` pairs can collide (about one chance in 2^46 per
+    /// pair of actors); a spawn onto a live actor's id then fails rather than reuse it.
+    /// Never the sequence of an actor `main` spawned, of a timer channel, or of `main`
+    /// itself (all ones).
     pub fn child(parent: ActorId, n: u64) -> Self {
         // splitmix64's finalizer over the parent and the child's number.
         let mut z = parent.0 ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^= z >> 31;
-        let mut seq = CHILD_BIT | (z & (CHILD_BIT - 1));
-        if seq == SEQ_MASK {
-            seq -= 1;
-        }
+        let seq = CHILD_BIT | (z & (CHILD_BIT - 1));
         ActorId((u64::from(parent.rank()) << SEQ_BITS) | seq)
     }
 
     /// Whether this id was derived from a parent's ([`ActorId::child`]): the actor was
     /// spawned from inside a handler or hook.
     pub fn is_child(self) -> bool {
-        self.seq() & CHILD_BIT != 0 && self.seq() != SEQ_MASK
+        self.seq() & (TIMER_BIT | CHILD_BIT) == CHILD_BIT
     }
 }
 
@@ -128,8 +129,12 @@ mod tests {
             let parent = ActorId::new(0, p).unwrap();
             for n in 0..200 {
                 let c = ActorId::child(parent, n);
-                assert!(c.seq() >= 1 << 47, "below main's spawn counter range");
-                assert_ne!(c.seq(), (1 << 48) - 1, "main's own id");
+                assert!(
+                    c.seq() >= SPAWN_SEQ_LIMIT,
+                    "above main's spawn counter range"
+                );
+                assert!(c.seq() & TIMER_BIT == 0, "not a timer channel: {c}");
+                assert_ne!(crate::timer::source_of(c), c);
                 assert!(seen.insert(c), "collision at parent {p} child {n}");
             }
         }

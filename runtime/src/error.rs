@@ -121,7 +121,7 @@ pub enum SpawnError {
     /// The node is shutting down and accepts no new actors.
     #[error("the node is shutting down")]
     ShuttingDown,
-    /// The node ran out of actor ids (2^48 spawns).
+    /// The node ran out of actor ids (2^46 spawns by `main`).
     #[error("actor id space exhausted on this node")]
     IdsExhausted,
     /// The id a child actor is named by ([`crate::ActorId::child`]) belongs to a live

@@ -266,6 +266,9 @@ impl NodeHandle {
             Some(parent) => ActorId::child(parent.id(), parent.next_child()),
             None => {
                 let seq = self.inner.next_seq.fetch_add(1, Ordering::Relaxed);
+                if seq >= crate::actor_id::SPAWN_SEQ_LIMIT {
+                    return Err(SpawnError::IdsExhausted);
+                }
                 ActorId::new(self.inner.rank, seq).ok_or(SpawnError::IdsExhausted)?
             }
         };
@@ -310,7 +313,13 @@ impl NodeHandle {
         }
         // A restarted node starts its actors once their checkpointed states are back.
         let deferred = match self.recovery_layer() {
-            Some(layer) => layer.defer_start(cell.clone()),
+            Some(layer) => {
+                if id.is_child() {
+                    // Logged messages may have waited for it (a replaying handler).
+                    layer.child_spawned(self, id);
+                }
+                layer.defer_start(cell.clone())
+            }
             None => false,
         };
         if !deferred {

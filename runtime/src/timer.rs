@@ -27,8 +27,9 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TimerId(pub(crate) u64);
 
-/// Spawn sequence numbers at or above this bit are timer channels, not actors: an actor's
-/// timer channel is named by its id with this bit set (no node spawns 2^47 actors).
+/// Spawn sequence numbers with this bit set are timer channels, not actors: an actor's
+/// timer channel is named by its id with this bit set (no actor id has it: `main`'s
+/// spawns stay below 2^46 and children's ids set bit 46 only, `ActorId::child`).
 const TIMER_SOURCE_BIT: u64 = 1 << 47;
 
 /// The pseudo-sender of `actor`'s timer messages: the sender of its timer channel, as

@@ -26,10 +26,15 @@ const WORK: &str = "4000";
 const ACTORS_PER_NODE: [u64; 3] = [10, 9, 9];
 
 fn launch(ft: bool) -> Launched {
+    launch_every(ft.then_some("300ms"))
+}
+
+/// A run with recovery on and checkpoints every `period`, or off without one.
+fn launch_every(period: Option<&str>) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
     cmd.args(["run", "-n", "3"]);
-    if ft {
-        cmd.args(["--ft", "on", "--checkpoint-every", "300ms"]);
+    if let Some(period) = period {
+        cmd.args(["--ft", "on", "--checkpoint-every", period]);
     }
     cmd.arg("--")
         .arg(bin("spawn-ring"))
@@ -122,4 +127,28 @@ fn the_collectors_node_and_its_downstream_killed_together_rebuild_their_spawned_
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let f = kill_mid_run(&[0, 1]);
     assert_recovered(&f, &[0, 1]);
+}
+
+#[test]
+fn workers_spawned_again_by_a_replaying_handler_get_the_messages_that_came_before_them() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // No checkpoint in the run: the restarted node re-executes its foreman's `start`,
+    // which spawns the workers again. Node 0's logged values for them are deliverable as
+    // soon as `start` is in the foreman's mailbox, before the handler runs: they wait
+    // for their addressees instead of being dropped as undeliverable (the run would
+    // hang).
+    let mut run = launch_every(Some("60s"));
+    run.wait_started();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    run.kill(1);
+    let f = run.finish();
+    assert_eq!(f.checksum(), reference());
+    assert_eq!(f.verified()["verified"], "true");
+    assert!(
+        !f.has("undeliverable"),
+        "no logged message was dropped; output:\n{}",
+        f.lines.join("\n")
+    );
+    assert_only_restarted(&f, &[1]);
+    assert!(f.finals()[&0]["replayed"] > 0, "node 0 resent its log");
 }

@@ -67,6 +67,8 @@ pub const REPLAYED: &str = "lazarus_recovery_replayed_total";
 pub const DUPLICATES: &str = "lazarus_recovery_duplicates_total";
 /// Regenerated sends not transmitted (the receiver had them).
 pub const SUPPRESSED: &str = "lazarus_recovery_suppressed_total";
+/// Logged messages a restarted node held for a child actor not spawned again yet.
+pub const HELD_FOR_UNSPAWNED: &str = "lazarus_recovery_held_for_unspawned_total";
 /// Rollbacks of this node (restarts from a checkpoint).
 pub const ROLLBACKS: &str = "lazarus_recovery_rollbacks_total";
 /// Duration of each recovery phase, seconds (label `phase`: load, restore, replay).
@@ -445,6 +447,22 @@ pub(crate) struct Core {
     /// Messages the node's actors put into the node's own mailboxes, not yet in the
     /// protocol's interval.
     pub(crate) local: Arc<LocalDeliveries>,
+    /// In a restarted node: logged messages delivered (in the protocol's sense) to child
+    /// actors ([`crate::ActorId::child`]) that a replaying handler has not spawned again
+    /// yet, in delivery order, with their senders' ranks and stamps. A peer's message to
+    /// a child can be deliverable as soon as the message that makes its parent spawn it
+    /// is in the parent's mailbox, before the handler runs. Put into the child's mailbox
+    /// when it is spawned ([`RecoveryLayer::child_spawned`]); no checkpoint is taken
+    /// while any wait (they would be in no image).
+    pub(crate) unspawned: HashMap<ActorId, std::collections::VecDeque<Unspawned>>,
+}
+
+/// A logged message waiting for its child addressee to be spawned again (see
+/// [`Core::unspawned`]).
+pub(crate) struct Unspawned {
+    env: Envelope,
+    from: u16,
+    stamp: crate::mailbox::Stamp,
 }
 
 /// Messages actors of a node put into mailboxes of the same node. Each starts a state
@@ -609,6 +627,7 @@ impl RecoveryLayer {
                 forced_log: ForcedLog::default(),
                 local: Arc::clone(&local),
                 events,
+                unspawned: HashMap::new(),
             }),
             transport: OnceLock::new(),
             replicas: replica::Replicas::default(),
@@ -772,6 +791,29 @@ impl RecoveryLayer {
         }
     }
 
+    /// Child actor `id` was spawned: the logged messages that waited for it go into its
+    /// mailbox, in their delivery order, before any later one (both under the lock).
+    pub(crate) fn child_spawned(&self, node: &NodeHandle, id: ActorId) {
+        if holds_core() {
+            // Spawned under the lock (a restore's vacant cells): nothing can wait yet.
+            return;
+        }
+        let mut core = self.lock();
+        let Some(waiting) = core.unspawned.remove(&id) else {
+            return;
+        };
+        let _current = CurrentNode::enter(node);
+        for w in waiting {
+            if let Err(e) =
+                driver::without_drop_replies(|| node.deliver_remote(w.env, w.from, Some(w.stamp)))
+            {
+                counter!(crate::transport::UNDELIVERABLE, "reason" => "recovered_unknown")
+                    .increment(1);
+                tracing::warn!(actor = %id, "logged message undeliverable: {e}");
+            }
+        }
+    }
+
     /// Measurement mode: logs a message between two actors of this node as if it
     /// crossed sets (serialized payload, channel index, dependency vector).
     pub(crate) fn log_local(&self, from: ActorId, to: ActorId, payload: bytes::Bytes) {
@@ -851,6 +893,7 @@ impl RecoveryLayer {
             protocol,
             local,
             driver,
+            unspawned,
             ..
         } = core;
         let Some(protocol) = protocol.as_mut() else {
@@ -864,7 +907,7 @@ impl RecoveryLayer {
                 // node: the caller may be a thread of no node (the app's main during a
                 // restore).
                 let _current = CurrentNode::enter(node);
-                deepest = deepest.max(Self::deliver_now(protocol, driver, node));
+                deepest = deepest.max(Self::deliver_now(protocol, driver, unspawned, node));
             }
             if !local.rearm(protocol) {
                 return deepest;
@@ -876,9 +919,11 @@ impl RecoveryLayer {
     fn deliver_now(
         protocol: &mut SetProtocol<Envelope>,
         driver: &mut driver::DriverState,
+        unspawned: &mut HashMap<ActorId, std::collections::VecDeque<Unspawned>>,
         node: &NodeHandle,
     ) -> usize {
         let mut deepest = 0;
+        let restarted = protocol.incarnation().0 > 0;
         while let Some(d) = protocol.poll_delivery() {
             let to = d.payload.to;
             if d.payload.type_tag == driver::REPLY_TAG && to == Self::driver_id(node.rank()) {
@@ -889,6 +934,22 @@ impl RecoveryLayer {
                 from: d.channel.from,
                 index: d.send_index,
             };
+            // A child the replay has not spawned again yet: hold the message (and those
+            // after it) until it is.
+            let wait = to.is_child()
+                && to.rank() == node.rank()
+                && restarted
+                && (unspawned.contains_key(&to) || node.control(to).is_none());
+            if wait {
+                tracing::debug!(actor = %to, "logged message waits for its addressee to be spawned again");
+                counter!(HELD_FOR_UNSPAWNED).increment(1);
+                unspawned.entry(to).or_default().push_back(Unspawned {
+                    env: d.payload,
+                    from: d.from.0,
+                    stamp,
+                });
+                continue;
+            }
             let request = d.payload.request;
             // A reply slot of `main`'s that the mailbox refuses (or that a failed decoding
             // leaves behind) is dropped here without answering: the error below is the

@@ -86,6 +86,10 @@ pub enum CheckpointFailure {
     /// A restarted node has not finished restoring.
     #[error("the node is still being restored")]
     NotReady,
+    /// Logged messages wait for child actors a replaying handler has not spawned again
+    /// (they would be in no image); tried again shortly.
+    #[error("{0} logged messages wait for actors not spawned again yet")]
+    AwaitingSpawn(usize),
     /// An actor's state or a message could not be encoded.
     #[error("encoding: {0}")]
     Encode(String),
@@ -120,6 +124,10 @@ impl RecoveryLayer {
             // A reply to `main` those deliveries made (an error answer) goes into this
             // image with them: kept, or logged.
             core.settle_deferred_replies();
+            let waiting: usize = core.unspawned.values().map(|q| q.len()).sum();
+            if waiting > 0 {
+                return Err(CheckpointFailure::AwaitingSpawn(waiting));
+            }
             let mut actors = Vec::new();
             for control in node.controls() {
                 if let Some(image) = control
@@ -160,9 +168,15 @@ impl RecoveryLayer {
             unjournaled,
             events,
             pause,
-        } = self.capture(node).inspect_err(|e| {
-            counter!(CHECKPOINT_FAILURES, "reason" => "capture").increment(1);
-            tracing::warn!("checkpoint not taken: {e}");
+        } = self.capture(node).inspect_err(|e| match e {
+            CheckpointFailure::AwaitingSpawn(_) => {
+                counter!(CHECKPOINT_FAILURES, "reason" => "awaiting_spawn").increment(1);
+                tracing::debug!("checkpoint postponed: {e}");
+            }
+            _ => {
+                counter!(CHECKPOINT_FAILURES, "reason" => "capture").increment(1);
+                tracing::warn!("checkpoint not taken: {e}");
+            }
         })?;
         // The replies first: an image is stored only once its part of the journal is
         // durable.
@@ -381,7 +395,12 @@ impl RecoveryLayer {
                     }
                     next = now + every;
                     if layer.lock().ready {
-                        let _ = layer.checkpoint_now(&node);
+                        if let Err(CheckpointFailure::AwaitingSpawn(_)) =
+                            layer.checkpoint_now(&node)
+                        {
+                            // Soon: the replaying handlers spawn them within moments.
+                            next = Instant::now() + Duration::from_millis(20);
+                        }
                     }
                 }
             });
