@@ -795,7 +795,9 @@ impl RecoveryLayer {
     /// mailbox, in their delivery order, before any later one (both under the lock).
     pub(crate) fn child_spawned(&self, node: &NodeHandle, id: ActorId) {
         if holds_core() {
-            // Spawned under the lock (a restore's vacant cells): nothing can wait yet.
+            // Not expected: spawns run in handlers and `main`, outside the lock (a
+            // restore's vacant cells do not come here). Taking it again would deadlock.
+            tracing::warn!(actor = %id, "child spawned under the recovery lock: messages waiting for it stay held");
             return;
         }
         let mut core = self.lock();
