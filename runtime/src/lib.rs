@@ -64,6 +64,10 @@ pub mod topology;
 pub mod transport;
 pub mod wire;
 
+// Unit tests define actors with the derive macros, whose expansions name `::lazarus`.
+#[cfg(test)]
+extern crate self as lazarus;
+
 pub use actor::{Actor, CheckpointState, Handlers, Message, MessageSet, WireMessage};
 pub use actor_id::ActorId;
 pub use actor_ref::{ActorRef, Ask};

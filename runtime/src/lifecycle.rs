@@ -600,6 +600,9 @@ pub(crate) trait Control: Send + Sync {
     fn restore_image(self: Arc<Self>, image: &ActorImage) -> Result<(), String>;
     /// Lets the actor run (a start deferred while its node was being restored).
     fn wake(self: Arc<Self>);
+    /// Ends an actor that has not run, without its hooks: a restarted node's `main`
+    /// spawned it again, but it had exited before the checkpoint.
+    fn retire(self: Arc<Self>);
     /// The number of the next actor this one spawns (counts it).
     fn next_child(&self) -> u64;
 }
@@ -784,6 +787,17 @@ impl<A: Actor> Control for ActorCell<A> {
 
     fn wake(self: Arc<Self>) {
         self.notify();
+    }
+
+    fn retire(self: Arc<Self>) {
+        self.mailbox.set_status(Status::Stopped);
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.phase = Phase::Exited;
+        state.ctx = None;
+        state.actor = None;
+        drain_dead_letters::<A>(&self.mailbox, &mut state.stats, usize::MAX);
+        drop(state);
+        self.node.deregister(self.mailbox.id);
     }
 
     fn next_child(&self) -> u64 {

@@ -21,9 +21,10 @@ use crate::topology::{self, HwCore};
 use crate::transport::frame::{Envelope, RemoteError};
 use crate::transport::Transport;
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Index of one of the node's core executors, `0..node.num_cores()`.
@@ -151,6 +152,7 @@ impl NodeBuilder {
             ask_timeout: self.ask_timeout,
             live: AtomicUsize::new(0),
             exited: tokio::sync::Notify::new(),
+            gone: Mutex::new(HashSet::new()),
             transport: OnceLock::new(),
             recovery: OnceLock::new(),
             gate,
@@ -182,6 +184,11 @@ struct NodeInner {
     ask_timeout: Duration,
     live: AtomicUsize,
     exited: tokio::sync::Notify,
+    /// Local actors known to have exited (in this process, or before the checkpoint a
+    /// restarted node came back from): a reference to one resolves to a stopped actor,
+    /// as the reference its holder kept did, instead of failing to decode. One id per
+    /// exited actor.
+    gone: Mutex<HashSet<ActorId>>,
     transport: OnceLock<Arc<Transport>>,
     recovery: OnceLock<Arc<RecoveryLayer>>,
     gate: Arc<PauseGate>,
@@ -331,11 +338,22 @@ impl NodeHandle {
 
     /// A reference to actor `id` of type `A`: a live local actor, or an actor of another
     /// node of the cluster (not checked until a message reaches that node).
+    ///
+    /// A local actor that has exited gives a reference to a stopped actor (sends fail
+    /// with [`crate::SendError::ActorStopped`]), like the reference kept by whoever held
+    /// it before: a message or checkpointed state naming it still decodes.
     pub fn actor_ref<A: Actor>(&self, id: ActorId) -> Result<ActorRef<A>, String> {
         if id.rank() == self.inner.rank {
-            return self
-                .lookup::<A>(id)
-                .ok_or_else(|| format!("no live actor {id} of type {} on this node", A::NAME));
+            if let Some(live) = self.lookup::<A>(id) {
+                return Ok(live);
+            }
+            if self.has_exited(id) {
+                return Ok(self.stopped_ref(id));
+            }
+            return Err(format!(
+                "no live actor {id} of type {} on this node",
+                A::NAME
+            ));
         }
         match self.transport() {
             Some(t) if (id.rank() as usize) < t.size() => {
@@ -428,6 +446,43 @@ impl NodeHandle {
         Ok(control.depth())
     }
 
+    /// Records local actors as exited (see [`NodeHandle::actor_ref`]).
+    pub(crate) fn mark_exited(&self, ids: impl IntoIterator<Item = ActorId>) {
+        let mut gone = self.inner.gone.lock().unwrap_or_else(|e| e.into_inner());
+        gone.extend(ids);
+    }
+
+    /// Whether local actor `id` is known to have exited.
+    pub(crate) fn has_exited(&self, id: ActorId) -> bool {
+        let gone = self.inner.gone.lock().unwrap_or_else(|e| e.into_inner());
+        gone.contains(&id)
+    }
+
+    /// A reference to local actor `id`, which has exited: a cell that is never
+    /// registered or run and refuses every message as stopped.
+    fn stopped_ref<A: Actor>(&self, id: ActorId) -> ActorRef<A> {
+        let mailbox = Mailbox::new(id, self.inner.ask_timeout);
+        mailbox.set_status(crate::mailbox::Status::Stopped);
+        let core = CoreId(0);
+        let cell = ActorCell::new(
+            None,
+            mailbox,
+            Arc::clone(&self.inner.cores[core.0]),
+            core,
+            self.clone(),
+        );
+        ActorRef::from_cell(cell)
+    }
+
+    /// The actors `main` spawned (not those spawned by actors) that have exited, in id
+    /// order.
+    pub(crate) fn exited_main_spawned(&self) -> Vec<ActorId> {
+        let gone = self.inner.gone.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ids: Vec<ActorId> = gone.iter().copied().filter(|id| !id.is_child()).collect();
+        ids.sort_unstable();
+        ids
+    }
+
     /// The control of live local actor `id`.
     pub(crate) fn control(&self, id: ActorId) -> Option<Arc<dyn crate::lifecycle::Control>> {
         self.inner.registry.get(id)
@@ -455,6 +510,7 @@ impl NodeHandle {
     }
 
     pub(crate) fn deregister(&self, id: ActorId) {
+        self.mark_exited([id]);
         if self.inner.registry.remove(id) {
             self.inner.live.fetch_sub(1, Ordering::AcqRel);
             self.inner.exited.notify_waiters();

@@ -381,6 +381,38 @@ fn actor_refs_serialize_as_their_id_and_resolve_on_the_node() {
     node.shutdown();
 }
 
+#[test]
+fn a_reference_to_an_actor_that_has_exited_still_resolves_and_refuses_messages_as_stopped() {
+    // As a reference kept across the stop does: a message or a checkpointed state that
+    // names the actor still decodes.
+    let node = node();
+    let a = node.spawn(Counter::default()).unwrap();
+    let bytes = postcard_like_encode(&a);
+    node.block_on(a.ask(StopNow)).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while node.handle().lookup::<Counter>(a.id()).is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the actor never exited"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let back: lazarus::ActorRef<Counter> = node
+        .block_on(async { serde_json_like_decode(&bytes) })
+        .unwrap();
+    assert_eq!(back, a);
+    let err = back.tell(Add { amount: 7 }).unwrap_err();
+    assert!(matches!(err, SendError::ActorStopped { id, .. } if id == a.id()));
+    assert_eq!(
+        node.block_on(back.ask(History)).unwrap_err(),
+        AskError::ActorStopped(a.id())
+    );
+    // An id that never named an actor here is still an error.
+    let never = lazarus::ActorId::new(a.id().rank(), 999).unwrap();
+    assert!(node.handle().actor_ref::<Counter>(never).is_err());
+    node.shutdown();
+}
+
 fn postcard_like_encode<T: Serialize>(v: &T) -> Vec<u8> {
     lazarus::wire::encode(v).unwrap()
 }

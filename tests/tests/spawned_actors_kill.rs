@@ -31,6 +31,12 @@ fn launch(ft: bool) -> Launched {
 
 /// A run with recovery on and checkpoints every `period`, or off without one.
 fn launch_every(period: Option<&str>) -> Launched {
+    launch_with(period, &[])
+}
+
+/// `spawn-ring` with `extra` arguments, with recovery on and checkpoints every
+/// `period`, or off without one.
+fn launch_with(period: Option<&str>, extra: &[&str]) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
     cmd.args(["run", "-n", "3"]);
     if let Some(period) = period {
@@ -38,7 +44,8 @@ fn launch_every(period: Option<&str>) -> Launched {
     }
     cmd.arg("--")
         .arg(bin("spawn-ring"))
-        .args(["--rounds", ROUNDS, "--work", WORK]);
+        .args(["--rounds", ROUNDS, "--work", WORK])
+        .args(extra);
     Launched::spawn(cmd, 3)
 }
 
@@ -148,6 +155,46 @@ fn workers_spawned_again_by_a_replaying_handler_get_the_messages_that_came_befor
         !f.has("undeliverable"),
         "no logged message was dropped; output:\n{}",
         f.lines.join("\n")
+    );
+    assert_only_restarted(&f, &[1]);
+    assert!(f.finals()[&0]["replayed"] > 0, "node 0 resent its log");
+}
+
+#[test]
+fn actors_that_exited_before_the_checkpoint_stay_exited_and_references_to_them_still_restore() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // Ring 0 goes around a quarter as often as ring 3: its workers stop (and their
+    // tallies, once they reported) while the others run on. Node 1's foreman still holds
+    // a reference to its worker of ring 0 when the node is killed.
+    let failure_free = launch_with(None, &["--uneven"]).finish();
+    assert_eq!(failure_free.verified()["verified"], "true");
+    let mut run = launch_with(Some("300ms"), &["--uneven"]);
+    run.wait_started();
+    run.wait_for("node 1's worker of ring 0 finishing", |l| {
+        l.contains("worker 1:0 finished")
+    });
+    for n in ["first", "second"] {
+        run.wait_for(&format!("the {n} checkpoint of node 1 after that"), |l| {
+            l.contains("node 1: checkpoint committed")
+        });
+    }
+    run.kill(1);
+    let f = run.finish();
+    assert_eq!(
+        f.checksum(),
+        failure_free.checksum(),
+        "the recovered uneven rings end with the failure-free digests"
+    );
+    assert_eq!(f.verified()["verified"], "true");
+    assert!(
+        !f.has("restore-error") && !f.has("its state is lost"),
+        "the foreman's reference to its exited worker restored as a stopped one; output:\n{}",
+        f.lines.join("\n")
+    );
+    assert_eq!(
+        restored_actors(&f, 1),
+        ACTORS_PER_NODE[1] - 2,
+        "the exited worker and tally did not come back; every other actor did"
     );
     assert_only_restarted(&f, &[1]);
     assert!(f.finals()[&0]["replayed"] > 0, "node 0 resent its log");

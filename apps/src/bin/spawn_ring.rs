@@ -8,6 +8,9 @@
 //! that came from upstream into its own with some work, and tells its tally. The foremen
 //! swap their workers' references across nodes so each worker learns its downstream
 //! peer. When a tally has seen every round it reports its digest to the collector.
+//! A worker whose ring is done, and its tally once it has reported, stop: with
+//! `--uneven` the rings have different lengths, so actors exit while the others run on
+//! (and the foremen keep references to workers that have exited).
 //!
 //! Every actor receives from one sender at a time (send-deterministic), so with recovery
 //! on a node killed mid-run comes back with the workers and tallies its handlers had
@@ -34,6 +37,10 @@ struct Args {
     /// Work per round and worker (mixing steps).
     #[arg(long, default_value_t = 20_000)]
     work: u64,
+    /// Rings of different lengths: ring `i` goes around `rounds * (i + 1) / workers`
+    /// times, so they finish one after the other.
+    #[arg(long)]
+    uneven: bool,
 }
 
 /// What every worker needs to know, the same on every node.
@@ -43,6 +50,18 @@ struct Plan {
     workers: u64,
     rounds: u64,
     work: u64,
+    uneven: bool,
+}
+
+impl Plan {
+    /// How many times ring `index` goes around.
+    fn rounds_of(&self, index: u64) -> u64 {
+        if self.uneven {
+            (self.rounds * (index + 1) / self.workers.max(1)).max(1)
+        } else {
+            self.rounds
+        }
+    }
 }
 
 /// The value worker `index` of node `rank` starts from.
@@ -148,22 +167,22 @@ struct Worker {
 impl Worker {
     /// Its downstream peer: round 0 starts with the worker's seed.
     #[message]
-    fn next(&mut self, to: ActorRef<Worker>) {
+    fn next(&mut self, to: ActorRef<Worker>, ctx: &mut Context<Self>) {
         self.send(&to, 0);
         self.to = Some(to);
-        self.advance();
+        self.advance(ctx);
     }
 
     /// The upstream value of round `round`.
     #[message]
-    fn step(&mut self, round: u64, value: u64) {
+    fn step(&mut self, round: u64, value: u64, ctx: &mut Context<Self>) {
         assert!(
             round >= self.round && self.early.insert(round, value).is_none(),
             "worker {}:{}: round {round} came twice",
             self.rank,
             self.index
         );
-        self.advance();
+        self.advance(ctx);
     }
 }
 
@@ -172,7 +191,7 @@ impl Worker {
         let tally = Tally {
             rank: self.rank,
             index: self.index,
-            rounds: self.plan.rounds,
+            rounds: self.plan.rounds_of(self.index),
             seen: 0,
             digest: 0,
             collector: self.collector.clone(),
@@ -199,19 +218,28 @@ impl Worker {
         });
     }
 
-    fn advance(&mut self) {
+    fn advance(&mut self, ctx: &mut Context<Self>) {
         let (Some(to), Some(tally)) = (self.to.clone(), self.tally.clone()) else {
             return;
         };
+        let rounds = self.plan.rounds_of(self.index);
         while let Some(upstream) = self.early.remove(&self.round) {
             self.value = step(self.value, upstream, self.plan.work);
             tally
                 .tell(Add { value: self.value })
                 .unwrap_or_else(|e| panic!("worker {}:{}: tally gone: {e}", self.rank, self.index));
             self.round += 1;
-            if self.round < self.plan.rounds {
+            if self.round < rounds {
                 self.send(&to, self.round);
             }
+        }
+        if self.round == rounds {
+            // Upstream sends nothing after the last round: the ring is done here.
+            println!(
+                "spawn-ring: worker {}:{} finished its {rounds} rounds",
+                self.rank, self.index
+            );
+            ctx.stop();
         }
     }
 }
@@ -230,10 +258,11 @@ struct Tally {
 #[messages]
 impl Tally {
     #[message]
-    fn add(&mut self, value: u64) {
+    fn add(&mut self, value: u64, ctx: &mut Context<Self>) {
         self.digest = mix(self.digest, value);
         self.seen += 1;
         if self.seen == self.rounds {
+            ctx.stop();
             self.collector
                 .tell(Done {
                     rank: self.rank,
@@ -289,7 +318,7 @@ fn expected_answer(plan: Plan) -> u64 {
     for index in 0..plan.workers {
         let mut values: Vec<u64> = (0..plan.nodes).map(|r| seed(r, index)).collect();
         let mut digest = vec![0u64; plan.nodes as usize];
-        for _ in 0..plan.rounds {
+        for _ in 0..plan.rounds_of(index) {
             let sent = values.clone();
             for r in 0..plan.nodes as usize {
                 let up = sent[(r + plan.nodes as usize - 1) % plan.nodes as usize];
@@ -318,6 +347,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         workers: args.workers,
         rounds: args.rounds.max(1),
         work: args.work,
+        uneven: args.uneven,
     };
     // Node 0 spawns the collector (0:0) and then its foreman; the others only a foreman.
     let foreman_id = |r: u64| ActorId::new(r as u16, u64::from(r == 0)).ok_or("bad rank");
@@ -361,6 +391,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 .field("workers", plan.workers)
                 .field("rounds", plan.rounds)
                 .field("work", plan.work)
+                .field("uneven", plan.uneven)
                 .field("checksum", format!("{answer:#018x}"))
                 .field("elapsed_s", format!("{elapsed:.6}"))
                 .finish(verified)

@@ -438,6 +438,8 @@ pub(crate) struct Core {
     pub(crate) deferred: Vec<Arc<dyn Control>>,
     /// Actor images of the checkpoint being restored, by actor.
     pub(crate) images: HashMap<ActorId, ActorImage>,
+    /// The actors `main` spawned that had exited at the checkpoint being restored.
+    pub(crate) exited: Vec<ActorId>,
     /// When the rollback was sent (for the replay phase's duration).
     pub(crate) rollback_at: Option<Instant>,
     /// Measurement mode only: messages inside the node, logged as if they crossed sets.
@@ -623,6 +625,7 @@ impl RecoveryLayer {
                 driver: Default::default(),
                 deferred: Vec::new(),
                 images: HashMap::new(),
+                exited: Vec::new(),
                 rollback_at: None,
                 forced_log: ForcedLog::default(),
                 local: Arc::clone(&local),
@@ -941,7 +944,8 @@ impl RecoveryLayer {
             let wait = to.is_child()
                 && to.rank() == node.rank()
                 && restarted
-                && (unspawned.contains_key(&to) || node.control(to).is_none());
+                && (unspawned.contains_key(&to)
+                    || (node.control(to).is_none() && !node.has_exited(to)));
             if wait {
                 tracing::debug!(actor = %to, "logged message waits for its addressee to be spawned again");
                 counter!(HELD_FOR_UNSPAWNED).increment(1);

@@ -151,12 +151,13 @@ impl RecoveryLayer {
         let started = Instant::now();
         let incarnation = Incarnation(self.config.incarnation);
         let (image, source) = self.load_newest();
-        let (snapshot, actors, driver, events) = match image {
+        let (snapshot, actors, driver, events, exited) = match image {
             Some((img, journal)) => (
                 img.protocol,
                 img.actors,
                 super::driver::DriverState::restored(img.driver, journal)?,
                 img.events,
+                img.exited,
             ),
             None => {
                 let mut fresh =
@@ -166,6 +167,7 @@ impl RecoveryLayer {
                     Vec::new(),
                     super::driver::DriverState::default(),
                     Default::default(),
+                    Vec::new(),
                 )
             }
         };
@@ -191,6 +193,7 @@ impl RecoveryLayer {
             core.protocol = Some(protocol);
             core.driver = driver;
             core.images = actors.into_iter().map(|a| (a.id, a)).collect();
+            core.exited = exited;
             core.rollback_at = Some(Instant::now());
         }
         self.emit(Self::frames(actions));
@@ -224,6 +227,7 @@ impl RecoveryLayer {
         }
         let mut deferred = std::mem::take(&mut core.deferred);
         let mut images = std::mem::take(&mut core.images);
+        Self::retire_exited(node, &mut deferred, &images, &core.exited);
         // Children of actors (spawned from handlers) are not spawned again by `main`:
         // rebuild them, all before any state is decoded, since states hold references to
         // them.
@@ -271,6 +275,35 @@ impl RecoveryLayer {
         );
     }
 
+    /// The actors that had exited before the checkpoint stay gone: those `main` spawned
+    /// again are ended before they run (no `on_start`, as their first incarnation had
+    /// stopped), and they and the exited children of the checkpointed actors (numbers
+    /// below their parents' counts, without an image) are recorded as exited, so the
+    /// references to them in states and messages resolve to stopped actors, as they were
+    /// when the checkpoint was taken, and logged messages to them are not held for a
+    /// spawn that will not come.
+    fn retire_exited(
+        node: &NodeHandle,
+        deferred: &mut Vec<Arc<dyn Control>>,
+        images: &std::collections::HashMap<crate::ActorId, crate::lifecycle::ActorImage>,
+        exited: &[crate::ActorId],
+    ) {
+        let exited_set: std::collections::HashSet<_> = exited.iter().copied().collect();
+        deferred.retain(|cell| {
+            let gone = exited_set.contains(&cell.id()) && !images.contains_key(&cell.id());
+            if gone {
+                Arc::clone(cell).retire();
+            }
+            !gone
+        });
+        let children = images.values().flat_map(|parent| {
+            (0..parent.children)
+                .map(|n| crate::ActorId::child(parent.id, n))
+                .filter(|child| !images.contains_key(child))
+        });
+        node.mark_exited(exited.iter().copied().chain(children));
+    }
+
     /// Builds a vacant cell for each image of a child actor (spawned from a handler,
     /// [`crate::ActorId::child`]) that nothing spawned again, on the core it ran on.
     /// Returns them, not started; they are filled from their images with `main`'s actors.
@@ -299,5 +332,87 @@ impl RecoveryLayer {
             }
         }
         built
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lifecycle::ActorImage;
+    use crate::node::CoreId;
+    use crate::{messages, Actor, ActorId, SendError};
+    use serde::{Deserialize, Serialize};
+    use std::collections::HashMap;
+
+    #[derive(Actor, Serialize, Deserialize, Default)]
+    struct Probe {
+        n: u64,
+    }
+
+    #[messages]
+    impl Probe {
+        #[message]
+        fn bump(&mut self) -> u64 {
+            self.n += 1;
+            self.n
+        }
+    }
+
+    fn image(id: ActorId, children: u64) -> ActorImage {
+        ActorImage {
+            id,
+            type_tag: 0,
+            started: true,
+            state: crate::Payload::default(),
+            mailbox: Vec::new(),
+            stamps: Vec::new(),
+            timers: Default::default(),
+            receive_only: None,
+            children,
+            core: 0,
+        }
+    }
+
+    #[test]
+    fn actors_that_had_exited_at_the_checkpoint_stay_exited_and_references_to_them_resolve() {
+        let node = crate::Node::builder().cores(1).pin(false).build().unwrap();
+        let h = node.handle().clone();
+        // What a restarted `main` spawned again before its restore point: one actor that
+        // had exited before the checkpoint, one that was alive in it.
+        let (gone, alive) = (ActorId::new(0, 0).unwrap(), ActorId::new(0, 1).unwrap());
+        let mut deferred: Vec<Arc<dyn Control>> = vec![
+            h.spawn_cell(CoreId(0), gone, None::<Probe>).unwrap(),
+            h.spawn_cell(CoreId(0), alive, None::<Probe>).unwrap(),
+        ];
+        // `alive` had spawned two children; the first had exited, the second is imaged.
+        let (exited_child, kept_child) = (ActorId::child(alive, 0), ActorId::child(alive, 1));
+        let images = HashMap::from([(alive, image(alive, 2)), (kept_child, image(kept_child, 0))]);
+
+        RecoveryLayer::retire_exited(&h, &mut deferred, &images, &[gone]);
+
+        let left: Vec<ActorId> = deferred.iter().map(|c| c.id()).collect();
+        assert_eq!(
+            left,
+            [alive],
+            "only the actor of the checkpoint is restored and run"
+        );
+        assert!(
+            h.lookup::<Probe>(gone).is_none(),
+            "the exited one is not live"
+        );
+        assert!(h.has_exited(gone) && h.has_exited(exited_child));
+        assert!(!h.has_exited(alive) && !h.has_exited(kept_child));
+        // A state or message naming it decodes to a stopped actor, as before the failure.
+        let stopped = h.actor_ref::<Probe>(gone).unwrap();
+        assert!(matches!(
+            stopped.tell(Bump),
+            Err(SendError::ActorStopped { .. })
+        ));
+        assert!(h.actor_ref::<Probe>(exited_child).is_ok());
+        assert!(
+            h.actor_ref::<Probe>(ActorId::child(alive, 2)).is_err(),
+            "a child not spawned yet is not taken for an exited one"
+        );
+        node.shutdown();
     }
 }

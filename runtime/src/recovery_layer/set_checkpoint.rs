@@ -20,8 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Version of the layout of a node's checkpoint image (`SetImage`). 6: actor images
-/// record their core and their count of children.
-pub const SET_IMAGE_FORMAT: u16 = 6;
+/// record their core and their count of children. 7: the actors `main` spawned that
+/// have exited.
+pub const SET_IMAGE_FORMAT: u16 = 7;
 
 /// Everything a node's checkpoint holds.
 #[derive(Debug, Serialize, Deserialize)]
@@ -36,6 +37,10 @@ pub(crate) struct SetImage {
     pub(crate) driver: super::driver::DriverImage,
     /// Determinant state: event clocks, channel stamps, the event-logging watermark.
     pub(crate) events: super::events::EventImage,
+    /// The actors `main` spawned that had exited: a restarted `main` spawns them again,
+    /// and the restore ends them before they run. (Exited actors spawned by actors are
+    /// known from their parents' counts of children.)
+    pub(crate) exited: Vec<crate::ActorId>,
 }
 
 /// What a checkpoint read in its paused instant, and how long the cores were paused.
@@ -46,6 +51,7 @@ struct Captured {
     /// Replies to `main` kept since the last append to the reply journal.
     unjournaled: Vec<(u64, bytes::Bytes)>,
     events: EventImage,
+    exited: Vec<crate::ActorId>,
     pause: Duration,
 }
 
@@ -128,6 +134,9 @@ impl RecoveryLayer {
             if waiting > 0 {
                 return Err(CheckpointFailure::AwaitingSpawn(waiting));
             }
+            // No handler runs while the cores are paused, so no actor is exiting: every
+            // actor is either in `controls` or in `exited`.
+            let exited = node.exited_main_spawned();
             let mut actors = Vec::new();
             for control in node.controls() {
                 if let Some(image) = control
@@ -149,6 +158,7 @@ impl RecoveryLayer {
                 driver,
                 unjournaled,
                 events,
+                exited,
                 pause: Duration::ZERO,
             })
         })();
@@ -167,6 +177,7 @@ impl RecoveryLayer {
             mut driver,
             unjournaled,
             events,
+            exited,
             pause,
         } = self.capture(node).inspect_err(|e| match e {
             CheckpointFailure::AwaitingSpawn(_) => {
@@ -198,6 +209,7 @@ impl RecoveryLayer {
             actors,
             driver,
             events,
+            exited,
         };
         let replicated = self.config.buddy && self.size > 1;
         let stored = if replicated {
