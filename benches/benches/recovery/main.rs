@@ -45,8 +45,31 @@ const ALL_MODES: [Mode; 5] = [
     Mode::LogEverything,
 ];
 
-/// Recovery on against off on jacobi2d n=1024 on `nodes` nodes for `iters` iterations,
-/// checkpoints every second, in `modes` (the first is the baseline, `Mode::Off`). Ratios
+/// The problem and checkpoint period of an overhead measurement.
+#[derive(Clone, Copy)]
+struct Grain {
+    /// Grid side.
+    n: u32,
+    /// Jacobi iterations.
+    iters: u32,
+    /// Checkpoint period.
+    every: Duration,
+}
+
+impl Grain {
+    /// n=1024 with 1 s checkpoints: the finest grain measured, about 9000 messages of
+    /// 2-4 KiB logged per node and second.
+    const fn fine(iters: u32) -> Grain {
+        Grain {
+            n: 1024,
+            iters,
+            every: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Recovery on against off on jacobi2d on `nodes` nodes at `grain`, in `modes` (the
+/// first is the baseline, `Mode::Off`). Ratios
 /// are medians of per-repetition ratios (each repetition runs every mode back to back),
 /// because this VM's speed drifts between repetitions by more than the overhead
 /// measured; wall time and the CPU time of all processes are both reported, as 4 nodes
@@ -54,14 +77,13 @@ const ALL_MODES: [Mode; 5] = [
 fn overhead(
     bins: &Bins,
     nodes: u16,
-    iters: u32,
+    grain: Grain,
     modes: &[Mode],
     reps: usize,
     md: &mut String,
 ) -> Result<()> {
-    let iters = iters.to_string();
-    let app_args = ["--n", "1024", "--iters", &iters, "--check", "bounds"];
-    let every = Duration::from_secs(1);
+    let (n, iters, every) = (grain.n.to_string(), grain.iters.to_string(), grain.every);
+    let app_args = ["--n", &n, "--iters", &iters, "--check", "bounds"];
     let mut elapsed: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut last: Vec<Option<Run>> = vec![None; modes.len()];
@@ -75,7 +97,7 @@ fn overhead(
             let e = res.number("elapsed_s")?;
             let c = r.cpu.as_secs_f64();
             eprintln!(
-                "iters {iters} rep {rep} {}: {e:.3} s, cpu {c:.3} s",
+                "n {n} iters {iters} rep {rep} {}: {e:.3} s, cpu {c:.3} s",
                 mode.label()
             );
             elapsed[i].push(e);
@@ -96,7 +118,8 @@ fn overhead(
         median(&ratios).unwrap_or(f64::NAN)
     };
     md.push_str(&format!(
-        "### Failure-free overhead: jacobi2d n=1024, {iters} iterations, {nodes} nodes, checkpoints every 1 s (median of {reps})\n\n| mode | time (s) | vs off | CPU s (all processes) | CPU vs off | log peak (MB, all nodes) | messages logged | piggyback (B/msg) | target |\n|---|---|---|---|---|---|---|---|---|\n"
+        "### Failure-free overhead: jacobi2d n={n}, {iters} iterations, {nodes} nodes, checkpoints every {:?} (median of {reps})\n\n| mode | time (s) | vs off | CPU s (all processes) | CPU vs off | log peak (MB, all nodes) | messages logged | piggyback (B/msg) | target |\n|---|---|---|---|---|---|---|---|---|\n",
+        every
     ));
     for (i, mode) in modes.iter().enumerate() {
         let t = median(&elapsed[i]).unwrap_or(f64::NAN);
@@ -205,15 +228,47 @@ fn measure() -> Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
     let mut md = format!("## Rollback recovery ({})\n\n", Machine::this().describe());
-    // A short run (mostly logging: few checkpoints fall inside it) and a steady one.
-    overhead(&bins, 4, 1500, &ALL_MODES, reps, &mut md)?;
-    overhead(&bins, 4, 6000, &ALL_MODES, reps, &mut md)?;
-    // A long run: about 10 checkpoints per node. And the same on 2 nodes, one per core
-    // of this 2-core host: the 4-node runs oversubscribe it (8+ busy threads on 2 cores),
-    // which amplifies whatever the checkpoints and the log cost.
-    overhead(&bins, 4, 24000, &[Mode::Off, Mode::On], reps, &mut md)?;
-    overhead(&bins, 2, 12000, &[Mode::Off, Mode::On], reps, &mut md)?;
-    restore_time(&bins, reps.min(3), &mut md)?;
+    // `LAZARUS_BENCH_ONLY=fine|coarse|restore` runs one part.
+    let only = std::env::var("LAZARUS_BENCH_ONLY").ok();
+    let part = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    if part("fine") {
+        // A short run (mostly logging: few checkpoints fall inside it) and a steady one.
+        overhead(&bins, 4, Grain::fine(1500), &ALL_MODES, reps, &mut md)?;
+        overhead(&bins, 4, Grain::fine(6000), &ALL_MODES, reps, &mut md)?;
+        // A long run: about 10 checkpoints per node. And the same on 2 nodes, one per
+        // core of this 2-core host: the 4-node runs oversubscribe it (8+ busy threads
+        // on 2 cores), which amplifies whatever the checkpoints and the log cost.
+        overhead(
+            &bins,
+            4,
+            Grain::fine(24000),
+            &[Mode::Off, Mode::On],
+            reps,
+            &mut md,
+        )?;
+        overhead(
+            &bins,
+            2,
+            Grain::fine(12000),
+            &[Mode::Off, Mode::On],
+            reps,
+            &mut md,
+        )?;
+    }
+    if part("coarse") {
+        // A coarser grain (16 times the points per tile, 4 times the halo bytes: a
+        // quarter of the bytes logged per unit of work) and a 5 s period (each node's
+        // 67 MB of grids goes into every checkpoint), about 15 s per run.
+        let coarse = Grain {
+            n: 4096,
+            iters: 2000,
+            every: Duration::from_secs(5),
+        };
+        overhead(&bins, 4, coarse, &[Mode::Off, Mode::On], reps, &mut md)?;
+    }
+    if part("restore") {
+        restore_time(&bins, reps.min(3), &mut md)?;
+    }
     println!("\n{md}");
     let out = criterion_dir().join("lazarus-recovery-summary.md");
     if let Err(e) = std::fs::write(&out, md) {
