@@ -21,7 +21,7 @@ use crate::topology::{self, HwCore};
 use crate::transport::frame::{Envelope, RemoteError};
 use crate::transport::Transport;
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -152,7 +152,7 @@ impl NodeBuilder {
             ask_timeout: self.ask_timeout,
             live: AtomicUsize::new(0),
             exited: tokio::sync::Notify::new(),
-            gone: Mutex::new(HashSet::new()),
+            gone: Mutex::new(BTreeSet::new()),
             transport: OnceLock::new(),
             recovery: OnceLock::new(),
             gate,
@@ -188,7 +188,7 @@ struct NodeInner {
     /// restarted node came back from): a reference to one resolves to a stopped actor,
     /// as the reference its holder kept did, instead of failing to decode. One id per
     /// exited actor.
-    gone: Mutex<HashSet<ActorId>>,
+    gone: Mutex<BTreeSet<ActorId>>,
     transport: OnceLock<Arc<Transport>>,
     recovery: OnceLock<Arc<RecoveryLayer>>,
     gate: Arc<PauseGate>,
@@ -329,7 +329,12 @@ impl NodeHandle {
             }
             None => false,
         };
-        if !deferred {
+        if !deferred && self.has_exited(id) {
+            // A restarted `main` spawning again an actor that had exited before the
+            // checkpoint: it stays exited, as it was in the run being recovered.
+            use crate::lifecycle::Control;
+            Arc::clone(&cell).retire();
+        } else if !deferred {
             // Run on_start now rather than at the first message.
             cell.notify();
         }
@@ -474,13 +479,12 @@ impl NodeHandle {
         ActorRef::from_cell(cell)
     }
 
-    /// The actors `main` spawned (not those spawned by actors) that have exited, in id
-    /// order.
-    pub(crate) fn exited_main_spawned(&self) -> Vec<ActorId> {
+    /// Every local actor known to have exited, in id order: those `main` spawned and
+    /// those spawned by actors, whose parents may have exited too, so their ids cannot
+    /// be derived from a checkpointed parent.
+    pub(crate) fn exited_ids(&self) -> Vec<ActorId> {
         let gone = self.inner.gone.lock().unwrap_or_else(|e| e.into_inner());
-        let mut ids: Vec<ActorId> = gone.iter().copied().filter(|id| !id.is_child()).collect();
-        ids.sort_unstable();
-        ids
+        gone.iter().copied().collect()
     }
 
     /// The control of live local actor `id`.

@@ -438,7 +438,7 @@ pub(crate) struct Core {
     pub(crate) deferred: Vec<Arc<dyn Control>>,
     /// Actor images of the checkpoint being restored, by actor.
     pub(crate) images: HashMap<ActorId, ActorImage>,
-    /// The actors `main` spawned that had exited at the checkpoint being restored.
+    /// Every actor that had exited at the checkpoint being restored.
     pub(crate) exited: Vec<ActorId>,
     /// When the rollback was sent (for the replay phase's duration).
     pub(crate) rollback_at: Option<Instant>,

@@ -277,31 +277,24 @@ impl RecoveryLayer {
 
     /// The actors that had exited before the checkpoint stay gone: those `main` spawned
     /// again are ended before they run (no `on_start`, as their first incarnation had
-    /// stopped), and they and the exited children of the checkpointed actors (numbers
-    /// below their parents' counts, without an image) are recorded as exited, so the
-    /// references to them in states and messages resolve to stopped actors, as they were
-    /// when the checkpoint was taken, and logged messages to them are not held for a
-    /// spawn that will not come.
+    /// stopped), and all of them are recorded as exited, so the references to them in
+    /// states and messages resolve to stopped actors, as they did when the checkpoint
+    /// was taken, and logged messages to them are not held for a spawn that will not
+    /// come.
     fn retire_exited(
         node: &NodeHandle,
         deferred: &mut Vec<Arc<dyn Control>>,
         images: &std::collections::HashMap<crate::ActorId, crate::lifecycle::ActorImage>,
         exited: &[crate::ActorId],
     ) {
-        let exited_set: std::collections::HashSet<_> = exited.iter().copied().collect();
+        node.mark_exited(exited.iter().copied());
         deferred.retain(|cell| {
-            let gone = exited_set.contains(&cell.id()) && !images.contains_key(&cell.id());
+            let gone = node.has_exited(cell.id()) && !images.contains_key(&cell.id());
             if gone {
                 Arc::clone(cell).retire();
             }
             !gone
         });
-        let children = images.values().flat_map(|parent| {
-            (0..parent.children)
-                .map(|n| crate::ActorId::child(parent.id, n))
-                .filter(|child| !images.contains_key(child))
-        });
-        node.mark_exited(exited.iter().copied().chain(children));
     }
 
     /// Builds a vacant cell for each image of a child actor (spawned from a handler,
@@ -340,7 +333,7 @@ mod tests {
     use super::*;
     use crate::lifecycle::ActorImage;
     use crate::node::CoreId;
-    use crate::{messages, Actor, ActorId, SendError};
+    use crate::{messages, Actor, ActorId, ActorRef, SendError};
     use serde::{Deserialize, Serialize};
     use std::collections::HashMap;
 
@@ -384,11 +377,18 @@ mod tests {
             h.spawn_cell(CoreId(0), gone, None::<Probe>).unwrap(),
             h.spawn_cell(CoreId(0), alive, None::<Probe>).unwrap(),
         ];
-        // `alive` had spawned two children; the first had exited, the second is imaged.
+        // `alive` had spawned two children; the first had exited after spawning a child
+        // of its own, which exited too; the second child is imaged.
         let (exited_child, kept_child) = (ActorId::child(alive, 0), ActorId::child(alive, 1));
+        let grandchild = ActorId::child(exited_child, 0);
         let images = HashMap::from([(alive, image(alive, 2)), (kept_child, image(kept_child, 0))]);
 
-        RecoveryLayer::retire_exited(&h, &mut deferred, &images, &[gone]);
+        RecoveryLayer::retire_exited(
+            &h,
+            &mut deferred,
+            &images,
+            &[gone, exited_child, grandchild],
+        );
 
         let left: Vec<ActorId> = deferred.iter().map(|c| c.id()).collect();
         assert_eq!(
@@ -400,19 +400,29 @@ mod tests {
             h.lookup::<Probe>(gone).is_none(),
             "the exited one is not live"
         );
-        assert!(h.has_exited(gone) && h.has_exited(exited_child));
         assert!(!h.has_exited(alive) && !h.has_exited(kept_child));
-        // A state or message naming it decodes to a stopped actor, as before the failure.
-        let stopped = h.actor_ref::<Probe>(gone).unwrap();
-        assert!(matches!(
-            stopped.tell(Bump),
-            Err(SendError::ActorStopped { .. })
-        ));
-        assert!(h.actor_ref::<Probe>(exited_child).is_ok());
+        // A state or message naming any of them decodes to a stopped actor, as before
+        // the failure.
+        for id in [gone, exited_child, grandchild] {
+            let stopped = h.actor_ref::<Probe>(id).unwrap();
+            assert!(
+                matches!(stopped.tell(Bump), Err(SendError::ActorStopped { .. })),
+                "{id} refuses messages as stopped"
+            );
+        }
         assert!(
             h.actor_ref::<Probe>(ActorId::child(alive, 2)).is_err(),
             "a child not spawned yet is not taken for an exited one"
         );
+        // Spawned again later (after the restore point), it still does not run.
+        let again = h
+            .spawn_cell(CoreId(0), gone, Some(Probe::default()))
+            .unwrap();
+        assert!(h.lookup::<Probe>(gone).is_none());
+        assert!(matches!(
+            ActorRef::from_cell(again).tell(Bump),
+            Err(SendError::ActorStopped { .. })
+        ));
         node.shutdown();
     }
 }

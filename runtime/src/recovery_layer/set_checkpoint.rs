@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 /// Version of the layout of a node's checkpoint image (`SetImage`). 6: actor images
 /// record their core and their count of children. 7: the actors `main` spawned that
-/// have exited.
-pub const SET_IMAGE_FORMAT: u16 = 7;
+/// have exited. 8: every actor that has exited.
+pub const SET_IMAGE_FORMAT: u16 = 8;
 
 /// Everything a node's checkpoint holds.
 #[derive(Debug, Serialize, Deserialize)]
@@ -37,9 +37,10 @@ pub(crate) struct SetImage {
     pub(crate) driver: super::driver::DriverImage,
     /// Determinant state: event clocks, channel stamps, the event-logging watermark.
     pub(crate) events: super::events::EventImage,
-    /// The actors `main` spawned that had exited: a restarted `main` spawns them again,
-    /// and the restore ends them before they run. (Exited actors spawned by actors are
-    /// known from their parents' counts of children.)
+    /// Every actor of the node that had exited. A restarted `main` spawns again those
+    /// it had spawned, and the restore ends them before they run; references to any of
+    /// them (an exited worker's exited child too, which no checkpointed parent's count
+    /// of children names) resolve to stopped actors.
     pub(crate) exited: Vec<crate::ActorId>,
 }
 
@@ -136,7 +137,7 @@ impl RecoveryLayer {
             }
             // No handler runs while the cores are paused, so no actor is exiting: every
             // actor is either in `controls` or in `exited`.
-            let exited = node.exited_main_spawned();
+            let exited = node.exited_ids();
             let mut actors = Vec::new();
             for control in node.controls() {
                 if let Some(image) = control
