@@ -70,9 +70,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             #stop
         }
         // So a restarted node can rebuild instances spawned from handlers.
-        ::lazarus::__private::inventory::submit! {
-            ::lazarus::__private::ActorKind::of::<#ident>()
-        }
+        ::lazarus::register_actor!(#ident);
     })
 }
 

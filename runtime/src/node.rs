@@ -322,6 +322,7 @@ impl NodeHandle {
         let deferred = match self.recovery_layer() {
             Some(layer) => {
                 if id.is_child() {
+                    crate::actor_kind::check_registered::<A>();
                     // Logged messages may have waited for it (a replaying handler).
                     layer.child_spawned(self, id);
                 }

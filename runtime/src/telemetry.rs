@@ -28,6 +28,9 @@ pub const SEND_ERRORS: &str = "lazarus_send_errors_total";
 pub const ASK_TIMEOUTS: &str = "lazarus_ask_timeouts_total";
 /// Spawn requests refused (label `reason`).
 pub const SPAWN_ERRORS: &str = "lazarus_spawn_errors_total";
+/// Actors spawned by actors, with recovery on, whose type is not registered for
+/// a restart to rebuild (label `actor`; see [`crate::register_actor`]).
+pub const SPAWN_UNREGISTERED: &str = "lazarus_spawn_unregistered_total";
 
 /// One handler in this many is timed.
 pub const HANDLER_TIME_SAMPLE_EVERY: u64 = 64;
@@ -67,6 +70,11 @@ pub fn describe() {
     );
     describe_counter!(ASK_TIMEOUTS, Unit::Count, "asks that timed out");
     describe_counter!(SPAWN_ERRORS, Unit::Count, "spawn requests refused");
+    describe_counter!(
+        SPAWN_UNREGISTERED,
+        Unit::Count,
+        "actors spawned by actors whose type a restart could not rebuild"
+    );
 }
 
 pub(crate) fn send_error(actor_type: &'static str) {
