@@ -42,6 +42,7 @@ pub mod actor_ref;
 pub mod checkpoint;
 pub mod cluster;
 pub mod context;
+pub mod dense;
 pub mod error;
 mod executor;
 pub mod failpoint;

@@ -280,7 +280,9 @@ struct Tile {
     iters: u64,
     /// Updates done so far: `u` holds the grid after `level` updates.
     level: u64,
-    /// Current values with ghost ring, `(rows + 2) x (cols + 2)`.
+    /// Current values with ghost ring, `(rows + 2) x (cols + 2)`. Encoded as one block
+    /// (it is encoded while the node's cores are paused for a checkpoint).
+    #[serde(with = "lazarus::dense")]
     u: Vec<f64>,
     /// Scratch for the next level; after a step it holds the previous level. Not
     /// checkpointed (half of the state, and rebuilt from `u` before the first step after
