@@ -133,6 +133,12 @@ fn a_restarted_node_that_sends_other_halos_than_before_its_failure_is_reported()
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut run = launch_app(true, ITERS, &[], &[], &["--break-contract"]);
     wait_for_second_checkpoint(&mut run, 2);
+    // Only halos its neighbours received before the failure can be compared: let them
+    // get some from after the checkpoint (node 3 checkpoints a quarter period later; a
+    // kill right at the commit, on a loaded machine, left nothing to compare).
+    run.wait_for("a checkpoint of node 3 after that", |l| {
+        l.contains("node 3: checkpoint committed")
+    });
     run.kill(2);
     let f = run.finish();
     assert!(f.success, "the run goes on: {}", f.lines.join("\n"));
