@@ -1,8 +1,10 @@
 //! Shared pieces of the Lazarus miniapps: the machine-readable `RESULT` line every app
-//! prints last, and the checksum mixer the apps use to fingerprint their answers.
+//! prints last, how a run ends on every node ([`ending`]), and the checksum mixer the apps
+//! use to fingerprint their answers.
 
 use std::fmt::Display;
 
+pub mod ending;
 pub mod npb;
 
 /// Builds the `RESULT app=<name> <key>=<value> ... verified=<bool>` line that every miniapp
@@ -27,6 +29,16 @@ impl ResultLine {
     pub fn field(mut self, key: &str, value: impl Display) -> Self {
         self.fields.push((key.to_string(), value.to_string()));
         self
+    }
+
+    /// Appends `key=0x<16 hex digits>`: how the apps write checksums and digests.
+    pub fn hex(self, key: &str, value: u64) -> Self {
+        self.field(key, format!("{value:#018x}"))
+    }
+
+    /// Appends `elapsed_s=<seconds>`, to the microsecond: how long the timed part took.
+    pub fn elapsed(self, seconds: f64) -> Self {
+        self.field("elapsed_s", format!("{seconds:.6}"))
     }
 
     /// The finished line, ending with `verified=<verified>`.
@@ -109,8 +121,14 @@ mod tests {
         let line = ResultLine::new("ring")
             .field("hops", 10)
             .field("checksum", "0xabc")
+            .hex("digest", 0xabc)
+            .elapsed(1.5)
             .finish(true);
-        assert_eq!(line, "RESULT app=ring hops=10 checksum=0xabc verified=true");
+        assert_eq!(
+            line,
+            "RESULT app=ring hops=10 checksum=0xabc digest=0x0000000000000abc \
+             elapsed_s=1.500000 verified=true"
+        );
         let parsed = parse_result_line(&line).unwrap();
         assert_eq!(parsed[0], ("app".into(), "ring".into()));
         assert_eq!(parsed.last().unwrap(), &("verified".into(), "true".into()));

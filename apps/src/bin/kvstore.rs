@@ -26,6 +26,7 @@
 
 use clap::Parser;
 use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Context, Node, ReplyTo};
+use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -612,44 +613,40 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // For observers (the kill tests): from here on, this node's clients are at work.
     eprintln!("kvstore: node {rank}: clients started");
     if rank != 0 {
-        cluster.barrier()?;
-        cluster.shutdown();
-        return Ok(());
+        return ending::leave_after_rank0(cluster);
     }
     let outcome = cluster.block_on(coordinator.ask(Wait {}).no_timeout())?;
     let elapsed = started.elapsed().as_secs_f64();
-    cluster.barrier()?;
     let requests = args.ops * cpn * size;
     let verified = outcome.consistent
         && outcome.history
         && outcome.answered == requests
         && outcome.served == requests
         && outcome.stray == 0;
-    let mut line = ResultLine::new("kvstore")
-        .field("nodes", size)
-        .field("shards", spn * size)
-        .field("clients", cpn * size)
-        .field("ops", args.ops)
-        .field("keys", args.keys)
-        .field("answered", outcome.answered)
-        .field("puts", outcome.puts)
-        .field("replies", format!("{:#018x}", outcome.replies))
-        .field("store", format!("{:#018x}", outcome.store))
-        .field("consistent", outcome.consistent)
-        .field("history", outcome.history);
-    if args.measure {
-        line = line
-            .field("elapsed_s", format!("{elapsed:.6}"))
-            .field("ops_per_s", format!("{:.0}", requests as f64 / elapsed));
-    }
-    println!("{}", line.finish(verified));
-    // The RESULT is out before the node may leave: a node killed while it waits to leave
-    // is not restarted.
-    cluster.shutdown();
-    if !verified {
-        return Err("kvstore result not verified".into());
-    }
-    Ok(())
+    ending::report_and_leave(cluster, || {
+        let mut result = ResultLine::new("kvstore")
+            .field("nodes", size)
+            .field("shards", spn * size)
+            .field("clients", cpn * size)
+            .field("ops", args.ops)
+            .field("keys", args.keys)
+            .field("answered", outcome.answered)
+            .field("puts", outcome.puts)
+            .hex("replies", outcome.replies)
+            .hex("store", outcome.store)
+            .field("consistent", outcome.consistent)
+            .field("history", outcome.history);
+        if args.measure {
+            result = result
+                .elapsed(elapsed)
+                .field("ops_per_s", format!("{:.0}", requests as f64 / elapsed));
+        }
+        Verdict {
+            result,
+            verified,
+            failure: "kvstore result not verified".into(),
+        }
+    })
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@
 use clap::Parser;
 use lazarus::timer::TimerId;
 use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Context, Node, ReplyTo};
+use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -354,40 +355,30 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         })
         .map_err(|e| e.to_string())?;
     }
-    if rank == 0 {
-        let outcome = cluster.block_on(master.ask(Wait {}).no_timeout())?;
-        let elapsed = started.elapsed().as_secs_f64();
-        let expected = (0..args.tasks).fold(0u64, |s, t| s.wrapping_add(compute(t, args.work)));
-        let verified =
-            outcome.consistent && outcome.answer == expected && outcome.handed_out == args.tasks;
-        cluster.barrier()?;
-        println!(
-            "{}",
-            ResultLine::new("master-worker")
-                .field("nodes", size)
-                .field("workers", per * worker_nodes)
-                .field("tasks", args.tasks)
-                .field("answer", format!("{:#018x}", outcome.answer))
-                .field("ledger", format!("{:#018x}", outcome.ledger))
-                .field("consistent", outcome.consistent)
-                .field(
-                    "tasks_per_worker",
-                    format!("{}..{}", outcome.spread.0, outcome.spread.1)
-                )
-                .field("epochs", outcome.epochs)
-                .field("elapsed_s", format!("{elapsed:.6}"))
-                .field("tasks_per_s", format!("{:.0}", args.tasks as f64 / elapsed))
-                .finish(verified)
-        );
-        // The RESULT is out before the node may leave: a node killed while it waits to leave
-        // is not restarted.
-        cluster.shutdown();
-        if !verified {
-            return Err("master-worker result not verified".into());
-        }
-    } else {
-        cluster.barrier()?;
-        cluster.shutdown();
+    if rank != 0 {
+        return ending::leave_after_rank0(cluster);
     }
-    Ok(())
+    let outcome = cluster.block_on(master.ask(Wait {}).no_timeout())?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let expected = (0..args.tasks).fold(0u64, |s, t| s.wrapping_add(compute(t, args.work)));
+    let verified =
+        outcome.consistent && outcome.answer == expected && outcome.handed_out == args.tasks;
+    ending::report_and_leave(cluster, || Verdict {
+        result: ResultLine::new("master-worker")
+            .field("nodes", size)
+            .field("workers", per * worker_nodes)
+            .field("tasks", args.tasks)
+            .hex("answer", outcome.answer)
+            .hex("ledger", outcome.ledger)
+            .field("consistent", outcome.consistent)
+            .field(
+                "tasks_per_worker",
+                format!("{}..{}", outcome.spread.0, outcome.spread.1),
+            )
+            .field("epochs", outcome.epochs)
+            .elapsed(elapsed)
+            .field("tasks_per_s", format!("{:.0}", args.tasks as f64 / elapsed)),
+        verified,
+        failure: "master-worker result not verified".into(),
+    })
 }

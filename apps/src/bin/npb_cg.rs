@@ -26,8 +26,9 @@
 
 use clap::Parser;
 use lazarus::{messages, Actor, ActorRef, Context, ReplyTo};
+use lazarus_apps::ending::Verdict;
 use lazarus_apps::npb::cg::{self, Matrix, CGITMAX};
-use lazarus_apps::npb::driver::{self, Kernel};
+use lazarus_apps::npb::driver::{self, Done, Kernel};
 use lazarus_apps::npb::exchange::Exchanges;
 use lazarus_apps::npb::{exact, split, Class, Placement};
 use lazarus_apps::{init_logging, ResultLine};
@@ -491,9 +492,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let class = args.class;
     let params = cg::params(class);
-    if args.workers == Some(0) || args.workers.is_some_and(|w| w > BLOCKS) {
-        return Err(format!("--workers must be between 1 and {BLOCKS}").into());
-    }
+    driver::check_count("--workers", args.workers, BLOCKS)?;
     let kernel = Cg {
         params,
         workers: args.workers,
@@ -501,40 +500,38 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     // Rank 0 reports before the cluster shuts down: the RESULT is out before any node may leave.
     driver::run(kernel, args.cores, |done| {
-        let (table, elapsed, size, workers) =
-            (done.outcome, done.elapsed, done.nodes, done.workers);
-
+        let Done {
+            outcome: table,
+            elapsed,
+            nodes,
+            workers,
+        } = done;
         let (rnorm, zeta) = *table.last().expect("at least one iteration");
         let (err, verified) = cg::verify(&params, zeta);
         println!(
-            "NPB CG class {class}: na={} nonzer={} over {workers} workers on {size} nodes",
+            "NPB CG class {class}: na={} nonzer={} over {workers} workers on {nodes} nodes",
             params.na, params.nonzer
         );
         println!("   iteration           ||r||                 zeta");
         for (it, (rnorm, zeta)) in table.iter().enumerate() {
             println!("    {:5}       {rnorm:20.14e}{zeta:20.13}", it + 1);
         }
-        println!(
-            "{}",
-            ResultLine::new("npb-cg")
+        Verdict {
+            result: ResultLine::new("npb-cg")
                 .field("class", class)
-                .field("nodes", size)
+                .field("nodes", nodes)
                 .field("workers", workers)
                 .field("na", params.na)
                 .field("zeta", exact(zeta))
                 .field("zeta_err", format!("{err:.3e}"))
                 .field("rnorm", exact(rnorm))
-                .field("elapsed_s", format!("{elapsed:.6}"))
-                .field("mops", format!("{:.2}", cg::mops(&params, elapsed)))
-                .finish(verified)
-        );
-        if !verified {
-            return Err(format!(
+                .elapsed(elapsed)
+                .field("mops", format!("{:.2}", cg::mops(&params, elapsed))),
+            verified,
+            failure: format!(
                 "verification failed: zeta {zeta} is off by {err:e} (tolerance {:e})",
                 cg::EPSILON
-            )
-            .into());
+            ),
         }
-        Ok(())
     })
 }

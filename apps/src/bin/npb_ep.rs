@@ -14,7 +14,8 @@
 
 use clap::Parser;
 use lazarus::{messages, Actor, ActorRef, Context, ReplyTo};
-use lazarus_apps::npb::driver::{self, Kernel};
+use lazarus_apps::ending::Verdict;
+use lazarus_apps::npb::driver::{self, Done, Kernel};
 use lazarus_apps::npb::ep::{self, Tally};
 use lazarus_apps::npb::{exact, Class, Placement};
 use lazarus_apps::{init_logging, ResultLine};
@@ -169,9 +170,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let class = args.class;
     let total = ep::batches(class) as usize;
-    if args.batches_per_actor.is_some_and(|b| b == 0 || b > total) {
-        return Err(format!("--batches-per-actor must be between 1 and {total}").into());
-    }
+    driver::check_count("--batches-per-actor", args.batches_per_actor, total)?;
     let per_actor = args.batches_per_actor.unwrap_or(BATCHES_PER_ACTOR);
     let kernel = Ep {
         total,
@@ -180,22 +179,25 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     // Rank 0 reports before the cluster shuts down: the RESULT is out before any node may leave.
     driver::run(kernel, args.cores, |done| {
-        let (tally, elapsed, size, chunks) = (done.outcome, done.elapsed, done.nodes, done.workers);
-
+        let Done {
+            outcome: tally,
+            elapsed,
+            nodes,
+            workers: chunks,
+        } = done;
         let (sx_err, sy_err, verified) = ep::verify(class, tally.sx, tally.sy);
         println!(
-            "NPB EP class {class}: 2^{} pairs in {total} batches, {per_actor} per actor, on {size} nodes",
+            "NPB EP class {class}: 2^{} pairs in {total} batches, {per_actor} per actor, on {nodes} nodes",
             ep::m(class)
         );
         for (l, count) in tally.q.iter().enumerate() {
             println!("  annulus {l}: {count}");
         }
         let counts: Vec<String> = tally.q.iter().map(u64::to_string).collect();
-        println!(
-            "{}",
-            ResultLine::new("npb-ep")
+        Verdict {
+            result: ResultLine::new("npb-ep")
                 .field("class", class)
-                .field("nodes", size)
+                .field("nodes", nodes)
                 .field("actors", chunks)
                 .field("batches_per_actor", per_actor)
                 .field("m", ep::m(class))
@@ -205,18 +207,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 .field("sy_err", format!("{sy_err:.3e}"))
                 .field("gaussian_pairs", tally.pairs())
                 .field("counts", counts.join(","))
-                .field("elapsed_s", format!("{elapsed:.6}"))
-                .field("mops", format!("{:.2}", ep::mops(class, elapsed)))
-                .finish(verified)
-        );
-        if !verified {
-            return Err(format!(
+                .elapsed(elapsed)
+                .field("mops", format!("{:.2}", ep::mops(class, elapsed))),
+            verified,
+            failure: format!(
                 "verification failed: sx relative error {sx_err:e}, sy relative error {sy_err:e} \
                  (tolerance {:e})",
                 ep::EPSILON
-            )
-            .into());
+            ),
         }
-        Ok(())
     })
 }

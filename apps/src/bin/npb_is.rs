@@ -26,7 +26,8 @@
 
 use clap::Parser;
 use lazarus::{messages, Actor, ActorRef, Context, ReplyTo};
-use lazarus_apps::npb::driver::{self, Kernel};
+use lazarus_apps::ending::Verdict;
+use lazarus_apps::npb::driver::{self, Done, Kernel};
 use lazarus_apps::npb::exchange::Exchanges;
 use lazarus_apps::npb::is::{self, MAX_ITERATIONS, TEST_ARRAY_SIZE};
 use lazarus_apps::npb::{split, Class, Placement};
@@ -551,9 +552,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let class = args.class;
     let params = is::params(class);
-    if args.workers == Some(0) || args.workers.is_some_and(|w| w > params.buckets()) {
-        return Err(format!("--workers must be between 1 and {}", params.buckets()).into());
-    }
+    driver::check_count("--workers", args.workers, params.buckets())?;
     let kernel = Is {
         class,
         params,
@@ -563,22 +562,24 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // iteration 1 rewrites again identically, so it is left out.
     // Rank 0 reports before the cluster shuts down: the RESULT is out before any node may leave.
     driver::run(kernel, args.cores, |done| {
-        let (outcome, elapsed, size, workers) =
-            (done.outcome, done.elapsed, done.nodes, done.workers);
-
+        let Done {
+            outcome,
+            elapsed,
+            nodes,
+            workers,
+        } = done;
         let verified = outcome.passed == is::PASSES && outcome.failures.is_empty();
         println!(
-            "NPB IS class {class}: 2^{} keys below 2^{} over {workers} workers on {size} nodes",
+            "NPB IS class {class}: 2^{} keys below 2^{} over {workers} workers on {nodes} nodes",
             params.total_keys_log2, params.max_key_log2
         );
         for f in &outcome.failures {
             println!("  failed: {f}");
         }
-        println!(
-            "{}",
-            ResultLine::new("npb-is")
+        Verdict {
+            result: ResultLine::new("npb-is")
                 .field("class", class)
-                .field("nodes", size)
+                .field("nodes", nodes)
                 .field("workers", workers)
                 .field("keys", params.total_keys())
                 .field("iterations", MAX_ITERATIONS)
@@ -586,19 +587,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 .field("partial_checks", TEST_ARRAY_SIZE * MAX_ITERATIONS)
                 .field("full_verify", outcome.full)
                 .field("passed", format!("{}/{}", outcome.passed, is::PASSES))
-                .field("ranks", format!("{:#018x}", outcome.ranks))
-                .field("elapsed_s", format!("{elapsed:.6}"))
-                .field("mops", format!("{:.2}", is::mops(&params, elapsed)))
-                .finish(verified)
-        );
-        if !verified {
-            return Err(format!(
+                .hex("ranks", outcome.ranks)
+                .elapsed(elapsed)
+                .field("mops", format!("{:.2}", is::mops(&params, elapsed))),
+            verified,
+            failure: format!(
                 "verification failed: {} of {} checks passed",
                 outcome.passed,
                 is::PASSES
-            )
-            .into());
+            ),
         }
-        Ok(())
     })
 }

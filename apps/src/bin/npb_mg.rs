@@ -20,7 +20,8 @@
 
 use clap::Parser;
 use lazarus::{messages, Actor, ActorRef, Context, ReplyTo};
-use lazarus_apps::npb::driver::{self, Kernel};
+use lazarus_apps::ending::Verdict;
+use lazarus_apps::npb::driver::{self, Done, Kernel};
 use lazarus_apps::npb::mg::{self, size};
 use lazarus_apps::npb::{exact, part_of, split, Class, Placement};
 use lazarus_apps::{init_logging, ResultLine};
@@ -571,9 +572,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let class = args.class;
     let params = mg::params(class);
-    if args.workers == Some(0) || args.workers.is_some_and(|w| w > params.n) {
-        return Err(format!("--workers must be between 1 and {}", params.n).into());
-    }
+    driver::check_count("--workers", args.workers, params.n)?;
     let kernel = Mg {
         params,
         workers: args.workers,
@@ -582,12 +581,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // the result, so it is left out.
     // Rank 0 reports before the cluster shuts down: the RESULT is out before any node may leave.
     driver::run(kernel, args.cores, |done| {
-        let ((rnm2, rnmu), elapsed, size, workers) =
-            (done.outcome, done.elapsed, done.nodes, done.workers);
-
+        let Done {
+            outcome: (rnm2, rnmu),
+            elapsed,
+            nodes,
+            workers,
+        } = done;
         let (err, verified) = mg::verify(&params, rnm2);
         println!(
-            "NPB MG class {class}: {n}x{n}x{n}, {} iterations over {workers} workers on {size} nodes",
+            "NPB MG class {class}: {n}x{n}x{n}, {} iterations over {workers} workers on {nodes} nodes",
             params.nit,
             n = params.n
         );
@@ -595,29 +597,24 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             " L2 norm of the residual: {rnm2:20.13e} (reference {:20.13e})",
             params.rnm2
         );
-        println!(
-            "{}",
-            ResultLine::new("npb-mg")
+        Verdict {
+            result: ResultLine::new("npb-mg")
                 .field("class", class)
-                .field("nodes", size)
+                .field("nodes", nodes)
                 .field("workers", workers)
                 .field("n", params.n)
                 .field("iterations", params.nit)
                 .field("rnm2", exact(rnm2))
                 .field("rnmu", exact(rnmu))
                 .field("rnm2_err", format!("{err:.3e}"))
-                .field("elapsed_s", format!("{elapsed:.6}"))
-                .field("mops", format!("{:.2}", mg::mops(&params, elapsed)))
-                .finish(verified)
-        );
-        if !verified {
-            return Err(format!(
+                .elapsed(elapsed)
+                .field("mops", format!("{:.2}", mg::mops(&params, elapsed))),
+            verified,
+            failure: format!(
                 "verification failed: rnm2 {rnm2:e} is off by {err:e} (tolerance {:e})",
                 mg::EPSILON
-            )
-            .into());
+            ),
         }
-        Ok(())
     })
 }
 

@@ -12,6 +12,7 @@
 
 use clap::Parser;
 use lazarus::{messages, Actor, ActorId, Cluster, ClusterSpec, Node};
+use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -146,9 +147,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // Nobody asks a block that does not exist yet.
     cluster.barrier()?;
     if rank != 0 {
-        cluster.barrier()?;
-        cluster.shutdown();
-        return Ok(());
+        return ending::leave_after_rank0(cluster);
     }
     let refs = (0..blocks)
         .map(|b| Ok(cluster.handle().actor_ref::<Block>(id_of(b)?)?))
@@ -187,28 +186,20 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             let (x_seq, lambda_seq) = sequential(n, args.steps);
             x_seq == x && lambda_seq.to_bits() == lambda.to_bits()
         });
-    cluster.barrier()?;
-    println!(
-        "{}",
-        ResultLine::new("power")
+    ending::report_and_leave(cluster, || Verdict {
+        result: ResultLine::new("power")
             .field("nodes", size)
             .field("blocks", blocks)
             .field("n", n)
             .field("steps", args.steps)
             .field("lambda", format!("{lambda:.15e}"))
-            .field("checksum", format!("{checksum:#018x}"))
-            .field("elapsed_s", format!("{elapsed:.6}"))
+            .hex("checksum", checksum)
+            .elapsed(elapsed)
             .field("check", if args.check { "sequential" } else { "none" })
-            .field("asks_handled_once", handled_once)
-            .finish(verified)
-    );
-    // The RESULT is out before the node may leave: a node killed while it waits to leave
-    // is not restarted.
-    cluster.shutdown();
-    if !verified {
-        return Err("the answer differs from the sequential iteration's".into());
-    }
-    Ok(())
+            .field("asks_handled_once", handled_once),
+        verified,
+        failure: "the answer differs from the sequential iteration's".into(),
+    })
 }
 
 #[cfg(test)]

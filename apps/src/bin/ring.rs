@@ -5,6 +5,7 @@
 
 use clap::Parser;
 use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Node, ReplyTo};
+use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -131,33 +132,23 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     // Nobody sends to a remote actor before it exists.
     cluster.barrier()?;
-    if rank == 0 {
-        let started = Instant::now();
-        let checksum = cluster.block_on(resolve(0)?.ask(Start { hops: args.hops }).no_timeout())?;
-        let elapsed = started.elapsed().as_secs_f64();
-        let verified = checksum == expected_checksum(actors as u64, args.hops);
-        cluster.barrier()?;
-        println!(
-            "{}",
-            ResultLine::new("ring")
-                .field("nodes", size)
-                .field("cores", cores)
-                .field("actors", actors)
-                .field("hops", args.hops)
-                .field("checksum", format!("{checksum:#018x}"))
-                .field("elapsed_s", format!("{elapsed:.6}"))
-                .field("hops_per_s", format!("{:.0}", args.hops as f64 / elapsed))
-                .finish(verified)
-        );
-        // The RESULT is out before the node may leave: a node killed while it waits to leave
-        // is not restarted.
-        cluster.shutdown();
-        if !verified {
-            return Err("checksum mismatch".into());
-        }
-    } else {
-        cluster.barrier()?;
-        cluster.shutdown();
+    if rank != 0 {
+        return ending::leave_after_rank0(cluster);
     }
-    Ok(())
+    let started = Instant::now();
+    let checksum = cluster.block_on(resolve(0)?.ask(Start { hops: args.hops }).no_timeout())?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let verified = checksum == expected_checksum(actors as u64, args.hops);
+    ending::report_and_leave(cluster, || Verdict {
+        result: ResultLine::new("ring")
+            .field("nodes", size)
+            .field("cores", cores)
+            .field("actors", actors)
+            .field("hops", args.hops)
+            .hex("checksum", checksum)
+            .elapsed(elapsed)
+            .field("hops_per_s", format!("{:.0}", args.hops as f64 / elapsed)),
+        verified,
+        failure: "checksum mismatch".into(),
+    })
 }

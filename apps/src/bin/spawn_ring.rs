@@ -19,6 +19,7 @@
 
 use clap::Parser;
 use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Context, Node, ReplyTo};
+use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -377,32 +378,24 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             upstream: handle.actor_ref::<Foreman>(foreman_id(upstream)?)?,
         })
         .map_err(|e| e.to_string())?;
-    if rank == 0 {
-        let collector = handle.actor_ref::<Collector>(collector_id)?;
-        let answer = cluster.block_on(collector.ask(WaitAll).no_timeout())?;
-        let elapsed = started.elapsed().as_secs_f64();
-        let verified = answer == expected_answer(plan);
-        // The others stay until the answer is in: their workers serve the rings.
-        cluster.barrier()?;
-        println!(
-            "{}",
-            ResultLine::new("spawn-ring")
-                .field("nodes", size)
-                .field("workers", plan.workers)
-                .field("rounds", plan.rounds)
-                .field("work", plan.work)
-                .field("uneven", plan.uneven)
-                .field("checksum", format!("{answer:#018x}"))
-                .field("elapsed_s", format!("{elapsed:.6}"))
-                .finish(verified)
-        );
-        cluster.shutdown();
-        if !verified {
-            return Err("checksum mismatch".into());
-        }
-    } else {
-        cluster.barrier()?;
-        cluster.shutdown();
+    // The others stay until the answer is in: their workers serve the rings.
+    if rank != 0 {
+        return ending::leave_after_rank0(cluster);
     }
-    Ok(())
+    let collector = handle.actor_ref::<Collector>(collector_id)?;
+    let answer = cluster.block_on(collector.ask(WaitAll).no_timeout())?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let verified = answer == expected_answer(plan);
+    ending::report_and_leave(cluster, || Verdict {
+        result: ResultLine::new("spawn-ring")
+            .field("nodes", size)
+            .field("workers", plan.workers)
+            .field("rounds", plan.rounds)
+            .field("work", plan.work)
+            .field("uneven", plan.uneven)
+            .hex("checksum", answer)
+            .elapsed(elapsed),
+        verified,
+        failure: "checksum mismatch".into(),
+    })
 }

@@ -3,13 +3,15 @@
 //! An app parses and checks its command line, then hands its [`Kernel`] to [`run`], which
 //! forms the cluster, spawns rank 0's collector and this node's workers (in the order that
 //! gives them the ids [`Placement`] computes), lines every node up on a barrier, starts
-//! the workers, waits on rank 0 for the collector's outcome, lines the nodes up again and
-//! leaves the cluster. Rank 0 then gets the outcome back to report and verify.
+//! the workers, waits on rank 0 for the collector's outcome, and ends the run as every app
+//! does ([`crate::ending`]): rank 0 reports and verifies the outcome, the others wait for it
+//! and leave. [`check_count`] and [`one_per_core`] check and default the apps' counts.
 //!
 //! With recovery on, a restarted node re-runs all of this: the same spawns in the same
 //! order, the same `Start` tells (those its checkpoint covers are skipped) and barriers.
 
 use super::Placement;
+use crate::ending::{self, Verdict};
 use crate::expect_id;
 use lazarus::{Actor, ActorRef, Cluster, ClusterSpec, CoreId, Message, Node};
 use std::error::Error;
@@ -44,6 +46,15 @@ pub trait Kernel {
     fn worker(&mut self, w: usize, placement: &Placement) -> Self::Worker;
 }
 
+/// Checks an optional count from an app's command line: when given, `flag`'s `value`
+/// must be between 1 and `most`.
+pub fn check_count(flag: &str, value: Option<usize>, most: usize) -> Result<(), String> {
+    if value.is_some_and(|v| v == 0 || v > most) {
+        return Err(format!("{flag} must be between 1 and {most}"));
+    }
+    Ok(())
+}
+
 /// The usual worker count: `chosen` (an app's `--workers`), or else one per core of every
 /// node, at most `most`. Every node must come to the same count, and the default assumes
 /// that every node has this node's core count (as under `lazarus run`): pass `--workers`
@@ -69,13 +80,14 @@ pub struct Done<O> {
 }
 
 /// Runs `kernel` on this node of the cluster described by the environment, with `cores`
-/// cores (default: all this process may use). On rank 0, `report` gets the outcome before
-/// the cluster shuts down (a node killed while it waits to leave would otherwise take the
-/// answer with it); its result is the run's.
+/// cores (default: all this process may use). On rank 0, `report` gets the outcome once
+/// the other nodes are released and before the cluster shuts down (a node killed while it
+/// waits to leave would otherwise take the answer with it): it may print what comes before
+/// the RESULT line, and its verdict ends the run ([`ending::report_and_leave`]).
 pub fn run<K: Kernel>(
     mut kernel: K,
     cores: Option<usize>,
-    report: impl FnOnce(Done<Outcome<K>>) -> Result<(), Box<dyn Error>>,
+    report: impl FnOnce(Done<Outcome<K>>) -> Verdict,
 ) -> Result<(), Box<dyn Error>> {
     let mut spec = ClusterSpec::from_env()?;
     if let Some(c) = cores {
@@ -124,19 +136,34 @@ pub fn run<K: Kernel>(
     }
     let Some(collector) = collector else {
         // Rank 0 has the outcome; wait for it to release everyone.
-        cluster.barrier()?;
-        cluster.shutdown();
-        return Ok(());
+        return ending::leave_after_rank0(cluster);
     };
     let outcome = cluster.block_on(collector.ask(K::WAIT).no_timeout())?;
     let elapsed = started.elapsed().as_secs_f64();
-    cluster.barrier()?;
-    let reported = report(Done {
-        outcome,
-        elapsed,
-        nodes,
-        workers: placement.workers,
-    });
-    cluster.shutdown();
-    reported
+    ending::report_and_leave(cluster, || {
+        report(Done {
+            outcome,
+            elapsed,
+            nodes,
+            workers: placement.workers,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_count_accepts_1_to_most_or_nothing() {
+        assert_eq!(check_count("--workers", None, 4), Ok(()));
+        assert_eq!(check_count("--workers", Some(1), 4), Ok(()));
+        assert_eq!(check_count("--workers", Some(4), 4), Ok(()));
+        for bad in [0, 5] {
+            assert_eq!(
+                check_count("--workers", Some(bad), 4),
+                Err("--workers must be between 1 and 4".to_string())
+            );
+        }
+    }
 }
