@@ -165,8 +165,10 @@ fn mains_replies_go_to_a_journal_so_its_checkpoints_do_not_grow_with_the_run() {
     let node0 = checkpoints_of(&f, 0);
     assert!(node0.len() >= 3, "a few checkpoints of node 0: {node0:?}");
     let journal: Vec<u64> = node0.iter().map(|c| c.1).collect();
+    // A checkpoint taken after `main`'s last ask (or between two asks on a slow
+    // machine) has nothing to append.
     assert!(
-        journal.windows(2).all(|w| w[0] < w[1]),
+        journal.windows(2).all(|w| w[0] <= w[1]),
         "each checkpoint appends the replies since the previous one: {journal:?}"
     );
     // Before the journal, every image held every reply so far (session 15: 33 to 55 MB
