@@ -23,6 +23,9 @@
 //!
 //! The encoding differs from serde's default for the same field (a byte length, not an
 //! element count), so a field keeps one of them for good.
+//!
+//! Where no field attribute fits (a message handler's parameter, values inside a map or
+//! an `Option`), [`DenseVec`] wraps the `Vec` and encodes it the same way.
 
 use serde::de::Visitor;
 use serde::{Deserializer, Serializer};
@@ -116,6 +119,60 @@ impl<'de, T: Dense> Visitor<'de> for DenseVisitor<T> {
             bytes.push(b);
         }
         self.visit_bytes::<A::Error>(&bytes)
+    }
+}
+
+/// A `Vec` of numbers encoded as one byte string, like a field with
+/// `#[serde(with = "lazarus::dense")]`: for a handler's parameter or values nested in
+/// other types. Dereferences to the `Vec`.
+///
+/// ```
+/// use lazarus::dense::DenseVec;
+///
+/// let halos: Vec<Option<DenseVec<f64>>> = vec![Some(vec![1.0, 2.0].into()), None];
+/// let bytes = lazarus::wire::encode(&halos).unwrap();
+/// let back: Vec<Option<DenseVec<f64>>> = lazarus::wire::decode(&bytes).unwrap();
+/// assert_eq!(back, halos);
+/// assert_eq!(back[0].as_deref().map(|v| v.len()), Some(2));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DenseVec<T: Dense>(pub Vec<T>);
+
+impl<T: Dense> DenseVec<T> {
+    /// The values.
+    pub fn into_inner(self) -> Vec<T> {
+        self.0
+    }
+}
+
+impl<T: Dense> From<Vec<T>> for DenseVec<T> {
+    fn from(values: Vec<T>) -> Self {
+        DenseVec(values)
+    }
+}
+
+impl<T: Dense> std::ops::Deref for DenseVec<T> {
+    type Target = Vec<T>;
+    fn deref(&self) -> &Vec<T> {
+        &self.0
+    }
+}
+
+impl<T: Dense> std::ops::DerefMut for DenseVec<T> {
+    fn deref_mut(&mut self) -> &mut Vec<T> {
+        &mut self.0
+    }
+}
+
+impl<T: Dense> serde::Serialize for DenseVec<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize(&self.0, s)
+    }
+}
+
+impl<'de, T: Dense> serde::Deserialize<'de> for DenseVec<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        deserialize(d).map(DenseVec)
     }
 }
 

@@ -60,6 +60,7 @@ pub fn encode_into<T: Serialize + ?Sized>(
 ) -> Result<(), WireError> {
     let mut reused = std::mem::take(buffer);
     reused.clear();
+    reused.reserve(postcard::experimental::serialized_size(value)?);
     *buffer = postcard::to_extend(value, reused)?;
     Ok(())
 }

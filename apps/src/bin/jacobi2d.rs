@@ -14,6 +14,7 @@
 //! against a sequential reference computed in-process (see [`Check`]).
 
 use clap::{Parser, ValueEnum};
+use lazarus::dense::DenseVec;
 use lazarus::{
     messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Context, CoreId, Node, ReplyTo,
 };
@@ -313,7 +314,7 @@ struct Tile {
     /// while a restarted tile replays, its neighbours' logged halos arrive all at once,
     /// so any number of future levels can be waiting (only per-sender order is
     /// guaranteed: see docs/semantics.md).
-    pending: std::collections::BTreeMap<u64, [Option<Vec<f64>>; 4]>,
+    pending: std::collections::BTreeMap<u64, [Option<DenseVec<f64>>; 4]>,
 }
 
 #[messages]
@@ -342,7 +343,7 @@ impl Tile {
 
     /// A neighbour's edge after `level` updates, for our ghost `side`.
     #[message]
-    fn halo(&mut self, level: u64, side: usize, values: Vec<f64>) {
+    fn halo(&mut self, level: u64, side: usize, values: DenseVec<f64>) {
         // Anything else would be a protocol bug; failing loudly beats a silent hang (the
         // failure hook ends the process).
         assert!(
@@ -402,7 +403,7 @@ impl Tile {
                     row0: self.row0 + first,
                     col0: self.col0,
                     cols: self.cols,
-                    values,
+                    values: values.into(),
                     sane,
                 })
                 .unwrap_or_else(|e| panic!("tile {}: collector unreachable: {e}", self.index));
@@ -531,7 +532,7 @@ impl Tile {
                 n.tell(Halo {
                     level: self.level,
                     side: opposite(side),
-                    values,
+                    values: values.into(),
                 })
                 .unwrap_or_else(|e| {
                     panic!("tile {}: neighbour {} unreachable: {e}", self.index, n.id())
@@ -542,7 +543,7 @@ impl Tile {
 }
 
 /// Final grid and whether every tile found its part within bounds.
-type Gathered = (Vec<f64>, bool);
+type Gathered = (DenseVec<f64>, bool);
 
 /// Lives on rank 0: learns when every tile is done and assembles the final grid.
 #[derive(Actor, Serialize, Deserialize)]
@@ -551,6 +552,7 @@ struct Collector {
     tiles: usize,
     finished: usize,
     all_finished: ReplyTo<()>,
+    #[serde(with = "lazarus::dense")]
     grid: Vec<f64>,
     filled: usize,
     sane: bool,
@@ -575,7 +577,7 @@ impl Collector {
 
     /// Rows `row0..` of the final grid, `cols` wide from column `col0`.
     #[message]
-    fn rows(&mut self, row0: usize, col0: usize, cols: usize, values: Vec<f64>, sane: bool) {
+    fn rows(&mut self, row0: usize, col0: usize, cols: usize, values: DenseVec<f64>, sane: bool) {
         if self.grid.is_empty() {
             self.grid = vec![f64::NAN; self.n * self.n];
         }
@@ -603,7 +605,7 @@ impl Collector {
         }
         if self.filled == self.n * self.n && self.all_gathered.is_requested() {
             let grid = std::mem::take(&mut self.grid);
-            self.all_gathered.take().send((grid, self.sane));
+            self.all_gathered.take().send((grid.into(), self.sane));
         }
     }
 }

@@ -21,7 +21,7 @@
 
 use crate::actor_id::ActorId;
 use crate::node::NodeHandle;
-use crate::transport::frame::{Envelope, RemoteError};
+use crate::transport::frame::{outcome_bytes, Envelope, RemoteError};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -57,7 +57,7 @@ pub(crate) fn reply_envelope(
     request: u64,
     outcome: &Outcome,
 ) -> Result<Envelope, String> {
-    let payload = crate::wire::encode_bytes(outcome).map_err(|e| e.to_string())?;
+    let payload = encode_outcome(outcome).map_err(|e| e.to_string())?;
     Ok(Envelope {
         to,
         from,
@@ -247,8 +247,18 @@ fn split_kept(kept: &[u8]) -> (Option<ActorId>, &[u8]) {
     }
 }
 
+/// An outcome's encoding (the reply's bytes as one byte string).
+pub(crate) fn encode_outcome(outcome: &Outcome) -> Result<Bytes, crate::wire::WireError> {
+    crate::wire::encode_bytes(&outcome_bytes::Encoding(outcome))
+}
+
+/// An outcome from its encoding.
+pub(crate) fn decode_outcome_bytes(encoded: &[u8]) -> Result<Outcome, crate::wire::WireError> {
+    crate::wire::decode::<outcome_bytes::Decoded>(encoded).map(|d| d.0)
+}
+
 fn decode_outcome(request: u64, encoded: &[u8]) -> Result<Outcome, String> {
-    crate::wire::decode(encoded)
+    decode_outcome_bytes(encoded)
         .map_err(|e| format!("reply to request {request:#x} did not decode: {e}"))
 }
 
@@ -323,7 +333,7 @@ impl DriverState {
         request: u64,
         outcome: &Outcome,
     ) -> Result<Outcome, String> {
-        let encoded = crate::wire::encode_bytes(outcome).map_err(|e| e.to_string())?;
+        let encoded = encode_outcome(outcome).map_err(|e| e.to_string())?;
         self.insert(request, encoded)?;
         Ok(outcome.clone())
     }
@@ -675,7 +685,7 @@ mod tests {
     }
 
     fn encode(outcome: &Outcome) -> Bytes {
-        crate::wire::encode_bytes(outcome).unwrap()
+        encode_outcome(outcome).unwrap()
     }
 
     #[test]

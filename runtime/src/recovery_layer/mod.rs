@@ -992,7 +992,7 @@ impl RecoveryLayer {
         let late = env.request.is_some_and(|r| {
             driver::is_driver_request(r)
                 && driver.is_answered(r)
-                && crate::wire::decode::<driver::Outcome>(&env.payload).is_ok()
+                && driver::decode_outcome_bytes(&env.payload).is_ok()
         });
         if late {
             // A reply after the ask timed out (its timeout is the kept outcome), or a

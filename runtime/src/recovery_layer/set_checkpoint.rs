@@ -54,6 +54,9 @@ struct Captured {
     events: EventImage,
     exited: Vec<crate::ActorId>,
     pause: Duration,
+    /// The part of `pause` spent waiting for the cores to reach a pause point (their
+    /// running handlers to return).
+    gate: Duration,
 }
 
 /// How long a checkpoint waits for every core to reach a pause point.
@@ -120,6 +123,7 @@ impl RecoveryLayer {
         if !node.pause_cores(PAUSE_TIMEOUT) {
             return Err(CheckpointFailure::PauseTimeout(PAUSE_TIMEOUT));
         }
+        let gate = started.elapsed();
         let captured = (|| {
             let mut core = self.lock();
             if !core.ready {
@@ -161,6 +165,7 @@ impl RecoveryLayer {
                 events,
                 exited,
                 pause: Duration::ZERO,
+                gate,
             })
         })();
         node.resume_cores();
@@ -180,6 +185,7 @@ impl RecoveryLayer {
             events,
             exited,
             pause,
+            gate,
         } = self.capture(node).inspect_err(|e| match e {
             CheckpointFailure::AwaitingSpawn(_) => {
                 counter!(CHECKPOINT_FAILURES, "reason" => "awaiting_spawn").increment(1);
@@ -226,7 +232,17 @@ impl RecoveryLayer {
             self.store
                 .save_streamed(self.rank, id.0, &mut |w| crate::wire::encode_to(&image, w))
         };
-        drop(image);
+        // The state buffers go back to their actors: the next checkpoint encodes into
+        // memory that is already mapped. The rest (logged payloads among it) is freed now.
+        let SetImage {
+            actors, protocol, ..
+        } = image;
+        drop(protocol);
+        for actor in actors {
+            if let Some(control) = node.control(actor.id) {
+                control.recycle_image(actor);
+            }
+        }
         let bytes = stored.inspect_err(|_| {
             counter!(CHECKPOINT_FAILURES, "reason" => "store").increment(1);
         })? as usize;
@@ -271,10 +287,11 @@ impl RecoveryLayer {
         event(
             self.rank,
             &format!(
-                "checkpoint id={} actors={n_actors} bytes={} journal_bytes={journal_len} pause_us={} total_ms={}",
+                "checkpoint id={} actors={n_actors} bytes={} journal_bytes={journal_len} pause_us={} gate_us={} total_ms={}",
                 id.0,
                 bytes,
                 pause.as_micros(),
+                gate.as_micros(),
                 total.as_millis()
             ),
         );
