@@ -834,6 +834,60 @@ mod tests {
     use super::*;
     use crate::recovery_layer::{RecoveryConfig, RecoveryLayer};
 
+    #[derive(crate::Actor, serde::Serialize, serde::Deserialize)]
+    struct Grid {
+        #[serde(with = "crate::dense")]
+        values: Vec<f64>,
+    }
+
+    #[crate::messages]
+    impl Grid {
+        #[message]
+        fn shrink(&mut self, len: usize) {
+            self.values.truncate(len);
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_encodes_an_actors_state_into_the_buffer_its_last_stored_image_used() {
+        let node = crate::Node::builder().cores(1).pin(false).build().unwrap();
+        let id = ActorId::new(0, 0).unwrap();
+        let grid = Grid {
+            values: vec![1.5; 1 << 16],
+        };
+        let cell = node
+            .handle()
+            .spawn_cell(crate::CoreId(0), id, Some(grid))
+            .unwrap();
+        let first = cell.checkpoint_image().unwrap().unwrap();
+        let buffer = first.state.as_ptr();
+        cell.recycle_image(first);
+        let second = cell.checkpoint_image().unwrap().unwrap();
+        assert_eq!(second.state.as_ptr(), buffer, "no fresh memory to fault in");
+        let back: Grid = crate::wire::decode(&second.state).unwrap();
+        assert_eq!(back.values, vec![1.5; 1 << 16]);
+        cell.recycle_image(second);
+
+        // A state that shrank to a fraction of its buffer does not pin the large one.
+        node.handle()
+            .lookup::<Grid>(id)
+            .unwrap()
+            .tell(Shrink { len: 16 })
+            .unwrap();
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let small = loop {
+            let image = cell.checkpoint_image().unwrap().unwrap();
+            if image.state.len() < 1024 || Instant::now() > deadline {
+                break image;
+            }
+            cell.recycle_image(image);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        assert!(small.state.len() < 1024, "the message was handled");
+        cell.recycle_image(small);
+        assert!(cell.image_buffer.lock().unwrap().capacity() < 1024);
+    }
+
     #[test]
     fn a_timer_cancelled_after_it_fired_leaves_the_stash_without_a_tick_of_the_event_clock() {
         // Whether a timer fired before the handler that cancels it ran depends on timing.

@@ -53,14 +53,19 @@ pub fn encode_bytes<T: Serialize + ?Sized>(value: &T) -> Result<bytes::Bytes, Wi
 
 /// Encodes `value` into `buffer`, replacing its contents and keeping its memory: a
 /// caller that encodes large values repeatedly (checkpoint images) touches fresh pages
-/// only when a value outgrows every earlier one.
+/// only when a value outgrows every earlier one by more than an eighth.
 pub fn encode_into<T: Serialize + ?Sized>(
     value: &T,
     buffer: &mut Vec<u8>,
 ) -> Result<(), WireError> {
     let mut reused = std::mem::take(buffer);
     reused.clear();
-    reused.reserve(postcard::experimental::serialized_size(value)?);
+    let size = postcard::experimental::serialized_size(value)?;
+    if reused.capacity() < size {
+        // Room to grow: a value a little larger than the last one (a tile with one more
+        // halo waiting) must not move the whole buffer to fresh memory every time.
+        reused.reserve(size + size / 8);
+    }
     *buffer = postcard::to_extend(value, reused)?;
     Ok(())
 }

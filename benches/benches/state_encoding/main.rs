@@ -3,7 +3,10 @@
 //! `#[serde(with = "lazarus::dense")]` (one byte string), both through the runtime's
 //! postcard encoder, encoding and decoding. The state is one jacobi2d tile of the coarse
 //! recovery benchmark (n = 4096 on 8 tiles: 1026 x 2050 values with the ghost ring,
-//! 16.8 MB). Prints the medians and the ratio.
+//! 16.8 MB). Prints the medians and the ratio. A third encoding, `dense_reused`, goes
+//! into the buffer of the previous encoding (`wire::encode_into`), as a checkpoint does
+//! since session 20 (each actor gets its stored image's buffer back): against `dense`,
+//! a new buffer each time, it shows what fresh memory costs here.
 
 use criterion::{BenchmarkId, Criterion};
 use lazarus_benches::criterion_data::{criterion_dir, median_ns};
@@ -35,6 +38,13 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function(BenchmarkId::new("encode", "dense"), |b| {
         b.iter(|| lazarus::wire::encode(&dense).unwrap())
+    });
+    let mut buffer = Vec::new();
+    group.bench_function(BenchmarkId::new("encode", "dense_reused"), |b| {
+        b.iter(|| {
+            lazarus::wire::encode_into(&dense, &mut buffer).unwrap();
+            buffer.len()
+        })
     });
     let bytes_per_value = lazarus::wire::encode(&per_value).unwrap();
     let bytes_dense = lazarus::wire::encode(&dense).unwrap();
@@ -70,5 +80,15 @@ fn main() {
                 base / dense
             );
         }
+    }
+    let fresh = median_ns(&dir, &format!("{GROUP}/encode/dense"), started);
+    let reused = median_ns(&dir, &format!("{GROUP}/encode/dense_reused"), started);
+    if let (Some(fresh), Some(reused)) = (fresh, reused) {
+        println!(
+            "  encode dense: new buffer {:.2} ms, previous image's buffer {:.2} ms, ratio {:.2}x",
+            fresh / 1e6,
+            reused / 1e6,
+            fresh / reused
+        );
     }
 }
