@@ -689,12 +689,8 @@ impl<A: Actor> Control for ActorCell<A> {
         while let Some(s) = self.mailbox.pop() {
             signals.push(s);
         }
-        let mut state_bytes = std::mem::take(
-            &mut *self
-                .image_buffer
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
+        let mut state_bytes =
+            std::mem::take(&mut *self.image_buffer.lock().unwrap_or_else(|e| e.into_inner()));
         let encoded = crate::reply::serializing_for_checkpoint(|| {
             crate::wire::encode_into(actor, &mut state_bytes).map_err(|e| e.to_string())?;
             let mut mailbox = Vec::new();
