@@ -5,8 +5,12 @@
 //! recovery benchmark (n = 4096 on 8 tiles: 1026 x 2050 values with the ghost ring,
 //! 16.8 MB). Prints the medians and the ratio. A third encoding, `dense_reused`, goes
 //! into the buffer of the previous encoding (`wire::encode_into`), as a checkpoint does
-//! since session 20 (each actor gets its stored image's buffer back): against `dense`,
-//! a new buffer each time, it shows what fresh memory costs here.
+//! since session 20 (each actor gets its stored image's buffer back), against `dense`,
+//! a new buffer each time. In this one-thread loop the allocator hands `dense` the
+//! memory it freed an iteration before, already mapped, so the two cost the same or
+//! the reuse a little more (session 20: 1.65 against 1.92 ms); what the reuse saves in a
+//! node (buffers freed on the checkpoint thread after the store, faulted back in huge
+//! pages inside the next pause) shows in the checkpoint events' `pause_us`, not here.
 
 use criterion::{BenchmarkId, Criterion};
 use lazarus_benches::criterion_data::{criterion_dir, median_ns};
