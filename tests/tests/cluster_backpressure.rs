@@ -50,6 +50,7 @@ fn spec(rank: u16, addrs: &[SocketAddr], net: NetMode) -> ClusterSpec {
         core_offset: rank as usize,
         idle_spin: Some(Duration::ZERO),
         net: Some(net),
+        failure_timeout: None,
         recovery: None,
     }
 }

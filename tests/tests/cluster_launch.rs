@@ -1,5 +1,6 @@
 //! `lazarus run` forms a cluster of real processes on this host; a node killed with SIGKILL
-//! is detected by the others and reported instead of leaving the run hanging.
+//! is detected by the others and reported instead of leaving the run hanging; a node
+//! silent for less than `--failure-timeout` is waited for.
 
 mod support;
 
@@ -148,6 +149,69 @@ fn a_node_killed_with_sigkill_is_reported_by_the_others_within_a_second() {
 extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// How long the frozen node of the failure-timeout test stays stopped: longer than the
+/// default timeout (1 s), shorter than the raised one.
+const FREEZE: Duration = Duration::from_millis(2500);
+
+/// Runs a 3-node ring with `extra` launcher options, freezing node 2 (SIGSTOP) for
+/// [`FREEZE`] once the ring is under way.
+fn ring_with_a_frozen_node(extra: &[&str]) -> support::launched::Finished {
+    use support::launched::{Launched, SIGCONT, SIGSTOP};
+    let mut cmd = Command::new(bin("lazarus"));
+    cmd.args(["run", "-n", "3", "--grace", "1"])
+        .args(extra)
+        .arg("--")
+        .arg(bin("ring"))
+        .args(["--hops", "10000", "--actors", "6"]);
+    let mut run = Launched::spawn(cmd, 3);
+    run.wait_started();
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = run.signal(2, SIGSTOP);
+    std::thread::sleep(FREEZE);
+    // The launcher may have ended the run (and node 2) meanwhile: no check.
+    // SAFETY: plain kill(2) on a process id the launcher printed.
+    let _ = unsafe { libc_kill(pid, SIGCONT) };
+    run.finish()
+}
+
+#[test]
+fn a_node_frozen_for_longer_than_the_failure_timeout_ends_the_run_and_a_raised_timeout_waits_for_it(
+) {
+    // Default (1 s): the peers give up on the frozen node; recovery is off, so the run fails.
+    let failed = ring_with_a_frozen_node(&[]);
+    assert!(
+        !failed.success && failed.has("node 2 failed"),
+        "the default timeout declares the frozen node failed:\n{}",
+        failed.lines.join("\n")
+    );
+    // Raised: a node that is slow, not dead, finishes the run with the verified answer.
+    let waited = ring_with_a_frozen_node(&["--failure-timeout", "6s"]);
+    let result = waited.verified();
+    let elapsed: f64 = result["elapsed_s"].parse().unwrap();
+    assert!(
+        elapsed >= FREEZE.as_secs_f64(),
+        "the freeze fell inside the ring's run (elapsed {elapsed} s)"
+    );
+    assert!(
+        !waited.has("failed"),
+        "nobody declared a failure:\n{}",
+        waited.lines.join("\n")
+    );
+    // And below a few heartbeats, the option is refused before anything starts.
+    let out = support::output(Command::new(bin("lazarus")).args([
+        "run",
+        "-n",
+        "2",
+        "--failure-timeout",
+        "100ms",
+        "--",
+        "/bin/true",
+    ]))
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("below 300 ms"));
 }
 
 #[test]

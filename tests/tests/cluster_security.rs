@@ -55,6 +55,7 @@ fn spec(rank: u16, addrs: &[SocketAddr]) -> ClusterSpec {
         core_offset: rank as usize,
         idle_spin: Some(Duration::ZERO),
         net: None,
+        failure_timeout: None,
         recovery: None,
     }
 }

@@ -114,6 +114,7 @@ fn lazarus_pair(recovery: bool) -> LazarusPair {
         core_offset: rank as usize,
         idle_spin: None,
         net: None,
+        failure_timeout: None,
         // The launcher's settings (checkpoint every second) and the runtime's defaults
         // for everything else, read the way a node reads them.
         recovery: recovery

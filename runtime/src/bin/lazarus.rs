@@ -72,6 +72,11 @@ struct RunArgs {
     /// (recovery off).
     #[arg(long, default_value_t = 3.0)]
     grace: f64,
+    /// Silence after which a node's peers declare it failed (e.g. 5s; default 1 s, 3 s
+    /// with `--ft on`; at least 300ms). Raise it on an oversubscribed host, or when
+    /// single-core nodes run handlers for seconds: their network runs between handlers.
+    #[arg(long, value_parser = parse_failure_timeout)]
+    failure_timeout: Option<Duration>,
     /// Rollback recovery: checkpoints, sender-based logs, restart of dead nodes.
     #[arg(long, value_enum, default_value_t = Ft::Off)]
     ft: Ft,
@@ -136,6 +141,19 @@ struct DemoArgs {
 /// The planned kills of a run.
 #[derive(Clone, Debug)]
 struct KillList(Vec<PlannedKill>);
+
+/// `--failure-timeout`: a duration no shorter than the nodes accept.
+fn parse_failure_timeout(s: &str) -> Result<Duration, String> {
+    let timeout = supervisor::parse_duration(s)?;
+    let min = lazarus::cluster::MIN_FAILURE_TIMEOUT;
+    if timeout < min {
+        return Err(format!(
+            "`{s}` is below {} ms: heartbeats (every 100 ms) that are merely late would count as failures",
+            min.as_millis()
+        ));
+    }
+    Ok(timeout)
+}
 
 fn parse_kill_list(s: &str) -> Result<KillList, String> {
     supervisor::parse_kills(s).map(KillList)
@@ -333,6 +351,12 @@ impl Launch<'_> {
             )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(timeout) = args.failure_timeout {
+            cmd.env(
+                "LAZARUS_FAILURE_TIMEOUT_MS",
+                timeout.as_millis().to_string(),
+            );
+        }
         if args.ft == Ft::On {
             cmd.env("LAZARUS_FT", "on")
                 // 0 turns periodic checkpoints off (on demand only).
@@ -798,6 +822,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         base_port: None,
         grace: 3.0,
         ft: Ft::Off,
+        failure_timeout: None,
         checkpoint_every: Duration::from_secs(1),
         checkpoint_dir: None,
         buddy: BuddyArg::Auto,

@@ -12,7 +12,8 @@
 //!
 //! Optional everywhere: `LAZARUS_CORES` (cores for this node), `LAZARUS_CORE_OFFSET`
 //! (first core), `LAZARUS_IDLE_SPIN_US`, `LAZARUS_NET` (`thread` or `core0`: see
-//! [`NetMode`]), `LAZARUS_BASE_PORT` (Slurm). Under Slurm the
+//! [`NetMode`]), `LAZARUS_FAILURE_TIMEOUT_MS` (see [`ClusterSpec::failure_timeout`]),
+//! `LAZARUS_BASE_PORT` (Slurm). Under Slurm the
 //! secret comes from `LAZARUS_SECRET` if exported, else from `~/.lazarus/cluster-secret`
 //! (created on first use, mode 0600; on a cluster, home directories are shared).
 
@@ -75,6 +76,11 @@ pub struct ClusterSpec {
     pub net: Option<NetMode>,
     /// Recovery settings (`LAZARUS_FT=on` and friends); `None` when recovery is off.
     pub recovery: Option<RecoveryConfig>,
+    /// Silence after which a peer is declared failed (`LAZARUS_FAILURE_TIMEOUT_MS`; `None`:
+    /// 1 s, or [`RECOVERY_FAILURE_TIMEOUT`] with recovery on). Raise it on an
+    /// oversubscribed host or for single-core nodes whose handlers run for seconds: there
+    /// the network runs between core 0's handlers, and a long one silences the node.
+    pub failure_timeout: Option<Duration>,
 }
 
 impl ClusterSpec {
@@ -112,6 +118,10 @@ impl ClusterSpec {
                 .transpose()
                 .map_err(ClusterError::Environment)?,
             recovery: RecoveryConfig::from_vars(&var).map_err(ClusterError::Environment)?,
+            failure_timeout: num("LAZARUS_FAILURE_TIMEOUT_MS")?
+                .map(|ms| failure_timeout_from_ms(ms as u64))
+                .transpose()
+                .map_err(ClusterError::Environment)?,
         };
         if let Some(rank) = var("LAZARUS_RANK") {
             spec.launcher = Launcher::Lazarus;
@@ -309,6 +319,22 @@ fn secret_from_file() -> Result<Vec<u8>, ClusterError> {
 /// Silence after which a peer is declared failed when recovery is on (1 s without).
 pub const RECOVERY_FAILURE_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// The shortest failure timeout accepted: a few heartbeat intervals (100 ms), so that one
+/// late heartbeat is not a failure.
+pub const MIN_FAILURE_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// `LAZARUS_FAILURE_TIMEOUT_MS` as a timeout, refused below [`MIN_FAILURE_TIMEOUT`].
+fn failure_timeout_from_ms(ms: u64) -> Result<Duration, String> {
+    let timeout = Duration::from_millis(ms);
+    if timeout < MIN_FAILURE_TIMEOUT {
+        return Err(format!(
+            "LAZARUS_FAILURE_TIMEOUT_MS={ms}: below {} ms, heartbeats (every 100 ms) that are merely late would count as failures",
+            MIN_FAILURE_TIMEOUT.as_millis()
+        ));
+    }
+    Ok(timeout)
+}
+
 /// A running node that is part of a cluster (possibly of one).
 pub struct Cluster {
     node: Node,
@@ -373,6 +399,9 @@ impl Cluster {
                 node.handle().set_recovery_layer(Arc::clone(&layer));
                 layer
             });
+            if let Some(timeout) = spec.failure_timeout {
+                config.failure_timeout = timeout;
+            }
             let t = Transport::start(config, node.handle().clone())?;
             node.handle().set_transport(Arc::clone(&t));
             if spec.recovery.as_ref().is_some_and(|r| r.supervised) {
@@ -506,6 +535,21 @@ mod tests {
         assert_eq!(s.rank, 1);
         assert_eq!(s.addrs[1], "127.0.0.1:4001".parse().unwrap());
         assert_eq!(s.secret.len(), 16);
+    }
+
+    #[test]
+    fn the_failure_timeout_is_read_in_milliseconds_and_refused_below_three_heartbeats() {
+        assert_eq!(spec(&[]).unwrap().failure_timeout, None);
+        let s = spec(&[("LAZARUS_FAILURE_TIMEOUT_MS", "5000")]).unwrap();
+        assert_eq!(s.failure_timeout, Some(Duration::from_secs(5)));
+        let err = spec(&[("LAZARUS_FAILURE_TIMEOUT_MS", "100")])
+            .expect_err("100 ms is refused")
+            .to_string();
+        assert!(
+            err.contains("LAZARUS_FAILURE_TIMEOUT_MS=100") && err.contains("300 ms"),
+            "{err}"
+        );
+        assert!(spec(&[("LAZARUS_FAILURE_TIMEOUT_MS", "soon")]).is_err());
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub fn two_nodes(name: &str, recovery: bool) -> (Cluster, Cluster) {
         core_offset: rank as usize,
         idle_spin: None,
         net: None,
+        failure_timeout: None,
         recovery: recovery
             .then(|| {
                 RecoveryConfig::from_vars(|k| match k {

@@ -324,6 +324,8 @@ pub fn assert_peers_reached_replacement(f: &Finished, restarted: u16, addr: &str
 pub const SIGKILL: i32 = 9;
 /// SIGSTOP's number (Linux).
 pub const SIGSTOP: i32 = 19;
+/// SIGCONT's number (Linux).
+pub const SIGCONT: i32 = 18;
 
 extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
