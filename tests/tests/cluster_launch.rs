@@ -211,7 +211,7 @@ fn a_node_frozen_for_longer_than_the_failure_timeout_ends_the_run_and_a_raised_t
     ]))
     .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("below 300 ms"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("100 ms is below 300 ms"));
 }
 
 #[test]

@@ -144,15 +144,7 @@ struct KillList(Vec<PlannedKill>);
 
 /// `--failure-timeout`: a duration no shorter than the nodes accept.
 fn parse_failure_timeout(s: &str) -> Result<Duration, String> {
-    let timeout = supervisor::parse_duration(s)?;
-    let min = lazarus::cluster::MIN_FAILURE_TIMEOUT;
-    if timeout < min {
-        return Err(format!(
-            "`{s}` is below {} ms: heartbeats (every 100 ms) that are merely late would count as failures",
-            min.as_millis()
-        ));
-    }
-    Ok(timeout)
+    lazarus::cluster::usable_failure_timeout(supervisor::parse_duration(s)?)
 }
 
 fn parse_kill_list(s: &str) -> Result<KillList, String> {

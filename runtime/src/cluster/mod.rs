@@ -119,9 +119,11 @@ impl ClusterSpec {
                 .map_err(ClusterError::Environment)?,
             recovery: RecoveryConfig::from_vars(&var).map_err(ClusterError::Environment)?,
             failure_timeout: num("LAZARUS_FAILURE_TIMEOUT_MS")?
-                .map(|ms| failure_timeout_from_ms(ms as u64))
+                .map(|ms| usable_failure_timeout(Duration::from_millis(ms as u64)))
                 .transpose()
-                .map_err(ClusterError::Environment)?,
+                .map_err(|e| {
+                    ClusterError::Environment(format!("LAZARUS_FAILURE_TIMEOUT_MS: {e}"))
+                })?,
         };
         if let Some(rank) = var("LAZARUS_RANK") {
             spec.launcher = Launcher::Lazarus;
@@ -323,12 +325,13 @@ pub const RECOVERY_FAILURE_TIMEOUT: Duration = Duration::from_secs(3);
 /// late heartbeat is not a failure.
 pub const MIN_FAILURE_TIMEOUT: Duration = Duration::from_millis(300);
 
-/// `LAZARUS_FAILURE_TIMEOUT_MS` as a timeout, refused below [`MIN_FAILURE_TIMEOUT`].
-fn failure_timeout_from_ms(ms: u64) -> Result<Duration, String> {
-    let timeout = Duration::from_millis(ms);
+/// `timeout` if it is a usable failure timeout (at least [`MIN_FAILURE_TIMEOUT`]), else
+/// why not.
+pub fn usable_failure_timeout(timeout: Duration) -> Result<Duration, String> {
     if timeout < MIN_FAILURE_TIMEOUT {
         return Err(format!(
-            "LAZARUS_FAILURE_TIMEOUT_MS={ms}: below {} ms, heartbeats (every 100 ms) that are merely late would count as failures",
+            "a failure timeout of {} ms is below {} ms: heartbeats (every 100 ms) that are merely late would count as failures",
+            timeout.as_millis(),
             MIN_FAILURE_TIMEOUT.as_millis()
         ));
     }
@@ -546,7 +549,7 @@ mod tests {
             .expect_err("100 ms is refused")
             .to_string();
         assert!(
-            err.contains("LAZARUS_FAILURE_TIMEOUT_MS=100") && err.contains("300 ms"),
+            err.contains("LAZARUS_FAILURE_TIMEOUT_MS") && err.contains("100 ms is below 300 ms"),
             "{err}"
         );
         assert!(spec(&[("LAZARUS_FAILURE_TIMEOUT_MS", "soon")]).is_err());
