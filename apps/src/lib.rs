@@ -1,10 +1,12 @@
 //! Shared pieces of the Lazarus miniapps: the machine-readable `RESULT` line every app
-//! prints last, how a run ends on every node ([`ending`]), and the checksum mixer the apps
-//! use to fingerprint their answers.
+//! prints last, how a run ends on every node ([`ending`]), the CPU time of an app's
+//! kernel ([`kernel_time`]), and the checksum mixer the apps use to fingerprint their
+//! answers.
 
 use std::fmt::Display;
 
 pub mod ending;
+pub mod kernel_time;
 pub mod npb;
 
 /// Builds the `RESULT app=<name> <key>=<value> ... verified=<bool>` line that every miniapp

@@ -103,6 +103,22 @@ pub struct Line {
     pub text: String,
 }
 
+/// CPU seconds over all nodes of a run, from their `KERNEL` lines.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KernelTime {
+    /// In the app's numerical kernel (thread CPU time).
+    pub kernel: f64,
+    /// Of the node processes over the app's timed part (every thread).
+    pub window: f64,
+}
+
+impl KernelTime {
+    /// The window's CPU outside the kernel: what the runtime cost while the app computed.
+    pub fn outside(&self) -> f64 {
+        self.window - self.kernel
+    }
+}
+
 /// A finished, successful `lazarus run`.
 #[derive(Clone, Debug)]
 pub struct Run {
@@ -417,6 +433,31 @@ pub fn timeline_entry(line: &str) -> Option<TimelineEntry> {
 }
 
 impl Run {
+    /// What the nodes' `KERNEL` lines report (`lazarus_apps::kernel_time`), summed
+    /// over ranks, the last line of each rank counting; `None` if the app printed none.
+    pub fn kernel_time(&self) -> Option<KernelTime> {
+        let mut by_rank = std::collections::BTreeMap::new();
+        for line in &self.lines {
+            let Some((_, rest)) = line.text.split_once("KERNEL ") else {
+                continue;
+            };
+            let field = |key: &str| {
+                rest.split(' ')
+                    .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+            };
+            let number = |key: &str| field(key).and_then(|v| v.parse::<f64>().ok());
+            if let (Some(rank), Some(kernel), Some(window)) =
+                (field("rank"), number("cpu_s"), number("window_cpu_s"))
+            {
+                by_rank.insert(rank.to_string(), (kernel, window));
+            }
+        }
+        (!by_rank.is_empty()).then(|| KernelTime {
+            kernel: by_rank.values().map(|v| v.0).sum(),
+            window: by_rank.values().map(|v| v.1).sum(),
+        })
+    }
+
     /// The app's `RESULT` line (the launcher repeats the final one last).
     pub fn result(&self) -> Result<ResultFields> {
         self.lines
@@ -518,6 +559,34 @@ mod tests {
         assert_eq!(node_pid("node 3 pid 77"), Some((3, 77)));
         assert_eq!(node_pid("node 3 pid 78 incarnation 1"), Some((3, 78)));
         assert_eq!(node_pid("node 3: checkpoint"), None);
+    }
+
+    #[test]
+    fn kernel_time_sums_the_last_report_of_each_rank() {
+        let run = |texts: &[&str]| Run {
+            command: "x".into(),
+            lines: texts
+                .iter()
+                .map(|t| Line {
+                    at: Duration::ZERO,
+                    text: t.to_string(),
+                })
+                .collect(),
+            wall: Duration::ZERO,
+            kills: Vec::new(),
+            cpu: Duration::ZERO,
+            success: true,
+        };
+        let r = run(&[
+            "[1] KERNEL app=j rank=1 cpu_s=2.5 window_cpu_s=3 calls=9",
+            "[0] KERNEL app=j rank=0 cpu_s=1.0 window_cpu_s=1.25 calls=9",
+            // A restarted rank 1 reports again: its last line counts.
+            "[1] KERNEL app=j rank=1 cpu_s=0.5 window_cpu_s=1 calls=3",
+            "[1] KERNEL app=j rank=1 cpu_s=bad window_cpu_s=1",
+        ]);
+        let k = r.kernel_time().unwrap();
+        assert_eq!((k.kernel, k.window, k.outside()), (1.5, 2.25, 0.75));
+        assert_eq!(run(&["RESULT app=j verified=true"]).kernel_time(), None);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use lazarus::dense::DenseVec;
 use lazarus::{
     messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Context, CoreId, Node, ReplyTo,
 };
+use lazarus_apps::kernel_time::KernelTime;
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
@@ -67,6 +68,11 @@ struct Args {
     /// on purpose; the answer is then not the failure-free one).
     #[arg(long, hide = true)]
     break_contract: bool,
+    /// Measure the CPU time of the numerical work (sweeps, packing and unpacking halos)
+    /// and print it per node in a `KERNEL` line: what the runtime costs is the rest.
+    /// Off by default: it reads the thread's CPU clock (a system call) twice per step.
+    #[arg(long)]
+    kernel_time: bool,
 }
 
 /// `--break-contract`: what this process adds to the first value of every halo (zero in
@@ -169,6 +175,10 @@ fn boundary(n: usize, gi: usize, gj: usize) -> f64 {
 ///
 /// Tiles and the sequential reference both call this, so every point is computed by the
 /// very same expression, which is what makes results bit-identical across decompositions.
+/// CPU time of this node's numerical work: sweeps, and packing and unpacking halos (the
+/// `KERNEL` line). Sending them is the runtime's.
+static KERNEL_TIME: KernelTime = KernelTime::new();
+
 fn sweep(src: &[f64], dst: &mut [f64], rows: usize, cols: usize) {
     let s = cols + 2;
     for i in 1..=rows {
@@ -451,27 +461,25 @@ impl Tile {
             if !ready {
                 return;
             }
-            for (side, values) in self
-                .pending
-                .remove(&level)
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                if let Some(values) = values {
-                    self.fill_ghost(side, &values);
-                }
-            }
+            let halos = self.pending.remove(&level);
             if self.next.len() != self.u.len() {
                 // Restored from a checkpoint: any copy of `u` serves as scratch (its fixed
                 // boundary is the same; the ghosts are refilled before they are read).
                 self.next = self.u.clone();
             }
-            sweep(&self.u, &mut self.next, self.rows, self.cols);
+            KERNEL_TIME.measure(|| {
+                for (side, values) in halos.into_iter().flatten().enumerate() {
+                    if let Some(values) = values {
+                        self.fill_ghost(side, &values);
+                    }
+                }
+                sweep(&self.u, &mut self.next, self.rows, self.cols);
+            });
             std::mem::swap(&mut self.u, &mut self.next);
             self.level += 1;
             if self.level == self.iters {
                 self.monotone = self.lowered_no_point();
+                KERNEL_TIME.end_window();
             }
             if self.level < self.iters {
                 self.send_halos();
@@ -523,9 +531,11 @@ impl Tile {
     }
 
     fn send_halos(&self) {
-        for side in 0..4 {
-            if let Some(n) = &self.neighbours[side] {
-                let mut values = self.edge(side);
+        let edges: [Option<Vec<f64>>; 4] = KERNEL_TIME.measure(|| {
+            std::array::from_fn(|side| self.neighbours[side].as_ref().map(|_| self.edge(side)))
+        });
+        for (side, edge) in edges.into_iter().enumerate() {
+            if let (Some(n), Some(mut values)) = (&self.neighbours[side], edge) {
                 if let (Some(&skew), Some(v)) = (HALO_SKEW.get(), values.first_mut()) {
                     *v += skew;
                 }
@@ -702,6 +712,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("--n must be between 1 and {MAX_N}, not {}", args.n).into());
     }
     let n = args.n;
+    if args.kernel_time {
+        KERNEL_TIME.enable();
+    }
     if args.break_contract {
         let incarnation: u32 = std::env::var("LAZARUS_INCARNATION")
             .ok()
@@ -775,12 +788,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // Nobody sends a halo to a tile that does not exist yet.
     cluster.barrier()?;
     let started = Instant::now();
+    KERNEL_TIME.start_window();
     for tile in &tiles {
         tile.tell(Start).map_err(|e| e.to_string())?;
     }
     let Some(collector) = collector else {
         // Rank 0 gathers the result, then releases everyone.
         cluster.barrier()?;
+        if KERNEL_TIME.is_enabled() {
+            println!("{}", KERNEL_TIME.line("jacobi2d", cluster.rank()));
+        }
         cluster.shutdown();
         return Ok(());
     };
@@ -797,6 +814,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let (values, sane) = cluster.block_on(collector.ask(WaitGathered).no_timeout())?;
     cluster.barrier()?;
+    if KERNEL_TIME.is_enabled() {
+        println!("{}", KERNEL_TIME.line("jacobi2d", cluster.rank()));
+    }
 
     // Seeded with the size so that grids of zeros of different sizes differ.
     let checksum = values
