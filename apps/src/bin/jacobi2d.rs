@@ -170,15 +170,15 @@ fn boundary(n: usize, gi: usize, gj: usize) -> f64 {
     }
 }
 
+/// CPU time of this node's numerical work: sweeps, and packing and unpacking halos (the
+/// `KERNEL` line of `--kernel-time`). Sending them is the runtime's.
+static KERNEL_TIME: KernelTime = KernelTime::new();
+
 /// One Jacobi step over the interior of a padded block of `rows` x `cols` points (row
 /// stride `cols + 2`): reads `src`, writes the interior of `dst`, leaves its ghost ring.
 ///
 /// Tiles and the sequential reference both call this, so every point is computed by the
 /// very same expression, which is what makes results bit-identical across decompositions.
-/// CPU time of this node's numerical work: sweeps, and packing and unpacking halos (the
-/// `KERNEL` line). Sending them is the runtime's.
-static KERNEL_TIME: KernelTime = KernelTime::new();
-
 fn sweep(src: &[f64], dst: &mut [f64], rows: usize, cols: usize) {
     let s = cols + 2;
     for i in 1..=rows {

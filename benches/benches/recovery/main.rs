@@ -127,9 +127,9 @@ fn overhead(
             let res = r.result()?;
             let e = res.number("elapsed_s")?;
             let c = r.cpu.as_secs_f64();
-            let (k, w) = r
-                .kernel_time()
-                .map_or((f64::NAN, f64::NAN), |k| (k.kernel, k.window));
+            let (k, w, o) = r.kernel_time().map_or((f64::NAN, f64::NAN, f64::NAN), |k| {
+                (k.kernel, k.window, k.outside())
+            });
             eprintln!(
                 "n {n} iters {iters} rep {rep} {}: {e:.3} s, cpu {c:.3} s, timed part: nodes' cpu {w:.3} s, kernel {k:.3} s",
                 mode.label()
@@ -137,7 +137,7 @@ fn overhead(
             elapsed[i].push(e);
             cpu[i].push(c);
             window[i].push(w);
-            outside[i].push(w - k);
+            outside[i].push(o);
             checksums.push(res.get("checksum")?.to_string());
             last[i] = Some(r);
         }
