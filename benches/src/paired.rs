@@ -3,7 +3,7 @@
 //! background checkpoint) hits both alike. The ratio reported is the median of the
 //! per-round ratios, not the ratio of two medians taken minutes apart.
 
-use crate::stats::median;
+use crate::stats::{median, median_interval, Verdict};
 
 /// Medians of a paired measurement.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -14,8 +14,20 @@ pub struct Paired {
     pub candidate: f64,
     /// Median over rounds of candidate / baseline.
     pub ratio: f64,
+    /// 95% confidence interval of that median (distribution-free, see
+    /// [`median_interval`]); `None` with fewer than 6 rounds.
+    pub interval: Option<(f64, f64)>,
     /// Rounds measured.
     pub rounds: usize,
+}
+
+impl Paired {
+    /// The verdict on "the ratio is at most `target`", from the interval (a median alone
+    /// passes or misses by chance on a shared machine); inconclusive without one.
+    pub fn verdict(&self, target: f64) -> Verdict {
+        self.interval
+            .map_or(Verdict::Inconclusive, |i| Verdict::of(i, target))
+    }
 }
 
 /// Measures `baseline` and `candidate` once per round for `rounds` rounds, the baseline
@@ -43,6 +55,7 @@ pub fn paired(
         baseline: median(&base).unwrap_or(f64::NAN),
         candidate: median(&cand).unwrap_or(f64::NAN),
         ratio: median(&ratios).unwrap_or(f64::NAN),
+        interval: median_interval(&ratios, 0.95),
         rounds,
     }
 }
@@ -75,5 +88,29 @@ mod tests {
         assert_eq!(p.ratio, 2.0, "drift cancels within a round");
         assert_eq!(p.rounds, 4);
         assert_eq!((p.baseline, p.candidate), (5.5, 11.0));
+        assert_eq!(
+            p.interval, None,
+            "four rounds are too few for a 95% interval"
+        );
+        assert_eq!(p.verdict(3.0), Verdict::Inconclusive);
+    }
+
+    #[test]
+    fn the_verdict_needs_the_whole_interval_on_one_side_of_the_target() {
+        // Candidate / baseline over 11 rounds: 1.00, 1.01, ..., 1.10.
+        let round = Cell::new(0u32);
+        let p = paired(
+            11,
+            || 1.0,
+            || {
+                round.set(round.get() + 1);
+                1.0 + 0.01 * f64::from(round.get() - 1)
+            },
+        );
+        let (low, high) = p.interval.expect("11 rounds give a 95% interval");
+        assert!(low < p.ratio && p.ratio < high);
+        assert_eq!(p.verdict(high + 1e-9), Verdict::Pass);
+        assert_eq!(p.verdict(p.ratio), Verdict::Inconclusive);
+        assert_eq!(p.verdict(low - 1e-9), Verdict::Miss);
     }
 }
