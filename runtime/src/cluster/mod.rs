@@ -646,27 +646,6 @@ mod tests {
     }
 
     #[test]
-    fn images_are_written_at_nice_10_unless_told_otherwise_and_nonsense_is_refused() {
-        let nice = |value: Option<&str>| {
-            let mut vars = vec![("LAZARUS_FT", "on")];
-            vars.extend(value.map(|v| ("LAZARUS_CHECKPOINT_NICE", v)));
-            spec(&vars).map(|s| s.recovery.expect("recovery is on").store_nice)
-        };
-        assert_eq!(nice(None).unwrap(), 10);
-        assert_eq!(nice(Some("0")).unwrap(), 0);
-        assert_eq!(nice(Some("19")).unwrap(), 19);
-        let err = nice(Some("20")).unwrap_err().to_string();
-        assert!(
-            err.contains("LAZARUS_CHECKPOINT_NICE=20: expected 0 to 19"),
-            "{err}"
-        );
-        assert!(
-            nice(Some("-5")).is_err(),
-            "raising priority is not the store's to ask"
-        );
-    }
-
-    #[test]
     fn inconsistent_environments_are_clear_errors() {
         let err = spec(&[
             ("LAZARUS_RANK", "5"),

@@ -164,15 +164,7 @@ pub struct RecoveryConfig {
     /// node has finished. A node that left could not resend its log to a peer that dies
     /// after it.
     pub supervised: bool,
-    /// Nice value (0-19) of the thread that encodes and writes checkpoint images
-    /// (`LAZARUS_CHECKPOINT_NICE`, default [`STORE_NICE`]; 0: the cores' priority).
-    pub store_nice: i32,
 }
-
-/// The default nice value of the thread that writes checkpoint images (see
-/// [`set_checkpoint`]): low enough that an actor core woken by a message runs before
-/// it, high enough that the write still gets a share of a busy core.
-pub const STORE_NICE: i32 = 10;
 
 impl RecoveryConfig {
     /// A configuration for unit tests: no periodic checkpoints, images in `dir`,
@@ -188,14 +180,13 @@ impl RecoveryConfig {
             log_everything: false,
             event_loggers: 1,
             supervised: false,
-            store_nice: STORE_NICE,
         }
     }
 
     /// Reads `LAZARUS_FT` (`on`/`off`), `LAZARUS_CHECKPOINT_EVERY_MS`,
     /// `LAZARUS_CHECKPOINT_DIR`, `LAZARUS_INCARNATION`, `LAZARUS_BUDDY` and
-    /// `LAZARUS_EVENT_LOGGERS` (default 2), `LAZARUS_SUPERVISOR` and
-    /// `LAZARUS_CHECKPOINT_NICE`; `None` when recovery is off.
+    /// `LAZARUS_EVENT_LOGGERS` (default 2) and `LAZARUS_SUPERVISOR`; `None` when recovery
+    /// is off.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
         match var("LAZARUS_FT").as_deref().map(str::trim) {
             None | Some("off") | Some("") => return Ok(None),
@@ -227,11 +218,6 @@ impl RecoveryConfig {
             Some("off") => Buddy::Off,
             Some(other) => return Err(format!("LAZARUS_BUDDY={other}: expected auto, on or off")),
         };
-        let store_nice = match num("LAZARUS_CHECKPOINT_NICE")? {
-            None => STORE_NICE,
-            Some(n) if n <= 19 => n as i32,
-            Some(n) => return Err(format!("LAZARUS_CHECKPOINT_NICE={n}: expected 0 to 19")),
-        };
         Ok(Some(RecoveryConfig {
             checkpoint_every: (every > 0).then(|| Duration::from_millis(every)),
             dir: var("LAZARUS_CHECKPOINT_DIR")
@@ -245,7 +231,6 @@ impl RecoveryConfig {
             event_loggers: u16::try_from(num("LAZARUS_EVENT_LOGGERS")?.unwrap_or(2))
                 .map_err(|_| "LAZARUS_EVENT_LOGGERS is too large".to_string())?,
             supervised,
-            store_nice,
         }))
     }
 }
@@ -589,8 +574,6 @@ pub struct RecoveryLayer {
     /// Held by the checkpoint being taken (one at a time): the buffer its image is
     /// encoded into, kept from one checkpoint to the next so its pages stay mapped.
     checkpointing: Mutex<Vec<u8>>,
-    /// The thread that encodes and writes images (started by the first checkpoint).
-    store_thread: OnceLock<Option<set_checkpoint::StoreThread>>,
     stop: Arc<AtomicBool>,
     checkpoints_done: AtomicU64,
     /// Messages delivered, sent and received by the protocol at the last commit (for
@@ -655,7 +638,6 @@ impl RecoveryLayer {
             outbox_rx: Mutex::new(Some(outbox_rx)),
             outbox_pending: Arc::new(AtomicUsize::new(0)),
             checkpointing: Mutex::new(Vec::new()),
-            store_thread: OnceLock::new(),
             stop: Arc::new(AtomicBool::new(false)),
             checkpoints_done: AtomicU64::new(0),
             progress_at_commit: AtomicU64::new(u64::MAX),

@@ -4,10 +4,6 @@
 //! stored (directory, then buddy) before the protocol announces it to the peers.
 //!
 //! No other node takes part: sets checkpoint independently, with no global barrier.
-//!
-//! The capture runs on the checkpoint thread at the cores' priority (the cores wait for
-//! it); encoding and writing the image, background work of up to a period's logged
-//! messages, run on a store thread at a lower priority (`StoreThread`).
 
 use super::events::EventImage;
 use super::{event, RecoveryLayer, CHECKPOINTS, CHECKPOINT_BYTES, CHECKPOINT_DURATION};
@@ -20,7 +16,7 @@ use crate::transport::frame::Envelope;
 use metrics::{counter, gauge, histogram};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Version of the layout of a node's checkpoint image (`SetImage`). 6: actor images
@@ -223,34 +219,19 @@ impl RecoveryLayer {
             exited,
         };
         let replicated = self.config.buddy && self.size > 1;
-        let (store, rank, buffer) = (self.store.clone(), self.rank, std::mem::take(&mut *body));
-        let write = move || {
-            let mut buffer = buffer;
-            let stored = if replicated {
-                // The replica needs the image in memory anyway.
-                crate::wire::encode_into(&image, &mut buffer)
-                    .map_err(|e| CheckpointFailure::Encode(e.to_string()))
-                    .map(|()| {
-                        store
-                            .save(rank, id.0, &buffer)
-                            .map(|()| buffer.len() as u64)
-                    })
-            } else {
-                // Encoded straight into the file: no copy of the image (mostly logged
-                // payloads) in memory first.
-                Ok(store.save_streamed(rank, id.0, &mut |w| crate::wire::encode_to(&image, w)))
-            };
-            (image, buffer, stored)
+        let stored = if replicated {
+            // The replica needs the image in memory anyway.
+            crate::wire::encode_into(&image, &mut body)
+                .map_err(|e| CheckpointFailure::Encode(e.to_string()))?;
+            self.store
+                .save(self.rank, id.0, &body)
+                .map(|()| body.len() as u64)
+        } else {
+            // Encoded straight into the file: no copy of the image (mostly logged
+            // payloads) in memory first.
+            self.store
+                .save_streamed(self.rank, id.0, &mut |w| crate::wire::encode_to(&image, w))
         };
-        let (image, buffer, stored) = match self.store_thread() {
-            Some(thread) => thread.run(write).ok_or_else(|| {
-                counter!(CHECKPOINT_FAILURES, "reason" => "store").increment(1);
-                CheckpointFailure::Encode("the store thread failed while writing".into())
-            })?,
-            None => write(),
-        };
-        *body = buffer;
-        let stored = stored?;
         // The state buffers go back to their actors: the next checkpoint encodes into
         // memory that is already mapped. The rest (logged payloads among it) is freed now.
         let SetImage {
@@ -423,20 +404,6 @@ impl RecoveryLayer {
         }
     }
 
-    /// The store thread, started on first use; `None` if it cannot be started (the image
-    /// is then written by the checkpoint thread itself).
-    fn store_thread(&self) -> Option<&StoreThread> {
-        self.store_thread
-            .get_or_init(|| match StoreThread::start(self.config.store_nice) {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    tracing::warn!("no store thread ({e}); checkpoints are written inline");
-                    None
-                }
-            })
-            .as_ref()
-    }
-
     /// Starts the thread that checkpoints every `checkpoint_every`, the first time after
     /// [`first_checkpoint_after`].
     pub(crate) fn start_checkpointer(self: &Arc<Self>, node: NodeHandle) {
@@ -470,79 +437,6 @@ impl RecoveryLayer {
     }
 }
 
-/// A job for the store thread.
-type StoreJob = Box<dyn FnOnce() + Send>;
-
-/// The thread that encodes and writes a node's checkpoint images, at a lower priority
-/// than the actor cores. A write is background work (hundreds of megabytes a second when
-/// the log holds large messages), and a core woken by a message should preempt it at once
-/// rather than wait out its time slice while the peer that sent the message idles. On a
-/// busy node it still gets a share of the CPU, so a checkpoint is late, not starved.
-pub(crate) struct StoreThread {
-    jobs: Mutex<std::sync::mpsc::Sender<StoreJob>>,
-}
-
-impl StoreThread {
-    /// Starts the thread at nice value `nice`.
-    fn start(nice: i32) -> std::io::Result<StoreThread> {
-        let (jobs, rx) = std::sync::mpsc::channel::<StoreJob>();
-        std::thread::Builder::new()
-            .name("lazarus-store".into())
-            .spawn(move || {
-                lower_priority(nice);
-                for job in rx {
-                    // A job that panics fails its checkpoint (its caller sees no
-                    // result), not the ones after it.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-                }
-            })?;
-        Ok(StoreThread {
-            jobs: Mutex::new(jobs),
-        })
-    }
-
-    /// Runs `f` on the store thread and waits for its result; `None` if it panicked
-    /// there. Runs it here if the thread is gone.
-    fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let job: StoreJob = Box::new(move || {
-            let _ = tx.send(f());
-        });
-        let sent = self
-            .jobs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .send(job);
-        if let Err(std::sync::mpsc::SendError(job)) = sent {
-            job();
-        }
-        rx.recv().ok()
-    }
-}
-
-/// Sets the calling thread's nice value (a thread's own, on Linux); keeps the current
-/// one if the system refuses.
-fn lower_priority(nice: i32) {
-    if nice == 0 {
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid has no preconditions; setpriority with PRIO_PROCESS and a thread
-        // id changes only that thread's nice value and touches no memory of ours.
-        let ok = unsafe {
-            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) == 0
-        };
-        if !ok {
-            tracing::debug!(
-                nice,
-                "the store thread keeps its priority: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-    }
-}
-
 /// When node `rank` of `size` takes its first periodic checkpoint: nodes started together
 /// are spread over the second period (rank `r` at `1 + r / size` periods) rather than left
 /// in phase. A sender's log keeps what it sent since the receiver's last committed
@@ -556,42 +450,8 @@ pub(crate) fn first_checkpoint_after(every: Duration, rank: u16, size: u16) -> D
 
 #[cfg(test)]
 mod tests {
-    use super::{first_checkpoint_after, StoreThread};
+    use super::first_checkpoint_after;
     use std::time::Duration;
-
-    /// The calling thread's nice value.
-    fn own_nice() -> i32 {
-        // SAFETY: getpriority reads this thread's nice value; no memory is touched.
-        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
-    }
-
-    #[test]
-    fn images_are_written_below_the_cores_priority_and_the_caller_keeps_its_own() {
-        let before = own_nice();
-        let store = StoreThread::start(10).expect("a thread");
-        let theirs = store.run(own_nice).expect("the job ran");
-        assert_eq!(
-            theirs,
-            (before + 10).min(19),
-            "the store thread runs 10 nicer"
-        );
-        assert_eq!(
-            own_nice(),
-            before,
-            "the checkpoint thread keeps its priority"
-        );
-        // One thread for every checkpoint: jobs run one after another.
-        assert_eq!(store.run(|| 6 * 7), Some(42));
-    }
-
-    #[test]
-    fn a_write_that_panics_fails_its_checkpoint_and_the_next_one_still_runs() {
-        let store = StoreThread::start(0).expect("a thread");
-        assert_eq!(store.run(|| -> u8 { panic!("disk on fire") }), None);
-        let caller = std::thread::current().id();
-        let runner = store.run(move || std::thread::current().id() != caller);
-        assert_eq!(runner, Some(true), "the next job runs on the store thread");
-    }
 
     #[test]
     fn nodes_started_together_checkpoint_spread_over_one_period() {
