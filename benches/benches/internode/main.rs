@@ -188,6 +188,15 @@ fn pin_to_core(index: usize) {
     lazarus::topology::bind_current_thread(&cores[index % cores.len()]).expect("pinning");
 }
 
+/// A quinn endpoint on a UDP socket with the kernel buffers a Lazarus node's has
+/// (`lazarus::transport::udp_socket`): the baseline differs from Lazarus in the runtime
+/// only, not in how many datagrams the kernel drops.
+fn raw_endpoint(addr: SocketAddr, server: Option<quinn::ServerConfig>) -> quinn::Endpoint {
+    let (socket, _) = lazarus::transport::udp_socket::bind(addr).unwrap();
+    let runtime = quinn::default_runtime().expect("inside a Tokio runtime");
+    quinn::Endpoint::new(quinn::EndpointConfig::default(), server, socket, runtime).unwrap()
+}
+
 fn raw_pair() -> RawPair {
     let addr = free_addrs(1)[0];
     let server_creds = Credentials::for_node(SECRET, 1).unwrap();
@@ -209,7 +218,7 @@ fn raw_pair() -> RawPair {
             .build()
             .unwrap();
         rt.block_on(async move {
-            let ep = quinn::Endpoint::server(server_config, addr).unwrap();
+            let ep = raw_endpoint(addr, Some(server_config));
             let conn = ep.accept().await.unwrap().await.unwrap();
             let (mut send, mut recv) = conn.accept_bi().await.unwrap();
             let mut buf = vec![0u8; 1 << 21];
@@ -239,7 +248,7 @@ fn raw_pair() -> RawPair {
         quinn::crypto::rustls::QuicClientConfig::try_from(client_creds.client_config().unwrap())
             .unwrap();
     let (client, send, recv) = rt.block_on(async {
-        let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        let mut ep = raw_endpoint("127.0.0.1:0".parse().unwrap(), None);
         let mut cfg = quinn::ClientConfig::new(Arc::new(client_tls));
         cfg.transport_config(transport);
         ep.set_default_client_config(cfg);
