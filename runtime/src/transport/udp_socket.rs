@@ -13,8 +13,11 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 
 /// Receive buffer asked for: a few milliseconds of a fast link, and several 1 MiB
-/// messages with their per-datagram overhead.
+/// messages with their per-datagram overhead. `LAZARUS_UDP_RECEIVE_BUFFER` (bytes)
+/// overrides it; 0 leaves the system's default.
 pub const RECEIVE_BUFFER: usize = 16 << 20;
+/// Environment variable overriding [`RECEIVE_BUFFER`].
+pub const RECEIVE_BUFFER_ENV: &str = "LAZARUS_UDP_RECEIVE_BUFFER";
 /// Send buffer asked for.
 pub const SEND_BUFFER: usize = 4 << 20;
 /// Gauge: the receive buffer the kernel gave the node's socket, in bytes (as the kernel
@@ -31,10 +34,34 @@ pub struct Buffers {
 }
 
 impl Buffers {
-    /// Whether the receive buffer is at least what was asked for. Linux reports double
-    /// the size set; other systems the size itself.
+    /// Whether the receive buffer is at least [`wanted_receive_buffer`]. Linux reports
+    /// double the size set; other systems the size itself.
     pub fn receive_as_asked(&self) -> bool {
-        self.receive >= RECEIVE_BUFFER
+        self.receive >= wanted_receive_buffer().unwrap_or(0)
+    }
+}
+
+/// The receive buffer to ask for: [`RECEIVE_BUFFER`], or `LAZARUS_UDP_RECEIVE_BUFFER`;
+/// `None` for the system's default (the variable set to 0).
+pub fn wanted_receive_buffer() -> Option<usize> {
+    receive_buffer_from(std::env::var(RECEIVE_BUFFER_ENV).ok().as_deref())
+}
+
+/// [`wanted_receive_buffer`] for the variable's value `setting`. A value that is not a
+/// number of bytes is reported and ignored.
+fn receive_buffer_from(setting: Option<&str>) -> Option<usize> {
+    let Some(text) = setting else {
+        return Some(RECEIVE_BUFFER);
+    };
+    match text.trim().parse::<usize>() {
+        Ok(0) => None,
+        Ok(bytes) => Some(bytes),
+        Err(_) => {
+            tracing::warn!(
+                "{RECEIVE_BUFFER_ENV}={text:?} is not a number of bytes; using {RECEIVE_BUFFER}"
+            );
+            Some(RECEIVE_BUFFER)
+        }
     }
 }
 
@@ -48,11 +75,14 @@ pub fn bind(addr: SocketAddr) -> io::Result<(UdpSocket, Buffers)> {
         // Accept IPv4-mapped peers too, as std's bind does by default on Linux.
         let _ = socket.set_only_v6(false);
     }
-    // Best effort: a refusal leaves the default, which works, only slower.
-    let _ = socket.set_recv_buffer_size(RECEIVE_BUFFER);
-    let _ = socket.set_send_buffer_size(SEND_BUFFER);
-    if socket.recv_buffer_size()? < RECEIVE_BUFFER {
-        force_receive_buffer(&socket);
+    let wanted = wanted_receive_buffer();
+    if let Some(wanted) = wanted {
+        // Best effort: a refusal leaves the default, which works, only slower.
+        let _ = socket.set_recv_buffer_size(wanted);
+        let _ = socket.set_send_buffer_size(SEND_BUFFER);
+        if socket.recv_buffer_size()? < wanted {
+            force_receive_buffer(&socket, wanted);
+        }
     }
     socket.bind(&SockAddr::from(addr))?;
     let buffers = Buffers {
@@ -60,12 +90,12 @@ pub fn bind(addr: SocketAddr) -> io::Result<(UdpSocket, Buffers)> {
         send: socket.send_buffer_size()?,
     };
     metrics::gauge!(RECEIVE_BUFFER_BYTES).set(buffers.receive as f64);
-    if !buffers.receive_as_asked() {
+    if let Some(wanted) = wanted.filter(|_| !buffers.receive_as_asked()) {
         tracing::warn!(
             got_kib = buffers.receive / 1024,
-            wanted_kib = RECEIVE_BUFFER / 1024,
+            wanted_kib = wanted / 1024,
             "small UDP receive buffer: bursts of large messages may be dropped and resent \
-             (raise net.core.rmem_max, e.g. sysctl -w net.core.rmem_max={RECEIVE_BUFFER})"
+             (raise net.core.rmem_max, e.g. sysctl -w net.core.rmem_max={wanted})"
         );
     }
     Ok((socket.into(), buffers))
@@ -74,9 +104,9 @@ pub fn bind(addr: SocketAddr) -> io::Result<(UdpSocket, Buffers)> {
 /// Sets the receive buffer past `net.core.rmem_max` (`SO_RCVBUFFORCE`), which only a
 /// privileged process may; the error of an unprivileged one is ignored.
 #[cfg(target_os = "linux")]
-fn force_receive_buffer(socket: &Socket) {
+fn force_receive_buffer(socket: &Socket, wanted: usize) {
     use std::os::fd::AsRawFd;
-    let size = libc::c_int::try_from(RECEIVE_BUFFER).unwrap_or(libc::c_int::MAX);
+    let size = libc::c_int::try_from(wanted).unwrap_or(libc::c_int::MAX);
     // SAFETY: the descriptor is the open socket `socket` owns for the whole call; the
     // option value points to a live c_int whose size is passed with it.
     let _ = unsafe {
@@ -91,7 +121,7 @@ fn force_receive_buffer(socket: &Socket) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn force_receive_buffer(_socket: &Socket) {}
+fn force_receive_buffer(_socket: &Socket, _wanted: usize) {}
 
 #[cfg(test)]
 mod tests {
@@ -105,6 +135,15 @@ mod tests {
         // Whatever the privileges, never less than the kernel's default of 208 KiB.
         assert!(buffers.receive >= 200 << 10, "{buffers:?}");
         assert!(buffers.send > 0);
+    }
+
+    #[test]
+    fn the_receive_buffer_setting_is_bytes_zero_for_the_default_and_garbage_is_ignored() {
+        assert_eq!(receive_buffer_from(None), Some(RECEIVE_BUFFER));
+        assert_eq!(receive_buffer_from(Some("4194304")), Some(4 << 20));
+        assert_eq!(receive_buffer_from(Some(" 0 ")), None);
+        assert_eq!(receive_buffer_from(Some("16M")), Some(RECEIVE_BUFFER));
+        assert_eq!(receive_buffer_from(Some("-1")), Some(RECEIVE_BUFFER));
     }
 
     #[test]
