@@ -457,9 +457,13 @@ mod tests {
     #[test]
     fn a_body_written_piecemeal_is_stored_whole() {
         let (s, dir) = store();
-        // Many small writes across chunk boundaries, as an encoder makes them.
+        // Many small writes across chunk boundaries, as an encoder makes them, and some
+        // large ones (logged payloads) across chunks.
         let pieces: Vec<Vec<u8>> = (0..5000u32)
-            .map(|i| vec![i as u8; (i as usize * 37) % 3000])
+            .map(|i| match i % 1000 {
+                999 => (0..(1 << 20) + 3).map(|j| (j % 251) as u8).collect(),
+                _ => vec![i as u8; (i as usize * 37) % 3000],
+            })
             .collect();
         let whole: Vec<u8> = pieces.concat();
         let len = s
