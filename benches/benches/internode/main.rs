@@ -192,9 +192,9 @@ fn pin_to_core(index: usize) {
 /// (`lazarus::transport::udp_socket`): the baseline differs from Lazarus in the runtime
 /// only, not in how many datagrams the kernel drops.
 fn raw_endpoint(addr: SocketAddr, server: Option<quinn::ServerConfig>) -> quinn::Endpoint {
-    let (socket, _) = lazarus::transport::udp_socket::bind(addr).unwrap();
-    let runtime = quinn::default_runtime().expect("inside a Tokio runtime");
-    quinn::Endpoint::new(quinn::EndpointConfig::default(), server, socket, runtime).unwrap()
+    lazarus::transport::udp_socket::endpoint(addr, server)
+        .unwrap()
+        .0
 }
 
 fn raw_pair() -> RawPair {

@@ -989,17 +989,8 @@ async fn net_main(
         let mut client = quinn::ClientConfig::new(Arc::new(client_crypto));
         client.transport_config(quic_transport_config());
         let addr = config.addrs[config.rank as usize];
-        let (socket, _) =
-            udp_socket::bind(addr).map_err(|source| TransportError::Bind { addr, source })?;
-        let runtime = quinn::default_runtime()
-            .ok_or_else(|| TransportError::Runtime("no async runtime for quinn".into()))?;
-        let mut endpoint = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
-            Some(server),
-            socket,
-            runtime,
-        )
-        .map_err(|source| TransportError::Bind { addr, source })?;
+        let (mut endpoint, _) = udp_socket::endpoint(addr, Some(server))
+            .map_err(|source| TransportError::Bind { addr, source })?;
         endpoint.set_default_client_config(client);
         Ok(endpoint)
     };

@@ -101,6 +101,19 @@ pub fn bind(addr: SocketAddr) -> io::Result<(UdpSocket, Buffers)> {
     Ok((socket.into(), buffers))
 }
 
+/// A quinn endpoint on a socket from [`bind`] at `addr`, accepting connections if
+/// `server` is given. Must be called inside a Tokio runtime.
+pub fn endpoint(
+    addr: SocketAddr,
+    server: Option<quinn::ServerConfig>,
+) -> io::Result<(quinn::Endpoint, Buffers)> {
+    let (socket, buffers) = bind(addr)?;
+    let runtime = quinn::default_runtime()
+        .ok_or_else(|| io::Error::other("no async runtime for quinn (not inside Tokio)"))?;
+    let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), server, socket, runtime)?;
+    Ok((endpoint, buffers))
+}
+
 /// Sets the receive buffer past `net.core.rmem_max` (`SO_RCVBUFFORCE`), which only a
 /// privileged process may; the error of an unprivileged one is ignored.
 #[cfg(target_os = "linux")]
