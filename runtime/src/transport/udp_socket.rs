@@ -31,13 +31,16 @@ pub struct Buffers {
     pub receive: usize,
     /// Send buffer in bytes, as `SO_SNDBUF` reports it.
     pub send: usize,
+    /// The receive buffer asked for ([`wanted_receive_buffer`] when bound; `None`: the
+    /// system's default).
+    pub asked: Option<usize>,
 }
 
 impl Buffers {
-    /// Whether the receive buffer is at least [`wanted_receive_buffer`]. Linux reports
-    /// double the size set; other systems the size itself.
+    /// Whether the receive buffer is at least the size asked for. Linux reports double
+    /// the size set; other systems the size itself.
     pub fn receive_as_asked(&self) -> bool {
-        self.receive >= wanted_receive_buffer().unwrap_or(0)
+        self.receive >= self.asked.unwrap_or(0)
     }
 }
 
@@ -88,6 +91,7 @@ pub fn bind(addr: SocketAddr) -> io::Result<(UdpSocket, Buffers)> {
     let buffers = Buffers {
         receive: socket.recv_buffer_size()?,
         send: socket.send_buffer_size()?,
+        asked: wanted,
     };
     metrics::gauge!(RECEIVE_BUFFER_BYTES).set(buffers.receive as f64);
     if let Some(wanted) = wanted.filter(|_| !buffers.receive_as_asked()) {
@@ -167,5 +171,17 @@ mod tests {
         }
         let (_, buffers) = bind("127.0.0.1:0".parse().unwrap()).unwrap();
         assert!(buffers.receive_as_asked(), "{buffers:?}");
+    }
+
+    #[test]
+    fn a_buffer_is_as_asked_when_it_is_at_least_the_size_asked_for() {
+        let got = |receive, asked| Buffers {
+            receive,
+            send: 0,
+            asked,
+        };
+        assert!(got(32 << 20, Some(RECEIVE_BUFFER)).receive_as_asked());
+        assert!(!got(416 << 10, Some(RECEIVE_BUFFER)).receive_as_asked());
+        assert!(got(416 << 10, None).receive_as_asked(), "the default asked");
     }
 }
