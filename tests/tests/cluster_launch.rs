@@ -164,7 +164,7 @@ fn ring_with_a_frozen_node(extra: &[&str]) -> support::launched::Finished {
         .args(extra)
         .arg("--")
         .arg(bin("ring"))
-        .args(["--hops", "10000", "--actors", "6"]);
+        .args(["--hops", "200000", "--actors", "6"]);
     let mut run = Launched::spawn(cmd, 3);
     run.wait_started();
     std::thread::sleep(Duration::from_millis(1500));
