@@ -125,6 +125,43 @@ fn a_node_sigkilled_at_a_random_moment_recovers_and_the_answer_is_the_failure_fr
     assert!(replayed > 0, "survivors resent logged messages");
 }
 
+/// Iterations of the random-kills test: about 8 s with recovery on, so that three kills
+/// and their recoveries land well before the end.
+const LONG_ITERS: &str = "40000";
+
+#[test]
+fn three_sigkills_of_random_nodes_at_random_moments_end_with_the_failure_free_answer() {
+    // Whatever comes: the same node twice, a node killed while another recovers or
+    // checkpoints, a replacement killed before it resumed. The seed is printed;
+    // LAZARUS_TEST_SEED=<seed> replays the same schedule (victims and gaps).
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let expected = reference(LONG_ITERS);
+    let mut rng = seed() | 1;
+    let mut run = launch(true, LONG_ITERS, &[]);
+    run.wait_started();
+    let mut victims = Vec::new();
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(300 + next(&mut rng) % 1000));
+        let victim = (next(&mut rng) % 4) as u16;
+        run.wait_alive(victim);
+        let pid = run.kill(victim);
+        eprintln!("killed node {victim} (pid {pid})");
+        victims.push(victim);
+    }
+    let f = run.finish();
+    assert_eq!(f.checksum(), expected, "victims in order: {victims:?}");
+    let mut restarted = f.restarted();
+    let mut killed = victims.clone();
+    restarted.sort();
+    killed.sort();
+    assert_eq!(
+        restarted, killed,
+        "one restart per kill, of the killed nodes only"
+    );
+    killed.dedup();
+    assert_only_restarted(&f, &killed);
+}
+
 #[test]
 fn a_restarted_node_that_sends_other_halos_than_before_its_failure_is_reported() {
     // `--break-contract`: a restarted process skews the halos it sends, so its regenerated

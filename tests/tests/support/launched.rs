@@ -98,6 +98,28 @@ impl Launched {
             .unwrap_or_else(|| panic!("no pid printed for node {rank}"))
     }
 
+    /// Reads the output that has already come, without waiting, so that [`Launched::pid`]
+    /// sees the newest PIDs.
+    pub fn read_available(&mut self) {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+    }
+
+    /// Waits until node `rank` runs a live process: if the launcher reported it dead after
+    /// the last PID it printed for it, waits for its replacement's PID.
+    pub fn wait_alive(&mut self, rank: u16) {
+        self.read_available();
+        let (pid_line, died) = (format!("node {rank} pid "), format!("node {rank}: died"));
+        let last_pid = self.seen.iter().rposition(|l| l.starts_with(&pid_line));
+        let last_death = self.seen.iter().rposition(|l| l.contains(&died));
+        if last_death > last_pid {
+            self.wait_for(&format!("node {rank}'s replacement"), |l| {
+                l.starts_with(&pid_line)
+            });
+        }
+    }
+
     /// Waits until the launcher has started every node.
     pub fn wait_started(&mut self) {
         for rank in 0..self.nodes {
