@@ -17,9 +17,9 @@ use support::launched::{assert_only_restarted, Finished, Launched};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Tasks: a run of about 3 s on this machine, so that the kill (300 ms after the
+/// Tasks: a run of about 4 s on this machine, so that the kill (300 ms after the
 /// master's first checkpoint) falls well inside a checkpoint period.
-const TASKS: &str = "8000";
+const TASKS: &str = "16000";
 const WORK: &str = "20000";
 
 fn launch(env: &[(&str, &str)], tasks: &str) -> Launched {

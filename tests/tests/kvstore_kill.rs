@@ -22,7 +22,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Requests per client: a few seconds of work on this machine, so that a kill shortly
 /// after the first checkpoints lands mid-run.
-const OPS: &str = "4000";
+const OPS: &str = "8000";
 
 /// Without event loggers a request costs no logger round trip: more requests keep the
 /// run going for a few seconds too.
