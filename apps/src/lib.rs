@@ -1,10 +1,11 @@
 //! Shared pieces of the Lazarus miniapps: the machine-readable `RESULT` line every app
 //! prints last, how a run ends on every node ([`ending`]), the CPU time of an app's
-//! kernel ([`kernel_time`]), and the checksum mixer the apps use to fingerprint their
-//! answers.
+//! kernel ([`kernel_time`]), the checksum mixer the apps use to fingerprint their
+//! answers, and building the binaries for tests and benches ([`binaries`]).
 
 use std::fmt::Display;
 
+pub mod binaries;
 pub mod ending;
 pub mod kernel_time;
 pub mod npb;

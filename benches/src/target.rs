@@ -69,19 +69,7 @@ impl Bins {
 
 /// Builds the release binaries of the launcher and the apps.
 pub fn build_release() -> Result<()> {
-    let status = Command::new(cargo())
-        .current_dir(workspace_root())
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            "lazarus",
-            "-p",
-            "lazarus-apps",
-            "--bins",
-        ])
-        .status()
+    let status = lazarus_apps::binaries::build(true)
         .map_err(|e| Error::new(format!("cannot run cargo: {e}")))?;
     if status.success() {
         Ok(())

@@ -12,7 +12,8 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 use support::launched::{
-    assert_only_restarted, assert_only_rolled_back, assert_peers_reached_replacement, Launched,
+    assert_one_restart_per_kill, assert_only_restarted, assert_only_rolled_back,
+    assert_peers_reached_replacement, Launched, TestRng,
 };
 use support::{bin, parse_result};
 
@@ -79,36 +80,13 @@ fn reference(iters: &str) -> String {
     c
 }
 
-/// A small clock-seeded generator: each run kills at another moment (the seed is
-/// printed, so a failing run can be repeated with LAZARUS_TEST_SEED).
-fn seed() -> u64 {
-    let s = std::env::var("LAZARUS_TEST_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos() as u64
-        });
-    eprintln!("LAZARUS_TEST_SEED={s}");
-    s
-}
-
-fn next(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
-}
-
 #[test]
 fn a_node_sigkilled_at_a_random_moment_recovers_and_the_answer_is_the_failure_free_one() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let expected = reference(ITERS);
-    let mut rng = seed() | 1;
-    let victim = (next(&mut rng) % 4) as u16;
-    let delay = Duration::from_millis(1200 + next(&mut rng) % 1500);
+    let mut rng = TestRng::from_env();
+    let victim = rng.below(4) as u16;
+    let delay = Duration::from_millis(1200 + rng.below(1500));
     eprintln!("killing node {victim} after {delay:?}");
 
     let mut run = launch(true, ITERS, &[]);
@@ -136,30 +114,12 @@ fn three_sigkills_of_random_nodes_at_random_moments_end_with_the_failure_free_an
     // LAZARUS_TEST_SEED=<seed> replays the same schedule (victims and gaps).
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let expected = reference(LONG_ITERS);
-    let mut rng = seed() | 1;
     let mut run = launch(true, LONG_ITERS, &[]);
     run.wait_started();
-    let mut victims = Vec::new();
-    for _ in 0..3 {
-        std::thread::sleep(Duration::from_millis(300 + next(&mut rng) % 1000));
-        let victim = (next(&mut rng) % 4) as u16;
-        run.wait_alive(victim);
-        let pid = run.kill(victim);
-        eprintln!("killed node {victim} (pid {pid})");
-        victims.push(victim);
-    }
+    let victims = run.kill_at_random(&mut TestRng::from_env(), 3);
     let f = run.finish();
     assert_eq!(f.checksum(), expected, "victims in order: {victims:?}");
-    let mut restarted = f.restarted();
-    let mut killed = victims.clone();
-    restarted.sort();
-    killed.sort();
-    assert_eq!(
-        restarted, killed,
-        "one restart per kill, of the killed nodes only"
-    );
-    killed.dedup();
-    assert_only_restarted(&f, &killed);
+    assert_one_restart_per_kill(&f, &victims);
 }
 
 #[test]

@@ -19,33 +19,8 @@ pub fn launcher(app: &str) -> &'static Path {
             .expect("the app lives in a directory")
             .join("lazarus");
         if !path.exists() {
-            let mut cmd = Command::new(option_env!("CARGO").unwrap_or("cargo"));
-            // The same build, in the same environment, as the `lazarus-tests` package's
-            // (`tests/tests/support/mod.rs`, `bin`): what `cargo test` sets for this
-            // process would make it a different build, so the suite would build the
-            // workspace's binaries twice.
-            for (key, _) in std::env::vars_os() {
-                let key = key.to_string_lossy();
-                if key.starts_with("CARGO_PKG_")
-                    || key.starts_with("CARGO_MANIFEST_")
-                    || key == "LD_LIBRARY_PATH"
-                {
-                    cmd.env_remove(key.as_ref());
-                }
-            }
-            cmd.args([
-                "build",
-                "--quiet",
-                "-p",
-                "lazarus",
-                "-p",
-                "lazarus-apps",
-                "--bins",
-            ]);
-            if app.contains("/release/") {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("cargo runs");
+            let status =
+                lazarus_apps::binaries::build(app.contains("/release/")).expect("cargo runs");
             assert!(status.success(), "building the launcher failed");
         }
         assert!(path.exists(), "{} was not built", path.display());

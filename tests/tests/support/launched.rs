@@ -120,6 +120,22 @@ impl Launched {
         }
     }
 
+    /// SIGKILLs `kills` nodes of the run one after another, each a random node (the same
+    /// one again, possibly) after a random 0.3-1.3 s; a node being restarted is killed
+    /// once its replacement runs. Returns the victims in order.
+    pub fn kill_at_random(&mut self, rng: &mut TestRng, kills: usize) -> Vec<u16> {
+        (0..kills)
+            .map(|_| {
+                std::thread::sleep(Duration::from_millis(300 + rng.below(1000)));
+                let victim = rng.below(u64::from(self.nodes)) as u16;
+                self.wait_alive(victim);
+                let pid = self.kill(victim);
+                eprintln!("killed node {victim} (pid {pid})");
+                victim
+            })
+            .collect()
+    }
+
     /// Waits until the launcher has started every node.
     pub fn wait_started(&mut self) {
         for rank in 0..self.nodes {
@@ -292,6 +308,20 @@ impl Finished {
     }
 }
 
+/// Each kill of `victims` (in any order, a node killed twice listed twice) was answered by
+/// one restart of that node, and no other node restarted or rolled back.
+pub fn assert_one_restart_per_kill(f: &Finished, victims: &[u16]) {
+    let (mut restarted, mut killed) = (f.restarted(), victims.to_vec());
+    restarted.sort();
+    killed.sort();
+    assert_eq!(
+        restarted, killed,
+        "one restart per kill, of the killed nodes only"
+    );
+    killed.dedup();
+    assert_only_restarted(f, &killed);
+}
+
 /// Survivors neither restarted nor rolled back; the `killed` nodes (in increasing order)
 /// were restarted by the launcher.
 pub fn assert_only_restarted(f: &Finished, killed: &[u16]) {
@@ -339,6 +369,35 @@ pub fn assert_peers_reached_replacement(f: &Finished, restarted: u16, addr: &str
             )),
             "node {peer} did not reach node {restarted}'s replacement at {addr}"
         );
+    }
+}
+
+/// The random choices of a test (xorshift): seeded from `LAZARUS_TEST_SEED` if set, else
+/// from the clock; the seed is printed, so a failing schedule can be run again.
+pub struct TestRng(u64);
+
+impl TestRng {
+    /// A generator seeded as above.
+    pub fn from_env() -> TestRng {
+        let seed = std::env::var("LAZARUS_TEST_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .subsec_nanos() as u64
+            });
+        eprintln!("LAZARUS_TEST_SEED={seed}");
+        TestRng(seed | 1)
+    }
+
+    /// A number below `bound` (not exactly uniform; good enough for schedules).
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % bound
     }
 }
 

@@ -25,33 +25,7 @@ pub fn bin(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let release = profile_dir().ends_with("release");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        // What `cargo test` sets for this test process (the test package's identity, the
-        // loader path of its build outputs) would make the nested build look like a
-        // different one and recompile the workspace for every test binary.
-        for (key, _) in std::env::vars_os() {
-            let key = key.to_string_lossy();
-            if key.starts_with("CARGO_PKG_")
-                || key.starts_with("CARGO_MANIFEST_")
-                || key == "LD_LIBRARY_PATH"
-            {
-                cmd.env_remove(key.as_ref());
-            }
-        }
-        cmd.args([
-            "build",
-            "--quiet",
-            "-p",
-            "lazarus",
-            "-p",
-            "lazarus-apps",
-            "--bins",
-        ]);
-        if release {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("cargo runs");
+        let status = lazarus_apps::binaries::build(release).expect("cargo runs");
         assert!(status.success(), "building the binaries failed");
     });
     let path = profile_dir().join(name);
