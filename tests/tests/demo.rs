@@ -9,10 +9,11 @@ use support::bin;
 
 #[test]
 fn the_demo_kills_a_node_narrates_its_recovery_and_ends_with_the_failure_free_answer() {
-    // A smaller grid than the default, run long enough for the kill at half the run to
-    // come after the killed node's first checkpoint (1 s period).
+    // A smaller grid than the default, run long enough (about 5 s) for the kill at half
+    // the run to come after the killed node's first checkpoint (1 s period, the nodes'
+    // phases spread over it): with half of that, a fast run was killed before it.
     let out = support::output(
-        Command::new(bin("lazarus")).args(["demo", "--n", "256", "--iters", "20000"]),
+        Command::new(bin("lazarus")).args(["demo", "--n", "256", "--iters", "40000"]),
     )
     .expect("the demo runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
