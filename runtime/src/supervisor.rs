@@ -12,6 +12,9 @@ pub struct PlannedKill {
     pub rank: u16,
     /// When, counted from the launch.
     pub at: Duration,
+    /// Wait past `at`, if need be, until the node has committed a checkpoint, so that
+    /// its replacement restores one (`lazarus demo`); `--kill` kills at `at` regardless.
+    pub after_a_checkpoint: bool,
 }
 
 /// Parses `RANK@SECONDS[,RANK@SECONDS...]`.
@@ -35,6 +38,7 @@ pub fn parse_kills(spec: &str) -> Result<Vec<PlannedKill>, String> {
             Ok(PlannedKill {
                 rank,
                 at: Duration::from_secs_f64(secs),
+                after_a_checkpoint: false,
             })
         })
         .collect()
@@ -160,6 +164,11 @@ fn incarnation_of(e: &NodeEvent, kind: &str) -> Option<u32> {
 /// first phase of its shutdown); `None` for other events.
 pub fn finished_incarnation(e: &NodeEvent) -> Option<u32> {
     incarnation_of(e, "finished")
+}
+
+/// Whether the event says its node committed a checkpoint.
+pub fn committed_a_checkpoint(e: &NodeEvent) -> bool {
+    e.kind == "checkpoint"
 }
 
 /// The incarnation a node becomes by rolling back in place after an actor failed
@@ -295,11 +304,13 @@ mod tests {
             vec![
                 PlannedKill {
                     rank: 2,
-                    at: Duration::from_millis(3500)
+                    at: Duration::from_millis(3500),
+                    after_a_checkpoint: false,
                 },
                 PlannedKill {
                     rank: 1,
-                    at: Duration::from_secs(6)
+                    at: Duration::from_secs(6),
+                    after_a_checkpoint: false,
                 }
             ]
         );
