@@ -1,12 +1,20 @@
 //! Building the workspace's binaries (the `lazarus` launcher and the apps) from a test
 //! or a bench: one cargo command and environment for every caller, so a test suite that
-//! asks from several test binaries and packages builds them once.
+//! asks from several test binaries and packages does not build them again.
 
 use std::path::Path;
 use std::process::{Command, ExitStatus};
 
-/// Runs `cargo build -p lazarus -p lazarus-apps --bins` (with `--release` if `release`)
-/// in the workspace root, and returns its exit status.
+/// Builds the binaries of the launcher and the apps into the target directory of the
+/// `release` or the test (`dev`) profile, in the workspace root; returns cargo's exit
+/// status.
+///
+/// Release: `cargo build --release -p lazarus -p lazarus-apps --bins`. Test profile:
+/// `cargo test --no-run`, the build `cargo test` itself makes in the workspace root
+/// (every default member's tests, which build both packages' binaries: the apps' and the
+/// runtime's integration tests need them). Within such a `cargo test` it finds
+/// everything built, with the same features; a `cargo build` would unify features
+/// otherwise and build the binaries a second time.
 ///
 /// What `cargo test` sets for the calling test process (its package's identity, the
 /// loader path of its build outputs) is left out of the build's environment: it would
@@ -23,17 +31,20 @@ pub fn build(release: bool) -> std::io::Result<ExitStatus> {
         }
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    cmd.current_dir(root).args([
-        "build",
-        "--quiet",
-        "-p",
-        "lazarus",
-        "-p",
-        "lazarus-apps",
-        "--bins",
-    ]);
+    cmd.current_dir(root);
     if release {
-        cmd.arg("--release");
+        cmd.args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "lazarus",
+            "-p",
+            "lazarus-apps",
+            "--bins",
+        ]);
+    } else {
+        cmd.args(["test", "--no-run", "--quiet"]);
     }
     cmd.status()
 }

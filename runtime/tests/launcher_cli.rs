@@ -1,0 +1,44 @@
+//! The `lazarus` launcher's command line: bad options are refused with the reason and exit
+//! status 2 before any node starts. (Being an integration test of this package, it also
+//! makes `cargo test` build the `lazarus` binary with the features the whole suite is built
+//! with, so the process-level tests of the other packages need not build it again.)
+
+use std::process::Command;
+
+const LAUNCHER: &str = env!("CARGO_BIN_EXE_lazarus");
+
+/// Runs the launcher with `args`; returns its exit status and standard error.
+fn launcher(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(LAUNCHER)
+        .args(args)
+        .output()
+        .expect("the launcher runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_kill_plan_that_does_not_parse_is_refused_with_the_reason() {
+    let (code, stderr) = launcher(&["run", "-n", "2", "--kill", "2", "--", "/bin/true"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("RANK@SECONDS"), "{stderr}");
+}
+
+#[test]
+fn a_checkpoint_period_that_is_not_a_duration_is_refused_with_the_reason() {
+    let (code, stderr) = launcher(&[
+        "run",
+        "-n",
+        "2",
+        "--ft",
+        "on",
+        "--checkpoint-every",
+        "soon",
+        "--",
+        "/bin/true",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("is not a duration"), "{stderr}");
+}
