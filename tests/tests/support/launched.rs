@@ -192,9 +192,7 @@ impl Launched {
     pub fn finish(mut self) -> Finished {
         let deadline = Instant::now() + FINISH_TIMEOUT;
         let status = loop {
-            while let Ok(line) = self.lines.try_recv() {
-                self.seen.push(line);
-            }
+            self.read_available();
             if let Some(status) = self.child.try_wait().expect("wait") {
                 break status;
             }
