@@ -83,6 +83,12 @@ struct RunArgs {
     /// Period of each node's checkpoint (e.g. 1s, 500ms; 0 for none).
     #[arg(long, default_value = "1s", value_parser = supervisor::parse_duration)]
     checkpoint_every: Duration,
+    /// Memory quota of each node's sender-based log, with `--ft on` (e.g. 64MiB, 1GB; 0
+    /// for none): above it a node asks the nodes its logged messages went to, those
+    /// holding the largest shares first, to checkpoint early, which releases them. The
+    /// log exceeds it by what the node sends while they do.
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    log_quota: u64,
     /// Where checkpoints are stored (default: a fresh directory under the temp dir).
     /// `{host}` in it is replaced by the node's host name (`local` on this host): each
     /// host then keeps its own, as with host-local disks.
@@ -146,6 +152,13 @@ struct KillList(Vec<PlannedKill>);
 /// `--failure-timeout`: a duration no shorter than the nodes accept.
 fn parse_failure_timeout(s: &str) -> Result<Duration, String> {
     lazarus::cluster::usable_failure_timeout(supervisor::parse_duration(s)?)
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64())
+        .map_err(|e| format!("`{s}` is not a size (examples: 64MiB, 512KB, 1GB): {e}"))
 }
 
 fn parse_kill_list(s: &str) -> Result<KillList, String> {
@@ -366,6 +379,7 @@ impl Launch<'_> {
                         .replace("{host}", host.as_deref().unwrap_or("local")),
                 )
                 .env("LAZARUS_BUDDY", args.buddy.as_env())
+                .env("LAZARUS_LOG_QUOTA", args.log_quota.to_string())
                 .env("LAZARUS_INCARNATION", incarnation.to_string())
                 // The node leaves only when told: see `supervisor::may_leave`.
                 .env("LAZARUS_SUPERVISOR", "stdin")
@@ -827,6 +841,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         ft: Ft::Off,
         failure_timeout: None,
         checkpoint_every: Duration::from_secs(1),
+        log_quota: 0,
         checkpoint_dir: None,
         buddy: BuddyArg::Auto,
         spares: 0,

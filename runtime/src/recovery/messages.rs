@@ -1,6 +1,6 @@
 //! What the protocol puts on the wire between sets: the metadata piggybacked on every
 //! inter-set application message, and the control messages (ROLLBACK, RESPONSE,
-//! CHECKPOINT_ADVANCE). All are serde types with canonical, validated encodings.
+//! CHECKPOINT_ADVANCE, CHECKPOINT_REQUEST). All are serde types with canonical, validated encodings.
 
 use super::dep_vector::{varint_len, DepVector};
 use super::ids::{ChannelId, Incarnation};
@@ -166,6 +166,11 @@ pub enum ControlMessage {
         /// checkpoint (only the channels that advanced).
         sent: ChannelIndices,
     },
+    /// CHECKPOINT_REQUEST: the sender's log is over its memory quota, and the messages
+    /// it holds for the addressee are among the largest part of it: a checkpoint of the
+    /// addressee would let it release them. Only a hint; the addressee's CHECKPOINT_ADVANCE
+    /// is what releases anything.
+    CheckpointRequest,
 }
 
 impl ControlMessage {
@@ -175,6 +180,7 @@ impl ControlMessage {
             ControlMessage::Rollback(_) => "rollback",
             ControlMessage::Response { .. } => "response",
             ControlMessage::CheckpointAdvance { .. } => "checkpoint_advance",
+            ControlMessage::CheckpointRequest => "checkpoint_request",
         }
     }
 }
@@ -244,6 +250,7 @@ mod tests {
                 checkpointed: ChannelIndices::default(),
                 sent: [(ch(1, 1), 3)].into_iter().collect(),
             },
+            ControlMessage::CheckpointRequest,
         ] {
             let bytes = postcard::to_allocvec(&msg).unwrap();
             assert_eq!(postcard::from_bytes::<ControlMessage>(&bytes).unwrap(), msg);

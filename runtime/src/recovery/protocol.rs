@@ -22,6 +22,11 @@ use std::collections::BTreeSet;
 pub struct Config {
     /// Which dependency requirements bind at delivery.
     pub dependency_rule: DependencyRule,
+    /// Memory quota of the sender-based log, in bytes (payloads plus vectors): above it,
+    /// [`SetProtocol::poll_log_quota`] asks the peers holding the largest shares of the
+    /// log for a checkpoint. `None`: the log is released by the peers' own checkpoints
+    /// only.
+    pub log_quota: Option<usize>,
 }
 
 /// What to do with a message the application sent to another set.
@@ -120,6 +125,10 @@ pub struct ProtocolStats {
     pub stale_control: u64,
     /// Checkpoints committed.
     pub checkpoints: u64,
+    /// CHECKPOINT_REQUESTs sent because the log was over its quota.
+    pub checkpoint_requests_sent: u64,
+    /// CHECKPOINT_REQUESTs received from peers whose logs were over their quota.
+    pub checkpoint_requests_received: u64,
     /// Regenerated messages compared with the copy delivered before the failure (by
     /// digest, see [`replay_check`](super::replay_check)).
     pub regenerations_checked: u64,
@@ -135,6 +144,9 @@ struct PendingCheckpoint {
     delivered: Vec<(SetId, ChannelIndices)>,
     /// Last sent index per channel to each peer.
     sent: Vec<(SetId, ChannelIndices)>,
+    /// Peers that had asked for a checkpoint: each gets a CHECKPOINT_ADVANCE at the
+    /// commit, an empty one if nothing from or to it advanced, so it may ask again.
+    requested_by: BTreeSet<SetId>,
 }
 
 /// The recovery protocol of one correlated set.
@@ -152,6 +164,15 @@ pub struct SetProtocol<P> {
     pending: Vec<PendingCheckpoint>,
     /// Per peer, the sent indices the last CHECKPOINT_ADVANCE announced.
     advertised_sent: Vec<ChannelIndices>,
+    /// See [`Config::log_quota`].
+    log_quota: Option<usize>,
+    /// Per peer: a CHECKPOINT_REQUEST went to it and no CHECKPOINT_ADVANCE (or ROLLBACK)
+    /// has come back since.
+    asked: Vec<bool>,
+    /// Peers that asked this set for a checkpoint since it last took one.
+    requested_by: BTreeSet<SetId>,
+    /// A peer asked for a checkpoint and the driver has not been told yet.
+    checkpoint_wanted: bool,
     violations: Vec<ContractViolation>,
     stats: ProtocolStats,
 }
@@ -179,6 +200,10 @@ impl<P: LogPayload> SetProtocol<P> {
             last_checkpoint: CheckpointId(0),
             pending: Vec::new(),
             advertised_sent: vec![ChannelIndices::default(); usize::from(sets)],
+            log_quota: config.log_quota,
+            asked: vec![false; usize::from(sets)],
+            requested_by: BTreeSet::new(),
+            checkpoint_wanted: false,
             violations: Vec::new(),
             stats: ProtocolStats::default(),
         })
@@ -371,10 +396,12 @@ impl<P: LogPayload> SetProtocol<P> {
             .map(|p| (p, self.log.sent_to(p)))
             .filter(|(_, s)| !s.is_empty())
             .collect();
+        self.checkpoint_wanted = false;
         self.pending.push(PendingCheckpoint {
             id,
             delivered: delivered.clone(),
             sent,
+            requested_by: std::mem::take(&mut self.requested_by),
         });
         Snapshot {
             format: SNAPSHOT_FORMAT,
@@ -407,7 +434,13 @@ impl<P: LogPayload> SetProtocol<P> {
             .iter()
             .position(|p| p.id == id)
             .ok_or(ProtocolError::UnknownCheckpoint(id))?;
-        let Some(covered) = self.pending.drain(..=pos).next_back() else {
+        let mut requested_by = BTreeSet::new();
+        let mut covered = None;
+        for p in self.pending.drain(..=pos) {
+            requested_by.extend(p.requested_by.iter().copied());
+            covered = Some(p);
+        }
+        let Some(covered) = covered else {
             return Err(ProtocolError::UnknownCheckpoint(id));
         };
         let mut advanced: Vec<(SetId, ChannelIndices, ChannelIndices)> = Vec::new();
@@ -432,10 +465,16 @@ impl<P: LogPayload> SetProtocol<P> {
                 None => advanced.push((peer, ChannelIndices::default(), sent)),
             }
         }
+        for peer in &requested_by {
+            if !advanced.iter().any(|a| a.0 == *peer) {
+                advanced.push((*peer, ChannelIndices::default(), ChannelIndices::default()));
+            }
+        }
         advanced.sort_unstable_by_key(|a| a.0);
         let mut actions = Vec::new();
         for (peer, checkpointed, sent) in advanced {
-            if !checkpointed.is_empty() || !sent.is_empty() {
+            let asked = requested_by.contains(&peer);
+            if asked || !checkpointed.is_empty() || !sent.is_empty() {
                 actions.push(Action::Control {
                     to: peer,
                     message: ControlMessage::CheckpointAdvance { checkpointed, sent },
@@ -463,7 +502,64 @@ impl<P: LogPayload> SetProtocol<P> {
             ControlMessage::CheckpointAdvance { checkpointed, sent } => {
                 self.on_checkpoint_advance(from, &checkpointed, &sent)
             }
+            ControlMessage::CheckpointRequest => {
+                self.check_peer(from)?;
+                self.stats.checkpoint_requests_received += 1;
+                self.requested_by.insert(from);
+                self.checkpoint_wanted = true;
+                Ok(Vec::new())
+            }
         }
+    }
+
+    /// Enforces the log's memory quota ([`Config::log_quota`]). When the log holds more,
+    /// returns CHECKPOINT_REQUESTs for the peers whose messages take the largest shares
+    /// of it, largest first, until what the others hold is under half the quota (so the
+    /// next few sends do not ask again). A peer is asked once until its next
+    /// CHECKPOINT_ADVANCE or ROLLBACK. The driver calls this after sends or
+    /// periodically. It never holds a send back: the quota decides when receivers
+    /// checkpoint, and the log exceeds it by what is sent while they do.
+    pub fn poll_log_quota(&mut self) -> Vec<Action<P>> {
+        let Some(quota) = self.log_quota else {
+            return Vec::new();
+        };
+        let total = self.log.stats().bytes();
+        if total <= quota {
+            return Vec::new();
+        }
+        let held = self.log.bytes_per_peer();
+        let asked_bytes: usize = (0..held.len())
+            .filter(|&p| self.asked[p])
+            .map(|p| held[p])
+            .sum();
+        let mut remaining = total.saturating_sub(asked_bytes);
+        let mut candidates: Vec<SetId> = self
+            .peers()
+            .filter(|p| !self.asked[p.index()] && held[p.index()] > 0)
+            .collect();
+        // Largest share first; ties by set number (the sort is stable).
+        candidates.sort_by_key(|p| std::cmp::Reverse(held[p.index()]));
+        let mut actions = Vec::new();
+        for peer in candidates {
+            if remaining <= quota / 2 {
+                break;
+            }
+            remaining -= held[peer.index()];
+            self.asked[peer.index()] = true;
+            actions.push(Action::Control {
+                to: peer,
+                message: ControlMessage::CheckpointRequest,
+            });
+        }
+        self.stats.checkpoint_requests_sent += actions.len() as u64;
+        self.stats.control_sent += actions.len() as u64;
+        actions
+    }
+
+    /// Whether a peer asked for a checkpoint (CHECKPOINT_REQUEST) since this set last
+    /// took one; clears the request. The driver takes a checkpoint soon after.
+    pub fn take_checkpoint_request(&mut self) -> bool {
+        std::mem::take(&mut self.checkpoint_wanted)
     }
 
     /// ROLLBACK from `from` (Algorithm 1, lines 47-51): it restarted with the reported
@@ -484,6 +580,8 @@ impl<P: LogPayload> SetProtocol<P> {
             return Ok(Vec::new());
         }
         self.known[from.index()] = report.incarnation;
+        // A new incarnation has not seen our CHECKPOINT_REQUEST.
+        self.asked[from.index()] = false;
         // It restored digests from its checkpoint that an announcement since may have
         // covered: announce again at the next commit.
         self.advertised_sent[from.index()] = ChannelIndices::default();
@@ -547,6 +645,7 @@ impl<P: LogPayload> SetProtocol<P> {
         sent: &ChannelIndices,
     ) -> Result<Vec<Action<P>>, ProtocolError> {
         self.check_peer(from)?;
+        self.asked[from.index()] = false;
         self.log.release_all(from, checkpointed);
         self.inbox.forget_digests(from, sent);
         Ok(Vec::new())
@@ -1068,5 +1167,144 @@ mod tests {
         assert!(a.checkpoint_committed(first.id).is_err());
         let third = a.checkpoint();
         assert!(a.checkpoint_committed(third.id).unwrap().is_empty());
+    }
+
+    /// Routes every control message in `actions` from set `from` to the matching set of
+    /// `sets` (indexed by set number).
+    fn route(sets: &mut [SetProtocol<Bytes>], from: u16, actions: Vec<Action<Bytes>>) {
+        for a in actions {
+            let Action::Control { to, message } = a else {
+                panic!("only control messages expected")
+            };
+            let more = sets[to.index()].on_control(SetId(from), message).unwrap();
+            assert!(more.is_empty());
+        }
+    }
+
+    fn requests(actions: &[Action<Bytes>]) -> Vec<u16> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Control {
+                    to,
+                    message: ControlMessage::CheckpointRequest,
+                } => Some(to.0),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_log_over_its_quota_asks_the_heaviest_receivers_to_checkpoint_once_until_they_do() {
+        let config = Config {
+            log_quota: Some(1000),
+            ..Config::default()
+        };
+        let mut sets: Vec<SetProtocol<Bytes>> = (0..4)
+            .map(|s| SetProtocol::with_config(SetId(s), 4, config).unwrap())
+            .collect();
+        let send = |sets: &mut Vec<SetProtocol<Bytes>>, to: u16, len: usize| {
+            let SendOutcome::Transmit { meta, payload } =
+                sets[0].on_send(SetId(to), ch(0, to), vec![1; len]).unwrap()
+            else {
+                panic!("transmitted")
+            };
+            sets[usize::from(to)]
+                .on_receive(SetId(0), meta, payload)
+                .unwrap();
+            assert!(sets[usize::from(to)].poll_delivery().is_some());
+        };
+        // Under the quota: nobody is asked.
+        send(&mut sets, 1, 400);
+        send(&mut sets, 2, 450);
+        send(&mut sets, 3, 100);
+        assert!(sets[0].poll_log_quota().is_empty());
+        // Over it (1250 bytes held, plus a byte of vector each): set 2 holds the largest
+        // share; without it 500 bytes and the vectors stay, more than half the quota, so
+        // set 1 is asked too, and set 3 is not.
+        send(&mut sets, 2, 300);
+        let asked = sets[0].poll_log_quota();
+        assert_eq!(requests(&asked), vec![2, 1]);
+        assert_eq!(sets[0].stats().checkpoint_requests_sent, 2);
+        // Asked once: more sends do not ask them again before they checkpoint.
+        send(&mut sets, 2, 100);
+        assert!(sets[0].poll_log_quota().is_empty());
+        route(&mut sets, 0, asked);
+        assert!(sets[2].take_checkpoint_request());
+        assert!(
+            !sets[2].take_checkpoint_request(),
+            "one request, one checkpoint"
+        );
+        assert!(!sets[3].take_checkpoint_request());
+        // Set 2 checkpoints: its CHECKPOINT_ADVANCE releases its 850 bytes.
+        let snap = sets[2].checkpoint();
+        let advance = sets[2].checkpoint_committed(snap.id).unwrap();
+        route(&mut sets, 2, advance);
+        assert_eq!(sets[0].log_stats().payload_bytes, 500);
+        // Then set 1, and set 0 may ask it again.
+        let snap = sets[1].checkpoint();
+        let advance = sets[1].checkpoint_committed(snap.id).unwrap();
+        assert!(matches!(
+            &advance[..],
+            [Action::Control { message: ControlMessage::CheckpointAdvance { checkpointed, .. }, .. }]
+                if !checkpointed.is_empty()
+        ));
+        route(&mut sets, 1, advance);
+        assert_eq!(sets[0].log_stats().payload_bytes, 100);
+        send(&mut sets, 1, 1000);
+        assert_eq!(requests(&sets[0].poll_log_quota()), vec![1]);
+        assert_eq!(sets[1].stats().checkpoint_requests_received, 1);
+    }
+
+    #[test]
+    fn a_requested_checkpoint_that_covers_nothing_new_still_answers_the_requester() {
+        let config = Config {
+            log_quota: Some(10),
+            ..Config::default()
+        };
+        let mut f = SetProtocol::<Bytes>::with_config(SetId(0), 2, config).unwrap();
+        let mut r = SetProtocol::<Bytes>::with_config(SetId(1), 2, config).unwrap();
+        // The message is in flight when the receiver checkpoints.
+        let SendOutcome::Transmit { meta, payload } =
+            f.on_send(SetId(1), ch(0, 1), vec![0; 64]).unwrap()
+        else {
+            panic!("transmitted")
+        };
+        let asked = f.poll_log_quota();
+        assert_eq!(requests(&asked), vec![1]);
+        for a in asked {
+            let Action::Control { message, .. } = a else {
+                panic!()
+            };
+            r.on_control(SetId(0), message).unwrap();
+        }
+        assert!(r.take_checkpoint_request());
+        let snap = r.checkpoint();
+        let advance = r.checkpoint_committed(snap.id).unwrap();
+        let [Action::Control {
+            to: SetId(0),
+            message: message @ ControlMessage::CheckpointAdvance { .. },
+        }] = &advance[..]
+        else {
+            panic!("an (empty) CHECKPOINT_ADVANCE for the requester: {advance:?}")
+        };
+        f.on_control(SetId(1), message.clone()).unwrap();
+        assert_eq!(
+            f.log_stats().entries,
+            1,
+            "nothing delivered, nothing released"
+        );
+        assert_eq!(requests(&f.poll_log_quota()), vec![1], "asked again");
+        // Once delivered and checkpointed, the log is empty.
+        r.on_receive(SetId(0), meta, payload).unwrap();
+        assert!(r.poll_delivery().is_some());
+        let snap = r.checkpoint();
+        for a in r.checkpoint_committed(snap.id).unwrap() {
+            let Action::Control { message, .. } = a else {
+                panic!()
+            };
+            f.on_control(SetId(1), message).unwrap();
+        }
+        assert_eq!(f.log_stats().entries, 0);
     }
 }

@@ -152,6 +152,8 @@ pub struct Recorded<P> {
 #[derive(Clone, Debug)]
 pub struct SenderLog<P> {
     peers: Vec<BTreeMap<ChannelId, OutChannel<P>>>,
+    /// Bytes held (payloads plus vectors) per destination set.
+    peer_bytes: Vec<usize>,
     stats: LogStats,
 }
 
@@ -160,6 +162,7 @@ impl<P: LogPayload> SenderLog<P> {
     pub fn new(n: u16) -> Self {
         SenderLog {
             peers: (0..n).map(|_| BTreeMap::new()).collect(),
+            peer_bytes: vec![0; usize::from(n)],
             stats: LogStats::default(),
         }
     }
@@ -168,12 +171,16 @@ impl<P: LogPayload> SenderLog<P> {
     pub fn from_channels(n: u16, channels: Vec<(SetId, ChannelId, OutChannel<P>)>) -> Self {
         let mut log = SenderLog::new(n);
         for (dst, channel, out) in channels {
-            for e in &out.entries {
-                log.account_add(e);
-            }
             if let Some(peer) = log.peers.get_mut(dst.index()) {
+                for e in &out.entries {
+                    log.stats.entries += 1;
+                    log.stats.payload_bytes += e.payload.byte_len();
+                    log.stats.vector_bytes += e.depend.encoded_len();
+                    log.peer_bytes[dst.index()] += e.payload.byte_len() + e.depend.encoded_len();
+                }
                 peer.insert(channel, out);
             }
+            log.note_peak();
         }
         log
     }
@@ -232,6 +239,7 @@ impl<P: LogPayload> SenderLog<P> {
             self.stats.entries += 1;
             self.stats.payload_bytes += pb;
             self.stats.vector_bytes += vb;
+            self.peer_bytes[dst.index()] += pb + vb;
             self.note_peak();
             transmit
         } else {
@@ -259,7 +267,12 @@ impl<P: LogPayload> SenderLog<P> {
             freed.extend(out.entries.pop_front());
         }
         for e in &freed {
-            self.account_remove(e);
+            let (pb, vb) = (e.payload.byte_len(), e.depend.encoded_len());
+            self.stats.entries -= 1;
+            self.stats.payload_bytes -= pb;
+            self.stats.vector_bytes -= vb;
+            self.stats.released_entries += 1;
+            self.peer_bytes[dst.index()] -= pb + vb;
         }
         freed.len()
     }
@@ -380,18 +393,9 @@ impl<P: LogPayload> SenderLog<P> {
         self.stats
     }
 
-    fn account_add(&mut self, e: &LogEntry<P>) {
-        self.stats.entries += 1;
-        self.stats.payload_bytes += e.payload.byte_len();
-        self.stats.vector_bytes += e.depend.encoded_len();
-        self.note_peak();
-    }
-
-    fn account_remove(&mut self, e: &LogEntry<P>) {
-        self.stats.entries -= 1;
-        self.stats.payload_bytes -= e.payload.byte_len();
-        self.stats.vector_bytes -= e.depend.encoded_len();
-        self.stats.released_entries += 1;
+    /// Bytes held (payloads plus vectors) for each destination set, indexed by set.
+    pub fn bytes_per_peer(&self) -> &[usize] {
+        &self.peer_bytes
     }
 
     fn note_peak(&mut self) {

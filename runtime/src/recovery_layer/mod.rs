@@ -53,6 +53,11 @@ pub const LOG_ENTRIES: &str = "lazarus_recovery_log_entries";
 pub const PIGGYBACK_BYTES: &str = "lazarus_recovery_piggyback_bytes";
 /// Checkpoints committed.
 pub const CHECKPOINTS: &str = "lazarus_checkpoints_total";
+/// CHECKPOINT_REQUESTs this node sent because its log was over its quota.
+pub const CHECKPOINT_REQUESTS: &str = "lazarus_checkpoint_requests_sent_total";
+/// Checkpoints this node took because a peer asked (its log was over its quota), not
+/// because the period had passed.
+pub const REQUESTED_CHECKPOINTS: &str = "lazarus_checkpoints_requested_total";
 /// Checkpoints abandoned (label `reason`).
 pub const CHECKPOINT_FAILURES: &str = "lazarus_checkpoint_failures_total";
 /// Time the node's cores were paused for a checkpoint, seconds (histogram).
@@ -142,6 +147,10 @@ pub(crate) fn counts_local_sends() -> bool {
 pub struct RecoveryConfig {
     /// Period of the node's coordinated checkpoints (`None`: on demand only).
     pub checkpoint_every: Option<Duration>,
+    /// Memory quota of the node's sender-based log in bytes (`LAZARUS_LOG_QUOTA`): above
+    /// it the node asks the receivers holding the largest shares to checkpoint early
+    /// (see [`crate::recovery::Config::log_quota`]). `None`: no quota.
+    pub log_quota: Option<usize>,
     /// Directory of the checkpoint store (shared by the nodes of a host).
     pub dir: PathBuf,
     /// This process's incarnation of its rank: 0 at launch, one more per restart.
@@ -167,12 +176,21 @@ pub struct RecoveryConfig {
 }
 
 impl RecoveryConfig {
+    /// The protocol's tunables that this configuration sets.
+    pub(crate) fn protocol(&self) -> crate::recovery::Config {
+        crate::recovery::Config {
+            log_quota: self.log_quota,
+            ..Default::default()
+        }
+    }
+
     /// A configuration for unit tests: no periodic checkpoints, images in `dir`,
     /// incarnation 0, no buddy replica, one event logger.
     #[cfg(test)]
     pub(crate) fn for_tests(dir: std::path::PathBuf) -> Self {
         RecoveryConfig {
             checkpoint_every: None,
+            log_quota: None,
             dir,
             incarnation: 0,
             buddy: false,
@@ -183,7 +201,8 @@ impl RecoveryConfig {
         }
     }
 
-    /// Reads `LAZARUS_FT` (`on`/`off`), `LAZARUS_CHECKPOINT_EVERY_MS`,
+    /// Reads `LAZARUS_FT` (`on`/`off`), `LAZARUS_CHECKPOINT_EVERY_MS`, `LAZARUS_LOG_QUOTA`
+    /// (bytes, 0 or unset: none),
     /// `LAZARUS_CHECKPOINT_DIR`, `LAZARUS_INCARNATION`, `LAZARUS_BUDDY` and
     /// `LAZARUS_EVENT_LOGGERS` (default 2) and `LAZARUS_SUPERVISOR`; `None` when recovery
     /// is off.
@@ -220,6 +239,12 @@ impl RecoveryConfig {
         };
         Ok(Some(RecoveryConfig {
             checkpoint_every: (every > 0).then(|| Duration::from_millis(every)),
+            log_quota: match num("LAZARUS_LOG_QUOTA")? {
+                None | Some(0) => None,
+                Some(q) => Some(
+                    usize::try_from(q).map_err(|_| "LAZARUS_LOG_QUOTA is too large".to_string())?,
+                ),
+            },
             dir: var("LAZARUS_CHECKPOINT_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| std::env::temp_dir().join("lazarus-checkpoints")),
@@ -575,6 +600,9 @@ pub struct RecoveryLayer {
     /// encoded into, kept from one checkpoint to the next so its pages stay mapped.
     checkpointing: Mutex<Vec<u8>>,
     stop: Arc<AtomicBool>,
+    /// A peer asked for a checkpoint (CHECKPOINT_REQUEST) and the checkpointer has not
+    /// taken it yet.
+    checkpoint_requested: AtomicBool,
     checkpoints_done: AtomicU64,
     /// Messages delivered, sent and received by the protocol at the last commit (for
     /// the stall report).
@@ -609,7 +637,7 @@ impl RecoveryLayer {
         }
         let events = events::Events::new(rank, size, config.event_loggers, fresh, &config.dir);
         let protocol = fresh
-            .then(|| SetProtocol::new(SetId(rank), size).ok())
+            .then(|| SetProtocol::with_config(SetId(rank), size, config.protocol()).ok())
             .flatten();
         let (outbox, outbox_rx) = std_mpsc::channel::<(u16, FrameBody)>();
         let local = Arc::new(LocalDeliveries::new());
@@ -639,6 +667,7 @@ impl RecoveryLayer {
             outbox_pending: Arc::new(AtomicUsize::new(0)),
             checkpointing: Mutex::new(Vec::new()),
             stop: Arc::new(AtomicBool::new(false)),
+            checkpoint_requested: AtomicBool::new(false),
             checkpoints_done: AtomicU64::new(0),
             progress_at_commit: AtomicU64::new(u64::MAX),
             local,
@@ -1034,6 +1063,9 @@ impl RecoveryLayer {
                         ),
                     );
                 }
+                if protocol.take_checkpoint_request() {
+                    self.checkpoint_requested.store(true, Ordering::Release);
+                }
                 let recovered = was_recovering && !protocol.is_recovering();
                 if kind == "response" {
                     // Regenerations held until this RESPONSE were compared just now.
@@ -1275,7 +1307,7 @@ impl RecoveryLayer {
         event(
             self.rank,
             &format!(
-                "final incarnation={} checkpoints={} replayed={} duplicates={} suppressed={} regenerations_checked={} contract_violations={} delivered={} driver_replies={driver_replies} log_entries={} log_peak_entries={} log_peak_bytes={} piggyback_bytes={} max_piggyback={} forced_logged={} forced_peak_bytes={} {determinants}",
+                "final incarnation={} checkpoints={} replayed={} duplicates={} suppressed={} regenerations_checked={} contract_violations={} delivered={} driver_replies={driver_replies} log_entries={} log_peak_entries={} log_peak_bytes={} piggyback_bytes={} max_piggyback={} forced_logged={} forced_peak_bytes={} checkpoint_requests_sent={} checkpoint_requests_received={} {determinants}",
                 self.config.incarnation,
                 s.checkpoints,
                 s.protocol.resent,
@@ -1291,6 +1323,8 @@ impl RecoveryLayer {
                 s.protocol.max_piggyback,
                 s.forced_logged,
                 s.forced_peak_bytes,
+                s.protocol.checkpoint_requests_sent,
+                s.protocol.checkpoint_requests_received,
             ),
         );
         crate::failpoint::after_final();

@@ -172,8 +172,9 @@ impl RecoveryLayer {
             }
         };
         histogram!(RECOVERY_PHASE, "phase" => "load").record(started.elapsed().as_secs_f64());
-        let (protocol, actions) = SetProtocol::restore(snapshot, incarnation, Default::default())
-            .map_err(|e| e.to_string())?;
+        let (protocol, actions) =
+            SetProtocol::restore(snapshot, incarnation, self.config.protocol())
+                .map_err(|e| e.to_string())?;
         counter!(ROLLBACKS).increment(1);
         event(
             self.rank,

@@ -7,7 +7,7 @@
 
 use super::events::EventImage;
 use super::{event, RecoveryLayer, CHECKPOINTS, CHECKPOINT_BYTES, CHECKPOINT_DURATION};
-use super::{CHECKPOINT_FAILURES, CHECKPOINT_PAUSE};
+use super::{CHECKPOINT_FAILURES, CHECKPOINT_PAUSE, CHECKPOINT_REQUESTS, REQUESTED_CHECKPOINTS};
 use crate::checkpoint::CheckpointStore;
 use crate::lifecycle::ActorImage;
 use crate::node::NodeHandle;
@@ -404,38 +404,83 @@ impl RecoveryLayer {
         }
     }
 
-    /// Starts the thread that checkpoints every `checkpoint_every`, the first time after
-    /// [`first_checkpoint_after`].
+    /// Starts the thread that checkpoints every `checkpoint_every` (the first time after
+    /// [`first_checkpoint_after`]) and when a peer asks for it (CHECKPOINT_REQUEST; after
+    /// a pause as long as the last checkpoint took, at least [`QUOTA_POLL`], so that
+    /// requests keep the node checkpointing half the time at most), and that enforces the log's quota, if any, by
+    /// asking peers for checkpoints (checked every [`QUOTA_POLL`]).
     pub(crate) fn start_checkpointer(self: &Arc<Self>, node: NodeHandle) {
-        let Some(every) = self.config.checkpoint_every else {
-            return;
+        let every = self.config.checkpoint_every;
+        let poll = if self.config.log_quota.is_some() {
+            QUOTA_POLL
+        } else {
+            IDLE_POLL
         };
         let layer = Arc::clone(self);
         let stop = Arc::clone(&self.stop);
-        let first = first_checkpoint_after(every, self.rank, self.size);
+        let first = every.map(|e| first_checkpoint_after(e, self.rank, self.size));
         let _ = std::thread::Builder::new()
             .name("lazarus-checkpoint".into())
             .spawn(move || {
-                let mut next = Instant::now() + first;
+                let mut next = first.map(|f| Instant::now() + f);
+                let mut last_end = Instant::now();
+                let mut gap = QUOTA_POLL;
                 while !stop.load(Ordering::Acquire) {
+                    layer.enforce_log_quota();
                     let now = Instant::now();
-                    if now < next {
-                        std::thread::sleep((next - now).min(Duration::from_millis(50)));
+                    let periodic = next.is_some_and(|n| now >= n);
+                    let requested =
+                        layer.checkpoint_requested.load(Ordering::Acquire) && now >= last_end + gap;
+                    if !periodic && !requested {
+                        std::thread::sleep(next.map_or(poll, |n| (n - now).min(poll)));
                         continue;
                     }
-                    next = now + every;
-                    if layer.lock().ready {
-                        if let Err(CheckpointFailure::AwaitingSpawn(_)) =
-                            layer.checkpoint_now(&node)
-                        {
-                            // Soon: the replaying handlers spawn them within moments.
-                            next = Instant::now() + Duration::from_millis(20);
+                    if !layer.lock().ready {
+                        // A restarting node: the period's checkpoint is skipped; a
+                        // requested one is taken once the node has resumed.
+                        if periodic {
+                            next = every.map(|e| now + e);
                         }
+                        std::thread::sleep(poll);
+                        continue;
                     }
+                    layer.checkpoint_requested.store(false, Ordering::Release);
+                    if !periodic {
+                        counter!(REQUESTED_CHECKPOINTS).increment(1);
+                    }
+                    next = every.map(|e| now + e);
+                    if let Err(CheckpointFailure::AwaitingSpawn(_)) = layer.checkpoint_now(&node) {
+                        // Soon: the replaying handlers spawn them within moments.
+                        next = Some(Instant::now() + Duration::from_millis(20));
+                    }
+                    last_end = Instant::now();
+                    gap = (last_end - now).max(QUOTA_POLL);
                 }
             });
     }
+
+    /// Sends the CHECKPOINT_REQUESTs the log's quota calls for (nothing without a quota).
+    fn enforce_log_quota(&self) {
+        if self.config.log_quota.is_none() {
+            return;
+        }
+        let asks = match self.lock().protocol.as_mut() {
+            Some(protocol) => protocol.poll_log_quota(),
+            None => return,
+        };
+        if !asks.is_empty() {
+            counter!(CHECKPOINT_REQUESTS).increment(asks.len() as u64);
+            self.emit(Self::frames(asks));
+        }
+    }
 }
+
+/// How often the checkpointer wakes without a quota to enforce.
+const IDLE_POLL: Duration = Duration::from_millis(50);
+
+/// How often the checkpointer compares the log with its quota and looks for peers'
+/// checkpoint requests: the log can outgrow its quota by what the node sends meanwhile.
+pub(crate) const QUOTA_POLL: Duration = Duration::from_millis(10);
 
 /// When node `rank` of `size` takes its first periodic checkpoint: nodes started together
 /// are spread over the second period (rank `r` at `1 + r / size` periods) rather than left

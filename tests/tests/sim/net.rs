@@ -46,6 +46,7 @@ impl Net {
     pub fn with_rule(n: u16, rule: DependencyRule) -> Self {
         let config = Config {
             dependency_rule: rule,
+            ..Config::default()
         };
         let mut sets = Vec::new();
         let mut committed = Vec::new();

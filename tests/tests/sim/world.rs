@@ -93,6 +93,9 @@ pub struct SimConfig {
     /// Every incarnation sends its own variant of each message (a broken determinism
     /// contract), for the test of the runtime's checker.
     pub break_contract: bool,
+    /// The sender-based log's memory quota in bytes: above it a set asks its heaviest
+    /// receivers to checkpoint (CHECKPOINT_REQUEST), and a set asked prefers to.
+    pub log_quota: Option<usize>,
 }
 
 impl SimConfig {
@@ -115,6 +118,11 @@ impl SimConfig {
             order_sensitive: false,
             loggers: 1,
             break_contract: false,
+            // Drawn apart so that the other parameters of a seed stay as they were.
+            log_quota: {
+                let mut q = Rng::new(seed ^ 0x0106_A07A);
+                q.chance(1, 2).then(|| q.range(8, 120) as usize)
+            },
         }
     }
 
@@ -195,6 +203,8 @@ struct Node {
     pending: Option<Stored>,
     committed: Stored,
     incarnation: u32,
+    /// A peer asked for a checkpoint (its log is over its quota). Volatile.
+    checkpoint_wanted: bool,
 }
 
 /// Counters of one or many runs.
@@ -265,6 +275,8 @@ pub struct ProtocolStatsSum {
     pub regenerations_checked: u64,
     /// Of those, the ones the checker found different.
     pub contract_violations: u64,
+    /// CHECKPOINT_REQUESTs sent because a log was over its quota.
+    pub checkpoint_requests: u64,
 }
 
 impl ProtocolStatsSum {
@@ -280,6 +292,7 @@ impl ProtocolStatsSum {
         self.stale_control += s.stale_control;
         self.regenerations_checked += s.regenerations_checked;
         self.contract_violations += s.contract_violations;
+        self.checkpoint_requests += s.checkpoint_requests_sent;
     }
 }
 
@@ -305,6 +318,7 @@ impl SimStats {
         self.proto.stale_control += p.stale_control;
         self.proto.regenerations_checked += p.regenerations_checked;
         self.proto.contract_violations += p.contract_violations;
+        self.proto.checkpoint_requests += p.checkpoint_requests;
         self.peak_log_entries = self.peak_log_entries.max(o.peak_log_entries);
         self.peak_log_bytes = self.peak_log_bytes.max(o.peak_log_bytes);
         self.determinants += o.determinants;
@@ -375,6 +389,7 @@ impl World {
         let n = cfg.sets;
         let config = Config {
             dependency_rule: cfg.rule,
+            log_quota: cfg.log_quota,
         };
         let mut local_of = vec![0; prog.actors()];
         let mut nodes = Vec::new();
@@ -414,6 +429,7 @@ impl World {
                 pending: None,
                 committed,
                 incarnation: 0,
+                checkpoint_wanted: false,
             });
         }
         // Crash moments spread over the run's expected length.
@@ -589,7 +605,10 @@ impl World {
             for s in (0..self.cfg.sets).filter(|_| working) {
                 let node = &self.nodes[usize::from(s)];
                 if node.proto.is_some() && node.pending.is_none() {
-                    acts.push((self.cfg.checkpoint_weight, Act::Checkpoint(s)));
+                    // A requested checkpoint comes soon, not at once: the requester
+                    // keeps sending meanwhile.
+                    let asked = if node.checkpoint_wanted { 20 } else { 0 };
+                    acts.push((self.cfg.checkpoint_weight + asked, Act::Checkpoint(s)));
                 }
             }
             let total: u64 = acts.iter().map(|a| a.0).sum();
@@ -668,6 +687,7 @@ impl World {
         node.intra.clear();
         node.intra_sent.clear();
         node.pending = None;
+        node.checkpoint_wanted = false;
         if let Some(ev) = node.events.take() {
             self.stats.add_events(&ev);
         }
@@ -1153,7 +1173,9 @@ impl World {
             Packet::Control(message) => {
                 let kind = message.kind();
                 let dbg = self.trace.is_some().then(|| format!("{message:?}"));
-                match proto.on_control(SetId(from), message) {
+                let result = proto.on_control(SetId(from), message);
+                let wanted = proto.take_checkpoint_request();
+                match result {
                     Ok(actions) => {
                         self.note(|| {
                             format!(
@@ -1162,6 +1184,9 @@ impl World {
                                 actions.len()
                             )
                         });
+                        if wanted {
+                            self.nodes[usize::from(to)].checkpoint_wanted = true;
+                        }
                         self.execute(to, actions);
                     }
                     Err(e) => self.fail(format!("S{to} refused {kind} from S{from}: {e}")),
@@ -1269,11 +1294,16 @@ impl World {
                 Err(e) => self.fail(format!("S{s} refused a send: {e}")),
             }
         }
-        let node = &self.nodes[usize::from(s)];
-        if let Some(p) = &node.proto {
+        let node = &mut self.nodes[usize::from(s)];
+        if let Some(p) = node.proto.as_mut() {
             let l = p.log_stats();
             self.stats.peak_log_entries = self.stats.peak_log_entries.max(l.entries);
             self.stats.peak_log_bytes = self.stats.peak_log_bytes.max(l.bytes());
+            let asks = p.poll_log_quota();
+            if !asks.is_empty() {
+                self.note(|| format!("S{s} log over its quota: {} requests", asks.len()));
+                self.execute(s, asks);
+            }
         }
     }
 
@@ -1339,6 +1369,7 @@ impl World {
             return;
         };
         let snap = proto.checkpoint();
+        node.checkpoint_wanted = false;
         let id = snap.id;
         let snapshot = match lazarus::wire::encode(&snap) {
             Ok(b) => b,
@@ -1415,6 +1446,7 @@ impl World {
         };
         let config = Config {
             dependency_rule: self.cfg.rule,
+            log_quota: self.cfg.log_quota,
         };
         let (proto, actions) =
             match SetProtocol::restore(snap, Incarnation(node.incarnation), config) {
