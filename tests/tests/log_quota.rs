@@ -9,8 +9,12 @@
 mod support;
 
 use std::process::Command;
+use std::sync::Mutex;
 use support::bin;
 use support::launched::{assert_only_restarted, Finished, Launched};
+
+/// Two-node runs at full bandwidth, one at a time on a 2-core machine.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const MIB: u64 = 1 << 20;
 /// Round trips of 1 MiB each way: unreleased, each node's log would end at this many MiB.
@@ -48,6 +52,7 @@ fn log_peak(f: &Finished, rank: u16) -> u64 {
 
 #[test]
 fn without_a_quota_or_periodic_checkpoints_the_log_keeps_every_message() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let f = pingpong(true, None).finish();
     f.checksum();
     for rank in 0..2 {
@@ -66,6 +71,7 @@ fn without_a_quota_or_periodic_checkpoints_the_log_keeps_every_message() {
 
 #[test]
 fn a_log_quota_keeps_each_log_near_it_through_requested_checkpoints() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let expected = pingpong(false, None).finish().checksum();
     let f = pingpong(true, Some("16MiB")).finish();
     assert_eq!(
@@ -75,6 +81,12 @@ fn a_log_quota_keeps_each_log_near_it_through_requested_checkpoints() {
     );
     for rank in 0..2 {
         let finals = &f.finals()[&rank];
+        eprintln!(
+            "node {rank}: log peak {} MiB, {} checkpoints, {} requests sent",
+            log_peak(&f, rank) / MIB,
+            finals["checkpoints"],
+            finals["checkpoint_requests_sent"]
+        );
         assert!(
             finals["checkpoint_requests_sent"] >= 2 && finals["checkpoint_requests_received"] >= 2,
             "node {rank} asked and was asked for checkpoints: {finals:?}"
@@ -96,6 +108,7 @@ fn a_log_quota_keeps_each_log_near_it_through_requested_checkpoints() {
 
 #[test]
 fn a_node_killed_under_a_log_quota_restores_a_requested_checkpoint_with_the_failure_free_answer() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // Long enough (2-4 s) for the kill to land mid-run.
     const LONG: u64 = 1500;
     let expected = pingpong_for(LONG, false, None).finish().checksum();
