@@ -64,10 +64,6 @@ fn the_contract_checker_reports_regenerations_that_differ_from_the_delivered_cop
     for seed in 0..500 {
         let mut cfg = SimConfig::random(seed);
         cfg.break_contract = true;
-        // Requested checkpoints change the schedules, and some then hit the checker's
-        // known gap (docs/recovery.md): a regeneration held for comparison until the
-        // peer's RESPONSE is never compared if its set fails again before that arrives.
-        cfg.log_quota = None;
         let (stats, _) = run_counting(cfg);
         let p = stats.proto;
         assert!(

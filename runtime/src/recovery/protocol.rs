@@ -238,6 +238,9 @@ impl<P: LogPayload> SetProtocol<P> {
             p.inbox.restore_digests(*from, digests);
         }
         p.log = SenderLog::from_channels(sets, snapshot.sent);
+        for (to, held) in &snapshot.held_regenerations {
+            p.log.restore_held(*to, held);
+        }
         p.known = snapshot.known_incarnations;
         p.known[me.index()] = incarnation;
         p.last_checkpoint = snapshot.id;
@@ -417,6 +420,11 @@ impl<P: LogPayload> SetProtocol<P> {
                 .collect(),
             delivered,
             sent: self.log.channels(),
+            held_regenerations: self
+                .peers()
+                .map(|p| (p, self.log.held_regenerations(p)))
+                .filter(|(_, d)| !d.is_empty())
+                .collect(),
             known_incarnations: self.known.clone(),
         }
     }
@@ -916,6 +924,49 @@ mod tests {
         );
         assert_eq!(f.stats().contract_violations, 1);
         assert!(!f.has_violations());
+    }
+
+    #[test]
+    fn a_held_regeneration_is_still_compared_after_its_set_fails_again() {
+        let (_, mut r, snap) = sent_after_a_checkpoint(&[b"one", b"two", b"three"]);
+        // Set 1's checkpoint covers all three deliveries; its CHECKPOINT_ADVANCE, sent
+        // while set 0 was down, reaches set 0's next incarnation.
+        let r_snap = r.checkpoint();
+        let advance = r.checkpoint_committed(r_snap.id).unwrap();
+        let (mut f1, _) = SetProtocol::restore(snap, Incarnation(1), Config::default()).unwrap();
+        for a in advance {
+            let Action::Control { message, .. } = a else {
+                panic!()
+            };
+            f1.on_control(SetId(1), message).unwrap();
+        }
+        // Its regeneration of message 2 differs; it is not transmitted (covered) and waits
+        // for set 1's RESPONSE to be compared. The set checkpoints, then fails again.
+        let sent = f1.on_send(SetId(1), ch(0, 1), b"TWO".to_vec()).unwrap();
+        assert!(matches!(sent, SendOutcome::Suppressed { .. }));
+        assert_eq!(f1.stats().regenerations_checked, 0, "held");
+        let (mut f2, actions) =
+            SetProtocol::restore(f1.checkpoint(), Incarnation(2), Config::default()).unwrap();
+        let Some(Action::Control {
+            message: ControlMessage::Rollback(report),
+            ..
+        }) = actions.into_iter().next()
+        else {
+            panic!("rollback")
+        };
+        let Some(Action::Control { message, .. }) = r.on_rollback(SetId(0), report).unwrap().pop()
+        else {
+            panic!("response")
+        };
+        f2.on_control(SetId(1), message).unwrap();
+        assert_eq!(
+            f2.take_violations(),
+            vec![ContractViolation {
+                channel: ch(0, 1),
+                send_index: 2,
+                found_by: FoundBy::Sender
+            }]
+        );
     }
 
     #[test]

@@ -327,6 +327,25 @@ impl<P: LogPayload> SenderLog<P> {
         checked
     }
 
+    /// The regenerations to `dst` held for comparison (see
+    /// [`SenderLog::hold_regeneration`]), for a checkpoint.
+    pub fn held_regenerations(&self, dst: SetId) -> DeliveredDigests {
+        self.peers
+            .get(dst.index())
+            .map(|p| DeliveredDigests::collect(p.iter().map(|(c, o)| (*c, &o.regenerated))))
+            .unwrap_or_default()
+    }
+
+    /// Holds again the regenerations a checkpoint kept (see
+    /// [`SenderLog::held_regenerations`]).
+    pub fn restore_held(&mut self, dst: SetId, held: &DeliveredDigests) {
+        for run in held.runs() {
+            for (index, digest) in run.window().iter() {
+                self.hold_regeneration(dst, run.channel, index, digest);
+            }
+        }
+    }
+
     /// Compares the regeneration `index` on `channel` to `dst` (digest `digest`) with the
     /// delivered copy's digest from `dst`'s RESPONSE: `None` when it has none.
     pub fn check_regeneration(

@@ -14,8 +14,9 @@ use super::replay_check::DeliveredDigests;
 use super::sender_log::OutChannel;
 use serde::{Deserialize, Serialize};
 
-/// Version of the snapshot layout; bumped on incompatible changes.
-pub const SNAPSHOT_FORMAT: u16 = 2;
+/// Version of the snapshot layout; bumped on incompatible changes. 3: held
+/// regenerations.
+pub const SNAPSHOT_FORMAT: u16 = 3;
 
 /// A set's protocol state at a checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +41,11 @@ pub struct Snapshot<P> {
     pub digests: Vec<(SetId, DeliveredDigests)>,
     /// Every outgoing channel: last send index, release point and logged entries.
     pub sent: Vec<(SetId, ChannelId, OutChannel<P>)>,
+    /// Digests of regenerations this set did not transmit and has not compared yet with
+    /// the copies their receivers delivered (the receiver's RESPONSE had not come),
+    /// grouped by receiving set: a set that fails again before it comes still compares
+    /// them after its restore.
+    pub held_regenerations: Vec<(SetId, DeliveredDigests)>,
     /// The latest incarnation known of every set (index = set id).
     pub known_incarnations: Vec<Incarnation>,
 }
@@ -77,6 +83,11 @@ impl<P> Snapshot<P> {
         for (from, _) in &self.digests {
             if !peer_ok(*from) {
                 return bad(format!("digests from {from}"));
+            }
+        }
+        for (to, _) in &self.held_regenerations {
+            if !peer_ok(*to) {
+                return bad(format!("held regenerations towards {to}"));
             }
         }
         for (to, channel, out) in &self.sent {
