@@ -28,6 +28,8 @@ pub struct Launch {
     /// Checkpoints also replicated to the buddy node (`--buddy on`; otherwise the
     /// launcher's default, off on one host).
     pub buddy: bool,
+    /// With recovery on: the memory quota of each node's log in bytes (`--log-quota`).
+    pub log_quota: Option<u64>,
     /// A planned SIGKILL by the launcher: rank and seconds after launch (`--kill R@S`).
     pub kill: Option<(u16, Duration)>,
     /// Extra environment of the nodes.
@@ -48,6 +50,7 @@ impl Launch {
             cores_per_node: None,
             recovery: None,
             buddy: false,
+            log_quota: None,
             kill: None,
             env: Vec::new(),
             app: app.to_string(),
@@ -85,6 +88,9 @@ impl Launch {
             ]);
             if self.buddy {
                 a.extend(["--buddy".into(), "on".into()]);
+            }
+            if let Some(q) = self.log_quota {
+                a.extend(["--log-quota".into(), q.to_string()]);
             }
         }
         if let Some((rank, at)) = self.kill {

@@ -11,7 +11,11 @@
 //!    iterations, about 10 checkpoints per node), and the same on 2 nodes, one per core
 //!    of a 2-core host (the 4-node runs oversubscribe it). At a coarse grain (n=4096):
 //!    5 s checkpoints, with and without them, and 20 s over a 3 times longer run.
-//! 2. Recovery of a node holding ~100 MB of set state (jacobi2d n=5000 on 4 nodes): time
+//! 2. The log's memory quota (`--log-quota`): 1 MiB ping-pong between 2 nodes (the
+//!    heaviest log there is: every message crosses nodes) with recovery off, on with
+//!    1 s checkpoints, the same with a 64 MiB quota, and the quota alone (no period):
+//!    bandwidth against off and each node's log peak.
+//! 3. Recovery of a node holding ~100 MB of set state (jacobi2d n=5000 on 4 nodes): time
 //!    from the supervisor seeing the SIGKILL to the restored set resuming, its phases,
 //!    and how fast the survivors learned of the failure.
 //!
@@ -24,7 +28,7 @@
 //!
 //! Writes `<criterion dir>/lazarus-recovery-summary.md`. `LAZARUS_BENCH_REPS` sets the
 //! repetitions (default 5; a verdict needs 6 or more); `LAZARUS_BENCH_ONLY` one part
-//! (`fine`, `fine-long`, `coarse`, `coarse-long`, `restore`). Running the apps and
+//! (`fine`, `fine-long`, `coarse`, `coarse-long`, `quota`, `restore`). Running the apps and
 //! reading their output is the library's (`lazarus_benches::runs`), shared with the
 //! results report (`lazarus-report`).
 
@@ -267,6 +271,101 @@ fn overhead(
     Ok(())
 }
 
+/// What the log's memory quota costs and saves: 1 MiB ping-pong between 2 nodes, the
+/// modes interleaved (in alternating order); bandwidth as the median of per-repetition
+/// ratios to recovery off.
+fn quota_cost(bins: &Bins, reps: usize, md: &mut String) -> Result<()> {
+    const MIB: u64 = 1 << 20;
+    const QUOTA: u64 = 64 * MIB;
+    const ROUND_TRIPS: u64 = 1500;
+    let size = MIB.to_string();
+    // pingpong runs `iters * 8 / size` round trips at a size.
+    let iters = (ROUND_TRIPS * MIB / 8).to_string();
+    let app_args = [
+        "--min-size",
+        &size,
+        "--max-size",
+        &size,
+        "--iters",
+        &iters,
+    ];
+    let second = Duration::from_secs(1);
+    // (label, checkpoint period, quota); `None` period: recovery off.
+    let modes: [(&str, Option<Duration>, Option<u64>); 4] = [
+        ("recovery off", None, None),
+        ("on, 1 s checkpoints", Some(second), None),
+        ("on, 1 s checkpoints, 64 MiB quota", Some(second), Some(QUOTA)),
+        ("on, 64 MiB quota, no period", Some(Duration::ZERO), Some(QUOTA)),
+    ];
+    let mut bandwidth: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    let mut peak: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    let mut checkpoints: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    for rep in 0..reps {
+        let mut order: Vec<usize> = (0..modes.len()).collect();
+        if rep % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let (label, every, quota) = modes[i];
+            let mut launch = Launch::new("pingpong", 2, &app_args);
+            launch.recovery = every;
+            launch.log_quota = quota;
+            let r = run(bins, &launch, |_| None)?;
+            let bw = r.result()?.number("max_bandwidth_MBps")?;
+            let (p, c) = if every.is_some() {
+                let finals = r.finals();
+                let p = finals
+                    .iter()
+                    .map(|e| e.number("log_peak_bytes"))
+                    .collect::<Result<Vec<f64>>>()?
+                    .into_iter()
+                    .fold(0.0, f64::max);
+                (p, r.final_sum("checkpoints")?)
+            } else {
+                (0.0, 0.0)
+            };
+            eprintln!(
+                "quota rep {rep} {label}: {bw:.1} MB/s, log peak {:.1} MiB, {c} checkpoints",
+                p / MIB as f64
+            );
+            bandwidth[i].push(bw);
+            peak[i].push(p);
+            checkpoints[i].push(c);
+        }
+    }
+    let med = |v: &[f64]| median(v).unwrap_or(f64::NAN);
+    md.push_str(&format!(
+        "### The log's memory quota (pingpong, 2 nodes, 1 MiB, {ROUND_TRIPS} round trips; medians of {reps}, ratios the medians of per-repetition ratios)
+
+| mode | bandwidth (MB/s) | vs off | largest log peak of a node (MiB) | checkpoints (both nodes) |
+|---|---|---|---|---|
+"
+    ));
+    for (i, (label, every, _)) in modes.iter().enumerate() {
+        let ratios: Vec<f64> = bandwidth[i]
+            .iter()
+            .zip(&bandwidth[0])
+            .map(|(b, off)| b / off)
+            .collect();
+        let (p, c) = if every.is_some() {
+            (
+                format!("{:.0}", med(&peak[i]) / MIB as f64),
+                format!("{:.0}", med(&checkpoints[i])),
+            )
+        } else {
+            ("-".into(), "-".into())
+        };
+        md.push_str(&format!(
+            "| {label} | {:.1} | {:.3}× | {p} | {c} |
+",
+            med(&bandwidth[i]),
+            med(&ratios),
+        ));
+    }
+    md.push('\n');
+    Ok(())
+}
+
 fn restore_time(bins: &Bins, reps: usize, md: &mut String) -> Result<()> {
     // n=5000: each node's tiles hold 5000²/4 points × 2 grids × 8 B = 100 MB.
     let app_args = ["--n", "5000", "--iters", "300", "--check", "bounds"];
@@ -345,7 +444,7 @@ fn measure() -> Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
     let mut md = format!("## Rollback recovery ({})\n\n", Machine::this().describe());
-    // `LAZARUS_BENCH_ONLY=fine|fine-long|coarse|coarse-long|restore` runs one part.
+    // `LAZARUS_BENCH_ONLY=fine|fine-long|coarse|coarse-long|quota|restore` runs one part.
     let only = std::env::var("LAZARUS_BENCH_ONLY").ok();
     let part = |name: &str| only.as_deref().is_none_or(|o| o == name);
     if part("fine") {
@@ -403,6 +502,9 @@ fn measure() -> Result<()> {
             every: Duration::from_secs(20),
         };
         overhead(&bins, 4, long, &[Mode::Off, Mode::On], reps, &mut md)?;
+    }
+    if part("quota") {
+        quota_cost(&bins, reps, &mut md)?;
     }
     if part("restore") {
         restore_time(&bins, reps.min(3), &mut md)?;
