@@ -42,3 +42,20 @@ fn a_checkpoint_period_that_is_not_a_duration_is_refused_with_the_reason() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("is not a duration"), "{stderr}");
 }
+
+#[test]
+fn a_log_quota_that_is_not_a_size_is_refused_with_the_reason() {
+    let (code, stderr) = launcher(&[
+        "run",
+        "-n",
+        "2",
+        "--ft",
+        "on",
+        "--log-quota",
+        "lots",
+        "--",
+        "/bin/true",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("is not a size"), "{stderr}");
+}

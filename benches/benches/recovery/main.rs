@@ -281,21 +281,22 @@ fn quota_cost(bins: &Bins, reps: usize, md: &mut String) -> Result<()> {
     let size = MIB.to_string();
     // pingpong runs `iters * 8 / size` round trips at a size.
     let iters = (ROUND_TRIPS * MIB / 8).to_string();
-    let app_args = [
-        "--min-size",
-        &size,
-        "--max-size",
-        &size,
-        "--iters",
-        &iters,
-    ];
+    let app_args = ["--min-size", &size, "--max-size", &size, "--iters", &iters];
     let second = Duration::from_secs(1);
     // (label, checkpoint period, quota); `None` period: recovery off.
     let modes: [(&str, Option<Duration>, Option<u64>); 4] = [
         ("recovery off", None, None),
         ("on, 1 s checkpoints", Some(second), None),
-        ("on, 1 s checkpoints, 64 MiB quota", Some(second), Some(QUOTA)),
-        ("on, 64 MiB quota, no period", Some(Duration::ZERO), Some(QUOTA)),
+        (
+            "on, 1 s checkpoints, 64 MiB quota",
+            Some(second),
+            Some(QUOTA),
+        ),
+        (
+            "on, 64 MiB quota, no period",
+            Some(Duration::ZERO),
+            Some(QUOTA),
+        ),
     ];
     let mut bandwidth: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut peak: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];

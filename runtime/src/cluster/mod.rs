@@ -556,6 +556,23 @@ mod tests {
     }
 
     #[test]
+    fn the_log_quota_is_read_in_bytes_zero_meaning_none_and_garbage_refused() {
+        let quota = |v: &str| {
+            spec(&[("LAZARUS_FT", "on"), ("LAZARUS_LOG_QUOTA", v)])
+                .map(|s| s.recovery.expect("recovery on").log_quota)
+        };
+        assert_eq!(quota("67108864").unwrap(), Some(64 << 20));
+        assert_eq!(quota("0").unwrap(), None);
+        let err = quota("64MiB").expect_err("bytes only").to_string();
+        assert!(
+            err.contains("LAZARUS_LOG_QUOTA=64MiB is not a number"),
+            "{err}"
+        );
+        let unset = spec(&[("LAZARUS_FT", "on")]).unwrap();
+        assert_eq!(unset.recovery.expect("recovery on").log_quota, None);
+    }
+
+    #[test]
     fn a_static_host_file_lists_one_node_per_line() {
         let file = std::env::temp_dir().join(format!("lazarus-hosts-{}", std::process::id()));
         std::fs::write(
