@@ -407,8 +407,10 @@ impl RecoveryLayer {
     /// Starts the thread that checkpoints every `checkpoint_every` (the first time after
     /// [`first_checkpoint_after`]) and when a peer asks for it (CHECKPOINT_REQUEST; after
     /// a pause as long as the last checkpoint took, at least [`QUOTA_POLL`], so that
-    /// requests keep the node checkpointing half the time at most), and that enforces the log's quota, if any, by
-    /// asking peers for checkpoints (checked every [`QUOTA_POLL`]).
+    /// requests keep the node checkpointing half the time at most; a requested
+    /// checkpoint that failed is tried again after [`RETRY_AFTER_FAILURE`]), and that
+    /// enforces the log's quota, if any, by asking peers for checkpoints (checked every
+    /// [`QUOTA_POLL`]).
     pub(crate) fn start_checkpointer(self: &Arc<Self>, node: NodeHandle) {
         let every = self.config.checkpoint_every;
         let poll = if self.config.log_quota.is_some() {
@@ -444,17 +446,29 @@ impl RecoveryLayer {
                         std::thread::sleep(poll);
                         continue;
                     }
-                    layer.checkpoint_requested.store(false, Ordering::Release);
+                    let was_requested = layer.checkpoint_requested.swap(false, Ordering::AcqRel);
                     if !periodic {
                         counter!(REQUESTED_CHECKPOINTS).increment(1);
                     }
                     next = every.map(|e| now + e);
-                    if let Err(CheckpointFailure::AwaitingSpawn(_)) = layer.checkpoint_now(&node) {
-                        // Soon: the replaying handlers spawn them within moments.
-                        next = Some(Instant::now() + Duration::from_millis(20));
-                    }
+                    let outcome = layer.checkpoint_now(&node);
                     last_end = Instant::now();
                     gap = (last_end - now).max(QUOTA_POLL);
+                    match outcome {
+                        Ok(_) => {}
+                        // Soon: the replaying handlers spawn them within moments.
+                        Err(CheckpointFailure::AwaitingSpawn(_)) => {
+                            next = Some(Instant::now() + Duration::from_millis(20));
+                        }
+                        // The requesters wait for this node's next commit (their
+                        // CHECKPOINT_ADVANCE) before they ask again: without a period,
+                        // nothing else would take it.
+                        Err(_) if was_requested => {
+                            layer.checkpoint_requested.store(true, Ordering::Release);
+                            gap = gap.max(RETRY_AFTER_FAILURE);
+                        }
+                        Err(_) => {}
+                    }
                 }
             });
     }
@@ -474,6 +488,9 @@ impl RecoveryLayer {
         }
     }
 }
+
+/// How long after a requested checkpoint failed (its store, say) it is tried again.
+pub(crate) const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 
 /// How often the checkpointer wakes without a quota to enforce.
 const IDLE_POLL: Duration = Duration::from_millis(50);
