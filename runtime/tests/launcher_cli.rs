@@ -26,36 +26,30 @@ fn a_kill_plan_that_does_not_parse_is_refused_with_the_reason() {
     assert!(stderr.contains("RANK@SECONDS"), "{stderr}");
 }
 
-#[test]
-fn a_checkpoint_period_that_is_not_a_duration_is_refused_with_the_reason() {
+/// `lazarus run -n 2 --ft on OPTION VALUE -- /bin/true` is refused with exit 2 and a
+/// message containing `reason`.
+fn assert_option_refused(option: &str, value: &str, reason: &str) {
     let (code, stderr) = launcher(&[
         "run",
         "-n",
         "2",
         "--ft",
         "on",
-        "--checkpoint-every",
-        "soon",
+        option,
+        value,
         "--",
         "/bin/true",
     ]);
     assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("is not a duration"), "{stderr}");
+    assert!(stderr.contains(reason), "{stderr}");
+}
+
+#[test]
+fn a_checkpoint_period_that_is_not_a_duration_is_refused_with_the_reason() {
+    assert_option_refused("--checkpoint-every", "soon", "is not a duration");
 }
 
 #[test]
 fn a_log_quota_that_is_not_a_size_is_refused_with_the_reason() {
-    let (code, stderr) = launcher(&[
-        "run",
-        "-n",
-        "2",
-        "--ft",
-        "on",
-        "--log-quota",
-        "lots",
-        "--",
-        "/bin/true",
-    ]);
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("is not a size"), "{stderr}");
+    assert_option_refused("--log-quota", "lots", "is not a size");
 }
