@@ -171,16 +171,13 @@ impl<P: LogPayload> SenderLog<P> {
     pub fn from_channels(n: u16, channels: Vec<(SetId, ChannelId, OutChannel<P>)>) -> Self {
         let mut log = SenderLog::new(n);
         for (dst, channel, out) in channels {
-            if let Some(peer) = log.peers.get_mut(dst.index()) {
-                for e in &out.entries {
-                    log.stats.entries += 1;
-                    log.stats.payload_bytes += e.payload.byte_len();
-                    log.stats.vector_bytes += e.depend.encoded_len();
-                    log.peer_bytes[dst.index()] += e.payload.byte_len() + e.depend.encoded_len();
-                }
-                peer.insert(channel, out);
+            if dst.index() >= log.peers.len() {
+                continue;
             }
-            log.note_peak();
+            for e in &out.entries {
+                log.account_add(dst, e.payload.byte_len(), e.depend.encoded_len());
+            }
+            log.peers[dst.index()].insert(channel, out);
         }
         log
     }
@@ -236,11 +233,7 @@ impl<P: LogPayload> SenderLog<P> {
             let transmit = (!suppress).then(|| entry.payload.clone());
             let (pb, vb) = (entry.payload.byte_len(), entry.depend.encoded_len());
             out.entries.push_back(entry);
-            self.stats.entries += 1;
-            self.stats.payload_bytes += pb;
-            self.stats.vector_bytes += vb;
-            self.peer_bytes[dst.index()] += pb + vb;
-            self.note_peak();
+            self.account_add(dst, pb, vb);
             transmit
         } else {
             (!suppress).then_some(payload)
@@ -267,12 +260,7 @@ impl<P: LogPayload> SenderLog<P> {
             freed.extend(out.entries.pop_front());
         }
         for e in &freed {
-            let (pb, vb) = (e.payload.byte_len(), e.depend.encoded_len());
-            self.stats.entries -= 1;
-            self.stats.payload_bytes -= pb;
-            self.stats.vector_bytes -= vb;
-            self.stats.released_entries += 1;
-            self.peer_bytes[dst.index()] -= pb + vb;
+            self.account_remove(dst, e.payload.byte_len(), e.depend.encoded_len());
         }
         freed.len()
     }
@@ -415,6 +403,24 @@ impl<P: LogPayload> SenderLog<P> {
     /// Bytes held (payloads plus vectors) for each destination set, indexed by set.
     pub fn bytes_per_peer(&self) -> &[usize] {
         &self.peer_bytes
+    }
+
+    /// Counts an entry of `payload` and `vector` bytes to `dst` in.
+    fn account_add(&mut self, dst: SetId, payload: usize, vector: usize) {
+        self.stats.entries += 1;
+        self.stats.payload_bytes += payload;
+        self.stats.vector_bytes += vector;
+        self.peer_bytes[dst.index()] += payload + vector;
+        self.note_peak();
+    }
+
+    /// Counts a released entry of `payload` and `vector` bytes to `dst` out.
+    fn account_remove(&mut self, dst: SetId, payload: usize, vector: usize) {
+        self.stats.entries -= 1;
+        self.stats.payload_bytes -= payload;
+        self.stats.vector_bytes -= vector;
+        self.stats.released_entries += 1;
+        self.peer_bytes[dst.index()] -= payload + vector;
     }
 
     fn note_peak(&mut self) {
