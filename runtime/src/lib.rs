@@ -50,6 +50,7 @@ pub mod failure_detector;
 mod heap;
 mod lifecycle;
 mod mailbox;
+pub mod logger_node;
 pub mod node;
 pub mod payload;
 pub mod placement;

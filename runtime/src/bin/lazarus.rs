@@ -30,6 +30,23 @@ enum Cmd {
     /// The resilience demo: jacobi2d on 4 nodes, one SIGKILLed mid-run, recovered, and
     /// its answer compared with a failure-free run's.
     Demo(DemoArgs),
+    /// A logger node (`lazarus run --loggers N` starts them): keeps blocks of the nodes'
+    /// logs in memory and serves them back for recoveries. Reads the cluster secret from
+    /// `LAZARUS_SECRET`; leaves when its standard input closes.
+    Logger(LoggerArgs),
+}
+
+#[derive(clap::Args)]
+struct LoggerArgs {
+    /// Its number among the run's loggers.
+    #[arg(long)]
+    index: u16,
+    /// Address to listen at (UDP).
+    #[arg(long)]
+    listen: std::net::SocketAddr,
+    /// The most it keeps (e.g. 1GiB).
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    capacity: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -89,6 +106,16 @@ struct RunArgs {
     /// log exceeds it by what the node sends while they do.
     #[arg(long, default_value = "0", value_parser = parse_size)]
     log_quota: u64,
+    /// Logger nodes, with `--log-quota` (on this host): processes that keep in their
+    /// memory what a node's log holds over three quarters of its quota, dumped to them
+    /// in blocks, and serve it back when a peer rolls back. A node whose loggers are
+    /// gone falls back to asking its peers for checkpoints.
+    #[arg(long, default_value_t = 0)]
+    loggers: u16,
+    /// Memory of each logger node (e.g. 2GiB): a full logger declines blocks and the
+    /// node tries the next.
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    logger_memory: u64,
     /// Where checkpoints are stored (default: a fresh directory under the temp dir).
     /// `{host}` in it is replaced by the node's host name (`local` on this host): each
     /// host then keeps its own, as with host-local disks.
@@ -170,6 +197,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Cmd::Run(args) => run(args).map(|r| r.code),
         Cmd::Demo(args) => demo(args),
+        Cmd::Logger(args) => logger(args),
     };
     match outcome {
         Ok(code) => code,
@@ -178,6 +206,120 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `lazarus logger`: serves until its standard input closes.
+fn logger(args: LoggerArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let secret = std::env::var("LAZARUS_SECRET")
+        .map_err(|_| "LAZARUS_SECRET is not set: a logger needs the cluster's secret")?;
+    lazarus::logger_node::serve(lazarus::logger_node::LoggerOptions {
+        index: args.index,
+        listen: args.listen,
+        capacity: args.capacity,
+        secret: lazarus::cluster::decode_secret(&secret)?,
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The run's logger processes; dropping them closes their standard input (they print
+/// their totals and leave) and kills those still there a second later.
+struct Loggers {
+    addrs: Vec<std::net::SocketAddr>,
+    children: Vec<(Child, Option<std::process::ChildStdin>, Vec<std::thread::JoinHandle<()>>)>,
+}
+
+impl Loggers {
+    fn start(args: &RunArgs, secret: &str, out: &Output) -> Result<Self, Box<dyn std::error::Error>> {
+        let mut loggers = Loggers {
+            addrs: Vec::new(),
+            children: Vec::new(),
+        };
+        if args.loggers == 0 {
+            return Ok(loggers);
+        }
+        let exe = std::env::current_exe()?;
+        for (i, port) in free_ports(usize::from(args.loggers))?.into_iter().enumerate() {
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            let mut cmd = Command::new(&exe);
+            cmd.args(["logger", "--index", &i.to_string(), "--listen", &addr.to_string()])
+                .args(["--capacity", &args.logger_memory.to_string()])
+                .env("LAZARUS_SECRET", secret)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            // SAFETY: as for the nodes: only prctl, async-signal-safe, between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            let mut child = cmd.spawn().map_err(|e| format!("cannot start logger {i}: {e}"))?;
+            out.say(&format!("logger {i} pid {} at {addr}", child.id()));
+            let label = format!("logger{i}");
+            let mut pumps = Vec::new();
+            if let Some(o) = child.stdout.take() {
+                pumps.push(pump_labelled(o, label.clone(), out.clone(), false));
+            }
+            if let Some(e) = child.stderr.take() {
+                pumps.push(pump_labelled(e, label, out.clone(), true));
+            }
+            let stdin = child.stdin.take();
+            loggers.addrs.push(addr);
+            loggers.children.push((child, stdin, pumps));
+        }
+        Ok(loggers)
+    }
+
+    /// `LAZARUS_LOGGERS` for the nodes.
+    fn env(&self) -> String {
+        self.addrs
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+impl Drop for Loggers {
+    fn drop(&mut self) {
+        for (_, stdin, _) in &mut self.children {
+            stdin.take();
+        }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        for (child, _, pumps) in &mut self.children {
+            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            for p in pumps.drain(..) {
+                let _ = p.join();
+            }
+        }
+    }
+}
+
+/// Copies a logger's output line by line, prefixed with its label.
+fn pump_labelled(
+    stream: impl std::io::Read + Send + 'static,
+    label: String,
+    out: Output,
+    to_stderr: bool,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            let _g = out.lock.lock().unwrap_or_else(|e| e.into_inner());
+            if to_stderr {
+                eprintln!("[{label}] {line}");
+            } else {
+                println!("[{label}] {line}");
+            }
+        }
+    })
 }
 
 fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
@@ -288,6 +430,8 @@ struct Launch<'a> {
     oversubscribed: bool,
     checkpoint_dir: PathBuf,
     out: Output,
+    /// `LAZARUS_LOGGERS` (empty without logger nodes).
+    loggers: String,
 }
 
 impl Launch<'_> {
@@ -380,6 +524,7 @@ impl Launch<'_> {
                 )
                 .env("LAZARUS_BUDDY", args.buddy.as_env())
                 .env("LAZARUS_LOG_QUOTA", args.log_quota.to_string())
+                .env("LAZARUS_LOGGERS", &self.loggers)
                 .env("LAZARUS_INCARNATION", incarnation.to_string())
                 // The node leaves only when told: see `supervisor::may_leave`.
                 .env("LAZARUS_SUPERVISOR", "stdin")
@@ -448,6 +593,16 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         return Err(format!("--kill names node {} but there are {n} nodes", k.rank).into());
     }
     let ft = args.ft == Ft::On;
+    if args.loggers > 0 {
+        if !ft || args.log_quota == 0 {
+            return Err("--loggers goes with --ft on and a --log-quota: the quota says \
+                        what goes to them"
+                .into());
+        }
+        if args.hosts.is_some() {
+            return Err("--loggers runs logger nodes on this host only, not with --hosts".into());
+        }
+    }
     let places = match &args.hosts {
         None => {
             if args.spare_hosts.is_some() || args.remote.is_some() {
@@ -498,6 +653,21 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         }
     };
     let recovery = args.ft == Ft::On;
+    let out = Output {
+        lock: Arc::default(),
+        checked: Arc::default(),
+        violations: Arc::default(),
+        result: Arc::default(),
+        failures: Arc::default(),
+        suspicions: Arc::default(),
+        finished: Arc::default(),
+        in_place: Arc::default(),
+        checkpointed: Arc::default(),
+        start_unix_ms: unix_ms(),
+    };
+    let secret = lazarus::cluster::new_secret_hex()?;
+    // Dropped when the run returns: the loggers leave after the nodes.
+    let loggers = Loggers::start(&args, &secret, &out)?;
     let launch = Launch {
         args: &args,
         slots: Mutex::new(places.slots),
@@ -505,23 +675,13 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         per_host,
         channels: Mutex::default(),
         moved: Mutex::default(),
-        secret: lazarus::cluster::new_secret_hex()?,
+        secret,
         per_node,
         host_cores,
         oversubscribed: per_node * per_host > host_cores,
         checkpoint_dir: checkpoint_dir.clone(),
-        out: Output {
-            lock: Arc::default(),
-            checked: Arc::default(),
-            violations: Arc::default(),
-            result: Arc::default(),
-            failures: Arc::default(),
-            suspicions: Arc::default(),
-            finished: Arc::default(),
-            in_place: Arc::default(),
-            checkpointed: Arc::default(),
-            start_unix_ms: unix_ms(),
-        },
+        out,
+        loggers: loggers.env(),
     };
     let started = Instant::now();
     let mut nodes = Vec::with_capacity(n);
@@ -842,6 +1002,8 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         failure_timeout: None,
         checkpoint_every: Duration::from_secs(1),
         log_quota: 0,
+        loggers: 0,
+        logger_memory: 0,
         checkpoint_dir: None,
         buddy: BuddyArg::Auto,
         spares: 0,

@@ -418,6 +418,9 @@ impl Cluster {
                 layer
                     .attach(Arc::clone(&t))
                     .map_err(|e| ClusterError::Environment(format!("recovery layer: {e}")))?;
+                layer
+                    .start_log_offload(&spec.secret)
+                    .map_err(|e| ClusterError::Environment(format!("logger nodes: {e}")))?;
                 if layer.config().incarnation > 0 {
                     layer
                         .begin_restore(node.handle())

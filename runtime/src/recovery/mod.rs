@@ -30,7 +30,8 @@
 //! cancelled timers, what a checkpoint keeps of them); for order-sensitive actors, [`determinant`] (recorded
 //! nondeterministic events and their replay script) and [`event_logging`] (the
 //! pessimistic event-logger exchange that keeps determinants on other sets) and
-//! [`send_gate`] (which messages leaving the set wait for stable determinants).
+//! [`send_gate`] (which messages leaving the set wait for stable determinants);
+//! [`log_dump`] (payloads of the log moved out to logger nodes).
 
 pub mod delivery;
 pub mod dep_vector;
@@ -38,6 +39,7 @@ pub mod determinant;
 pub mod error;
 pub mod event_logging;
 pub mod ids;
+pub mod log_dump;
 pub mod messages;
 pub mod protocol;
 pub mod replay_check;
@@ -54,6 +56,7 @@ pub use event_logging::{
     loggers_of, EventLogging, EventMessage, EventSnapshot, EventStats, EventStore,
 };
 pub use ids::{ChannelId, CheckpointId, Incarnation, SetId};
+pub use log_dump::{BlockId, DumpRef, Held, LogDump};
 pub use messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryReport};
 pub use protocol::{Action, Config, Delivery, ProtocolStats, SendOutcome, SetProtocol};
 pub use replay_check::{ContractViolation, DeliveredDigests, FoundBy};

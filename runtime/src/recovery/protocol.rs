@@ -13,6 +13,7 @@ use super::error::ProtocolError;
 use super::ids::{ChannelId, CheckpointId, Incarnation, SetId};
 use super::messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryReport};
 use super::replay_check::{ContractViolation, DeliveredDigests, FoundBy};
+use super::log_dump::{BlockId, DumpRef, Held, LogDump};
 use super::sender_log::{LogPayload, LogStats, SenderLog};
 use super::snapshot::{Snapshot, SNAPSHOT_FORMAT};
 use std::collections::BTreeSet;
@@ -87,6 +88,17 @@ pub enum Action<P> {
         meta: MessageMeta,
         /// The message.
         payload: P,
+    },
+    /// Transmit a logged message whose payload a logger node keeps: fetch it from there
+    /// first (see [`log_dump`](super::log_dump)), and keep it in this place in the order
+    /// of the actions.
+    SendDumped {
+        /// The destination set.
+        to: SetId,
+        /// Its metadata, as logged.
+        meta: MessageMeta,
+        /// Where the payload is.
+        at: DumpRef,
     },
     /// Transmit a control message to set `to`.
     Control {
@@ -564,6 +576,48 @@ impl<P: LogPayload> SetProtocol<P> {
         actions
     }
 
+    /// Chooses up to about `max_bytes` of logged payloads to move to a logger node in one
+    /// block (see [`log_dump`](super::log_dump)); the driver ships it and calls
+    /// [`SetProtocol::log_dumped`] on the logger's acknowledgement.
+    pub fn take_log_dump(&mut self, max_bytes: usize) -> Option<LogDump<P>> {
+        self.log.take_dump(self.incarnation, max_bytes)
+    }
+
+    /// Logger `logger` keeps `dump`'s block: its entries' payloads leave memory.
+    pub fn log_dumped(&mut self, dump: &LogDump<P>, logger: u16) -> usize {
+        self.log.mark_dumped(dump, logger)
+    }
+
+    /// Dumped blocks no logged entry points into any more (the driver tells their
+    /// loggers).
+    pub fn take_released_blocks(&mut self) -> Vec<(u16, BlockId)> {
+        self.log.take_released_blocks()
+    }
+
+    /// Every dumped block a logged entry points into.
+    pub fn dumped_blocks(&self) -> Vec<(u16, BlockId)> {
+        self.log.dumped_blocks()
+    }
+
+    /// Peers with logged entries whose payloads only logger `logger` kept, which is
+    /// gone: a CHECKPOINT_REQUEST to each that was not asked already, so that their
+    /// checkpoints release the entries before one of them needs them again.
+    pub fn on_logger_lost(&mut self, logger: u16) -> Vec<Action<P>> {
+        let mut actions = Vec::new();
+        for peer in self.log.peers_with_dumps_at(logger) {
+            if !self.asked[peer.index()] {
+                self.asked[peer.index()] = true;
+                actions.push(Action::Control {
+                    to: peer,
+                    message: ControlMessage::CheckpointRequest,
+                });
+            }
+        }
+        self.stats.checkpoint_requests_sent += actions.len() as u64;
+        self.stats.control_sent += actions.len() as u64;
+        actions
+    }
+
     /// Whether a peer asked for a checkpoint (CHECKPOINT_REQUEST) since this set last
     /// took one; clears the request. The driver takes a checkpoint soon after.
     pub fn take_checkpoint_request(&mut self) -> bool {
@@ -700,10 +754,13 @@ impl<P: LogPayload> SetProtocol<P> {
         for (meta, payload) in resends {
             self.stats.resent += 1;
             self.count_piggyback(&meta);
-            actions.push(Action::Send {
-                to: from,
-                meta,
-                payload,
+            actions.push(match payload {
+                Held::Here(payload) => Action::Send {
+                    to: from,
+                    meta,
+                    payload,
+                },
+                Held::Dumped(at) => Action::SendDumped { to: from, meta, at },
             });
         }
         actions

@@ -1,7 +1,8 @@
 //! The sending side of a set: per outgoing channel, the send index, the sender-based log of
 //! messages not yet covered by the receiver's checkpoint (payload, index, dependency
 //! vector), the release on CHECKPOINT_ADVANCE, the suppression of regenerated messages the
-//! receiver already has, and the byte accounting of the log.
+//! receiver already has, and the byte accounting of the log. Moving payloads out to
+//! logger nodes is [`log_dump`](super::log_dump)'s.
 //!
 //! Every send is logged, also a suppressed one: if its receiver later rolls back behind
 //! it, the log is the only place it can come from. Entries of one channel are therefore
@@ -12,6 +13,7 @@ use super::dep_vector::DepVector;
 use super::error::ProtocolError;
 use super::ids::{ChannelId, Incarnation, SetId};
 use super::messages::{ChannelIndices, MessageMeta};
+use super::log_dump::{BlockId, Held};
 use super::replay_check::{DeliveredDigests, DigestWindow};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -60,6 +62,14 @@ impl LogPayload for crate::payload::Payload {
     }
 }
 
+/// Payload bytes of a new entry (its payload is in memory).
+fn entry_bytes<P: LogPayload>(payload: &Held<P>) -> usize {
+    match payload {
+        Held::Here(p) => p.byte_len(),
+        Held::Dumped(_) => 0,
+    }
+}
+
 /// One logged message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogEntry<P> {
@@ -69,8 +79,8 @@ pub struct LogEntry<P> {
     pub sender_incarnation: Incarnation,
     /// The sender's dependency vector when it was sent.
     pub depend: DepVector,
-    /// The message.
-    pub payload: P,
+    /// The message, or where a logger node keeps it.
+    pub payload: Held<P>,
 }
 
 /// The state of one outgoing channel.
@@ -127,6 +137,10 @@ pub struct LogStats {
     pub peak_bytes: usize,
     /// Entries released so far.
     pub released_entries: u64,
+    /// Entries whose payload a logger node keeps (not counted in `payload_bytes`).
+    pub dumped_entries: usize,
+    /// Payload bytes logger nodes keep for this log.
+    pub dumped_bytes: usize,
 }
 
 impl LogStats {
@@ -152,9 +166,16 @@ pub struct Recorded<P> {
 #[derive(Clone, Debug)]
 pub struct SenderLog<P> {
     peers: Vec<BTreeMap<ChannelId, OutChannel<P>>>,
-    /// Bytes held (payloads plus vectors) per destination set.
-    peer_bytes: Vec<usize>,
-    stats: LogStats,
+    /// Bytes held in memory (payloads plus vectors) per destination set.
+    pub(super) peer_bytes: Vec<usize>,
+    /// Per block at a logger node (with the logger's number): entries still pointing
+    /// into it.
+    pub(super) blocks: BTreeMap<(u16, BlockId), usize>,
+    /// Blocks no entry points into any more, for the driver to let go of.
+    pub(super) released_blocks: Vec<(u16, BlockId)>,
+    /// Number of the next block this incarnation dumps.
+    pub(super) next_block: u64,
+    pub(super) stats: LogStats,
 }
 
 impl<P: LogPayload> SenderLog<P> {
@@ -163,6 +184,9 @@ impl<P: LogPayload> SenderLog<P> {
         SenderLog {
             peers: (0..n).map(|_| BTreeMap::new()).collect(),
             peer_bytes: vec![0; usize::from(n)],
+            blocks: BTreeMap::new(),
+            released_blocks: Vec::new(),
+            next_block: 0,
             stats: LogStats::default(),
         }
     }
@@ -175,7 +199,7 @@ impl<P: LogPayload> SenderLog<P> {
                 continue;
             }
             for e in &out.entries {
-                log.account_add(dst, e.payload.byte_len(), e.depend.encoded_len());
+                log.account_add(dst, &e.payload, e.depend.encoded_len());
             }
             log.peers[dst.index()].insert(channel, out);
         }
@@ -228,12 +252,15 @@ impl<P: LogPayload> SenderLog<P> {
                 send_index,
                 sender_incarnation: incarnation,
                 depend: depend.clone(),
-                payload,
+                payload: Held::Here(payload),
             };
-            let transmit = (!suppress).then(|| entry.payload.clone());
-            let (pb, vb) = (entry.payload.byte_len(), entry.depend.encoded_len());
+            let transmit = match &entry.payload {
+                Held::Here(p) if !suppress => Some(p.clone()),
+                _ => None,
+            };
+            let (pb, vb) = (entry_bytes(&entry.payload), entry.depend.encoded_len());
             out.entries.push_back(entry);
-            self.account_add(dst, pb, vb);
+            self.account_new(dst, pb, vb);
             transmit
         } else {
             (!suppress).then_some(payload)
@@ -260,7 +287,7 @@ impl<P: LogPayload> SenderLog<P> {
             freed.extend(out.entries.pop_front());
         }
         for e in &freed {
-            self.account_remove(dst, e.payload.byte_len(), e.depend.encoded_len());
+            self.account_remove(dst, &e.payload, e.depend.encoded_len());
         }
         freed.len()
     }
@@ -369,8 +396,13 @@ impl<P: LogPayload> SenderLog<P> {
     }
 
     /// Copies of the logged messages to `dst` after the indices in `delivered`, channel by
-    /// channel in index order, with their logged metadata.
-    pub fn entries_after(&self, dst: SetId, delivered: &ChannelIndices) -> Vec<(MessageMeta, P)> {
+    /// channel in index order, with their logged metadata (a payload a logger node keeps
+    /// as where it is).
+    pub fn entries_after(
+        &self,
+        dst: SetId,
+        delivered: &ChannelIndices,
+    ) -> Vec<(MessageMeta, Held<P>)> {
         let mut out = Vec::new();
         for (channel, state) in &self.peers[dst.index()] {
             let after = delivered.get(channel);
@@ -405,22 +437,81 @@ impl<P: LogPayload> SenderLog<P> {
         &self.peer_bytes
     }
 
-    /// Counts an entry of `payload` and `vector` bytes to `dst` in.
-    fn account_add(&mut self, dst: SetId, payload: usize, vector: usize) {
+    /// Counts an entry to `dst` with `payload` and `vector` bytes of vector in.
+    fn account_add(&mut self, dst: SetId, payload: &Held<P>, vector: usize) {
         self.stats.entries += 1;
-        self.stats.payload_bytes += payload;
         self.stats.vector_bytes += vector;
+        self.peer_bytes[dst.index()] += vector;
+        self.count_payload_in(dst, payload);
+        self.note_peak();
+    }
+
+    /// Counts a new entry to `dst` (its payload in memory) in.
+    fn account_new(&mut self, dst: SetId, payload: usize, vector: usize) {
+        self.stats.entries += 1;
+        self.stats.vector_bytes += vector;
+        self.stats.payload_bytes += payload;
         self.peer_bytes[dst.index()] += payload + vector;
         self.note_peak();
     }
 
-    /// Counts a released entry of `payload` and `vector` bytes to `dst` out.
-    fn account_remove(&mut self, dst: SetId, payload: usize, vector: usize) {
+    /// Counts a released entry to `dst` out.
+    fn account_remove(&mut self, dst: SetId, payload: &Held<P>, vector: usize) {
         self.stats.entries -= 1;
-        self.stats.payload_bytes -= payload;
         self.stats.vector_bytes -= vector;
         self.stats.released_entries += 1;
-        self.peer_bytes[dst.index()] -= payload + vector;
+        self.peer_bytes[dst.index()] -= vector;
+        self.count_payload_out(dst, payload);
+    }
+
+    /// Counts a payload in: its bytes in memory, or its reference into a dumped block.
+    pub(super) fn count_payload_in(&mut self, dst: SetId, payload: &Held<P>) {
+        match payload {
+            Held::Here(p) => {
+                self.stats.payload_bytes += p.byte_len();
+                self.peer_bytes[dst.index()] += p.byte_len();
+            }
+            Held::Dumped(at) => {
+                self.stats.dumped_entries += 1;
+                self.stats.dumped_bytes += at.bytes as usize;
+                *self.blocks.entry((at.logger, at.block)).or_insert(0) += 1;
+            }
+        }
+    }
+
+    /// Counts a payload out; a block nothing points into any more is released.
+    pub(super) fn count_payload_out(&mut self, dst: SetId, payload: &Held<P>) {
+        match payload {
+            Held::Here(p) => {
+                self.stats.payload_bytes -= p.byte_len();
+                self.peer_bytes[dst.index()] -= p.byte_len();
+            }
+            Held::Dumped(at) => {
+                self.stats.dumped_entries -= 1;
+                self.stats.dumped_bytes -= at.bytes as usize;
+                let key = (at.logger, at.block);
+                if let Some(n) = self.blocks.get_mut(&key) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.blocks.remove(&key);
+                        self.released_blocks.push(key);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The channels to `dst`.
+    pub(super) fn peer_channels(&self, dst: SetId) -> Option<&BTreeMap<ChannelId, OutChannel<P>>> {
+        self.peers.get(dst.index())
+    }
+
+    /// Mutable access to the channels to `dst`, for the dump.
+    pub(super) fn peer_channels_mut(
+        &mut self,
+        dst: SetId,
+    ) -> Option<&mut BTreeMap<ChannelId, OutChannel<P>>> {
+        self.peers.get_mut(dst.index())
     }
 
     fn note_peak(&mut self) {

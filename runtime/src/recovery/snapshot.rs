@@ -15,8 +15,8 @@ use super::sender_log::OutChannel;
 use serde::{Deserialize, Serialize};
 
 /// Version of the snapshot layout; bumped on incompatible changes. 3: held
-/// regenerations.
-pub const SNAPSHOT_FORMAT: u16 = 3;
+/// regenerations; 4: logged payloads may be at a logger node.
+pub const SNAPSHOT_FORMAT: u16 = 4;
 
 /// A set's protocol state at a checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

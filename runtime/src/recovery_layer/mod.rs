@@ -24,6 +24,7 @@ pub(crate) mod dependence;
 pub(crate) mod driver;
 pub mod events;
 pub mod in_place;
+pub mod log_offload;
 pub mod replica;
 pub mod restore;
 pub mod set_checkpoint;
@@ -151,6 +152,9 @@ pub struct RecoveryConfig {
     /// it the node asks the receivers holding the largest shares to checkpoint early
     /// (see [`crate::recovery::Config::log_quota`]). `None`: no quota.
     pub log_quota: Option<usize>,
+    /// Logger nodes (`LAZARUS_LOGGERS`, `host:port,...`): with a quota, the part of the
+    /// log over three quarters of it is dumped to them (see `log_offload`).
+    pub loggers: Vec<std::net::SocketAddr>,
     /// Directory of the checkpoint store (shared by the nodes of a host).
     pub dir: PathBuf,
     /// This process's incarnation of its rank: 0 at launch, one more per restart.
@@ -191,6 +195,7 @@ impl RecoveryConfig {
         RecoveryConfig {
             checkpoint_every: None,
             log_quota: None,
+            loggers: Vec::new(),
             dir,
             incarnation: 0,
             buddy: false,
@@ -202,7 +207,7 @@ impl RecoveryConfig {
     }
 
     /// Reads `LAZARUS_FT` (`on`/`off`), `LAZARUS_CHECKPOINT_EVERY_MS`, `LAZARUS_LOG_QUOTA`
-    /// (bytes, 0 or unset: none),
+    /// (bytes, 0 or unset: none), `LAZARUS_LOGGERS`,
     /// `LAZARUS_CHECKPOINT_DIR`, `LAZARUS_INCARNATION`, `LAZARUS_BUDDY` and
     /// `LAZARUS_EVENT_LOGGERS` (default 2) and `LAZARUS_SUPERVISOR`; `None` when recovery
     /// is off.
@@ -244,6 +249,18 @@ impl RecoveryConfig {
                 Some(q) => Some(
                     usize::try_from(q).map_err(|_| "LAZARUS_LOG_QUOTA is too large".to_string())?,
                 ),
+            },
+            loggers: match var("LAZARUS_LOGGERS") {
+                None => Vec::new(),
+                Some(list) => list
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| {
+                        a.parse()
+                            .map_err(|_| format!("LAZARUS_LOGGERS: {a} is not host:port"))
+                    })
+                    .collect::<Result<_, _>>()?,
             },
             dir: var("LAZARUS_CHECKPOINT_DIR")
                 .map(PathBuf::from)
@@ -612,6 +629,8 @@ pub struct RecoveryLayer {
     /// Send index per channel to an order-sensitive actor of this node (its own lock: a
     /// stamp is taken while `main` holds the core lock).
     stamps: Mutex<HashMap<(ActorId, ActorId), u64>>,
+    /// The logger nodes the log is dumped to, if any.
+    offload: OnceLock<log_offload::LogOffload>,
 }
 
 impl RecoveryLayer {
@@ -672,6 +691,7 @@ impl RecoveryLayer {
             progress_at_commit: AtomicU64::new(u64::MAX),
             local,
             stamps: Mutex::new(HashMap::new()),
+            offload: OnceLock::new(),
         })
     }
 
@@ -760,16 +780,21 @@ impl RecoveryLayer {
         }
     }
 
-    /// Turns protocol actions into frames.
-    fn frames(actions: Vec<Action<Envelope>>) -> Vec<(u16, FrameBody)> {
+    /// Turns protocol actions into frames; a resend whose payload is at a logger node
+    /// is fetched from there (under the caller's lock, so that it keeps its place).
+    fn frames(&self, actions: Vec<Action<Envelope>>) -> Vec<(u16, FrameBody)> {
         actions
             .into_iter()
-            .map(|a| match a {
+            .filter_map(|a| match a {
                 Action::Send { to, meta, payload } => {
                     counter!(REPLAYED).increment(1);
-                    (to.0, FrameBody::Logged { meta, env: payload })
+                    Some((to.0, FrameBody::Logged { meta, env: payload }))
                 }
-                Action::Control { to, message } => (to.0, FrameBody::Recovery(message)),
+                Action::SendDumped { to, meta, at } => {
+                    counter!(REPLAYED).increment(1);
+                    self.dumped_frame(to.0, meta, at)
+                }
+                Action::Control { to, message } => Some((to.0, FrameBody::Recovery(message))),
             })
             .collect()
     }
@@ -1071,7 +1096,7 @@ impl RecoveryLayer {
                     // Regenerations held until this RESPONSE were compared just now.
                     report_checks(self.rank, protocol);
                 }
-                let frames = Self::behind_held(&mut core, Self::frames(actions));
+                let frames = Self::behind_held(&mut core, self.frames(actions));
                 Self::deliver_ready(&mut core, node);
                 if recovered {
                     if let Some(at) = core.rollback_at.take() {
@@ -1307,7 +1332,7 @@ impl RecoveryLayer {
         event(
             self.rank,
             &format!(
-                "final incarnation={} checkpoints={} replayed={} duplicates={} suppressed={} regenerations_checked={} contract_violations={} delivered={} driver_replies={driver_replies} log_entries={} log_peak_entries={} log_peak_bytes={} piggyback_bytes={} max_piggyback={} forced_logged={} forced_peak_bytes={} checkpoint_requests_sent={} checkpoint_requests_received={} {determinants}",
+                "final incarnation={} checkpoints={} replayed={} duplicates={} suppressed={} regenerations_checked={} contract_violations={} delivered={} driver_replies={driver_replies} log_entries={} log_peak_entries={} log_peak_bytes={} piggyback_bytes={} max_piggyback={} forced_logged={} forced_peak_bytes={} checkpoint_requests_sent={} checkpoint_requests_received={} {} {determinants}",
                 self.config.incarnation,
                 s.checkpoints,
                 s.protocol.resent,
@@ -1325,6 +1350,7 @@ impl RecoveryLayer {
                 s.forced_peak_bytes,
                 s.protocol.checkpoint_requests_sent,
                 s.protocol.checkpoint_requests_received,
+                self.offload_report(),
             ),
         );
         crate::failpoint::after_final();

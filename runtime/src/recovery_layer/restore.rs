@@ -197,7 +197,7 @@ impl RecoveryLayer {
             core.exited = exited;
             core.rollback_at = Some(Instant::now());
         }
-        self.emit(Self::frames(actions));
+        self.emit(self.frames(actions));
         event(
             self.rank,
             &format!("rollback-sent incarnation={}", incarnation.0),

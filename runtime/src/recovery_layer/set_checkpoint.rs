@@ -276,7 +276,7 @@ impl RecoveryLayer {
             self.report_stall(&core, node, id.0);
             actions
         };
-        self.emit(Self::frames(actions));
+        self.emit(self.frames(actions));
         self.events_committed(events_snapshot);
         let _ = self.store.prune_before(self.rank, id.0);
         let total = started.elapsed();
@@ -473,9 +473,10 @@ impl RecoveryLayer {
             });
     }
 
-    /// Sends the CHECKPOINT_REQUESTs the log's quota calls for (nothing without a quota).
+    /// Sends the CHECKPOINT_REQUESTs the log's quota calls for (nothing without a quota,
+    /// nor while logger nodes take what is over it).
     fn enforce_log_quota(&self) {
-        if self.config.log_quota.is_none() {
+        if self.config.log_quota.is_none() || self.dumps_to_loggers() {
             return;
         }
         let asks = match self.lock().protocol.as_mut() {
@@ -484,7 +485,7 @@ impl RecoveryLayer {
         };
         if !asks.is_empty() {
             counter!(CHECKPOINT_REQUESTS).increment(asks.len() as u64);
-            self.emit(Self::frames(asks));
+            self.emit(self.frames(asks));
         }
     }
 }

@@ -1,0 +1,178 @@
+//! The logger process (`lazarus logger`): a QUIC endpoint, authenticated with the
+//! cluster's secret like the nodes, that answers each request stream from its
+//! [`BlockStore`]. It reports what it holds on standard output once a second when that
+//! changed, and leaves when its standard input closes (the launcher holds it).
+
+use super::store::{BlockStore, StoreStats};
+use super::wire::{LoggerRequest, LoggerResponse, ALPN, MAX_MESSAGE};
+use crate::transport::credentials::Credentials;
+use metrics::counter;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Requests a logger could not read or answer, by reason.
+pub const BAD_REQUESTS: &str = "lazarus_logger_bad_requests_total";
+
+/// How a logger runs.
+#[derive(Clone, Debug)]
+pub struct LoggerOptions {
+    /// Its number among the run's loggers (its certificate's name).
+    pub index: u16,
+    /// Where it listens.
+    pub listen: SocketAddr,
+    /// The most bytes of blocks it keeps.
+    pub capacity: u64,
+    /// The cluster's secret.
+    pub secret: Vec<u8>,
+}
+
+/// Errors that stop a logger.
+#[derive(Debug, thiserror::Error)]
+pub enum LoggerError {
+    /// The credentials could not be made from the secret.
+    #[error("credentials: {0}")]
+    Credentials(#[from] crate::transport::credentials::CredentialError),
+    /// The endpoint could not be set up.
+    #[error("cannot listen at {addr}: {why}")]
+    Listen {
+        /// Where.
+        addr: SocketAddr,
+        /// Why.
+        why: String,
+    },
+}
+
+/// The name in logger `index`'s certificate.
+pub fn server_name(index: u16) -> String {
+    format!("logger{index}.lazarus")
+}
+
+/// Runs a logger until its standard input closes.
+pub fn serve(options: LoggerOptions) -> Result<(), LoggerError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| LoggerError::Listen {
+            addr: options.listen,
+            why: e.to_string(),
+        })?;
+    runtime.block_on(run(options))
+}
+
+async fn run(options: LoggerOptions) -> Result<(), LoggerError> {
+    let creds = Credentials::for_name(&options.secret, &server_name(options.index))?;
+    let mut tls = creds.server_config()?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let listen_error = |why: String| LoggerError::Listen {
+        addr: options.listen,
+        why,
+    };
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
+        .map_err(|e| listen_error(e.to_string()))?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    server.transport_config(quic_transport_config());
+    let (endpoint, _) = crate::transport::udp_socket::endpoint(options.listen, Some(server))
+        .map_err(|e| listen_error(e.to_string()))?;
+    let store = Arc::new(Mutex::new(BlockStore::new(options.capacity)));
+    println!(
+        "logger {} listening at {} capacity={}",
+        options.index,
+        endpoint.local_addr().map_err(|e| listen_error(e.to_string()))?,
+        options.capacity
+    );
+    let index = options.index;
+    // Leave when the launcher closes our standard input (or dies).
+    let (eof_tx, mut eof_rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+        let _ = eof_tx.send(());
+    });
+    let reporter = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            let mut last = StoreStats::default();
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let now = lock(&store).stats();
+                if now != last {
+                    println!("{}", describe(index, &now));
+                    last = now;
+                }
+            }
+        })
+    };
+    loop {
+        tokio::select! {
+            _ = &mut eof_rx => break,
+            incoming = endpoint.accept() => {
+                let Some(incoming) = incoming else { break };
+                let store = Arc::clone(&store);
+                tokio::spawn(async move {
+                    match incoming.await {
+                        Ok(conn) => serve_connection(conn, store).await,
+                        Err(e) => {
+                            counter!(BAD_REQUESTS, "reason" => "handshake").increment(1);
+                            tracing::warn!("logger refused a connection: {e}");
+                        }
+                    }
+                });
+            }
+        }
+    }
+    reporter.abort();
+    println!("{} final", describe(index, &lock(&store).stats()));
+    endpoint.close(0u32.into(), b"logger leaves");
+    Ok(())
+}
+
+fn describe(index: u16, s: &StoreStats) -> String {
+    format!(
+        "logger {index} blocks={} bytes={} peak_bytes={} stored={} declined={} fetched={} dropped={}",
+        s.blocks, s.bytes, s.peak_bytes, s.stored, s.declined, s.fetched, s.dropped
+    )
+}
+
+fn lock(store: &Mutex<BlockStore>) -> std::sync::MutexGuard<'_, BlockStore> {
+    store.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+async fn serve_connection(conn: quinn::Connection, store: Arc<Mutex<BlockStore>>) {
+    while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            let answer = match recv.read_to_end(MAX_MESSAGE).await {
+                Err(e) => {
+                    counter!(BAD_REQUESTS, "reason" => "read").increment(1);
+                    LoggerResponse::Refused(format!("cannot read the request: {e}"))
+                }
+                Ok(bytes) => match postcard::from_bytes::<LoggerRequest>(&bytes) {
+                    Err(e) => {
+                        counter!(BAD_REQUESTS, "reason" => "decode").increment(1);
+                        tracing::warn!("logger refused a malformed request: {e}");
+                        LoggerResponse::Refused(format!("malformed request: {e}"))
+                    }
+                    Ok(request) => lock(&store).handle(request),
+                },
+            };
+            if let Ok(bytes) = postcard::to_allocvec(&answer) {
+                let _ = send.write_all(&bytes).await;
+                let _ = send.finish();
+            }
+        });
+    }
+}
+
+/// QUIC settings of the node-logger connections: windows for whole blocks in flight.
+pub(crate) fn quic_transport_config() -> Arc<quinn::TransportConfig> {
+    let mut t = quinn::TransportConfig::default();
+    t.stream_receive_window(quinn::VarInt::from_u32(64 << 20));
+    t.receive_window(quinn::VarInt::from_u32(128 << 20));
+    t.send_window(128 << 20);
+    t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(64));
+    t.keep_alive_interval(Some(Duration::from_secs(1)));
+    t.initial_rtt(Duration::from_millis(10));
+    t.max_idle_timeout(Some(quinn::VarInt::from_u32(10_000).into()));
+    Arc::new(t)
+}

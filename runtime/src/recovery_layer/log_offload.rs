@@ -1,0 +1,385 @@
+//! The node's side of the logger nodes: the dump thread that moves blocks of the log
+//! over the dump threshold to a logger (proactively, off the message path), the fetch of
+//! dumped payloads for resends, and what a restored node tells the loggers to keep.
+//!
+//! Thresholds follow the logger-nodes paper: dumping starts at three quarters of the
+//! quota and goes on, block after block, until the log is under half of it. A logger that
+//! declines (full) or cannot be reached is skipped for the next; one that cannot be
+//! reached is taken for lost: the peers whose messages only it kept are asked to
+//! checkpoint (which releases them), and while no logger is left the quota falls back
+//! to checkpoint requests alone.
+
+use super::{event, RecoveryLayer};
+use crate::logger_node::client::RequestError;
+use crate::logger_node::{LoggerClient, LoggerRequest, LoggerResponse};
+use crate::payload::Payload;
+use crate::recovery::{BlockId, DumpRef, LogDump, MessageMeta};
+use crate::transport::frame::{Envelope, FrameBody};
+use metrics::counter;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Blocks dumped to logger nodes.
+pub const BLOCKS_DUMPED: &str = "lazarus_log_blocks_dumped_total";
+/// Payload bytes dumped to logger nodes.
+pub const BYTES_DUMPED: &str = "lazarus_log_bytes_dumped_total";
+/// Blocks fetched back from logger nodes for resends.
+pub const BLOCKS_FETCHED: &str = "lazarus_log_blocks_fetched_total";
+/// Logged messages that could not be resent: their block was lost with its logger.
+pub const RESENDS_LOST: &str = "lazarus_log_resends_lost_total";
+/// Logger nodes found unreachable.
+pub const LOGGERS_LOST: &str = "lazarus_loggers_lost_total";
+
+/// Largest block the node dumps at once.
+const BLOCK_BYTES: usize = 4 << 20;
+
+/// How often the dump thread compares the log with its threshold.
+const DUMP_POLL: Duration = Duration::from_millis(10);
+
+/// How long the node keeps its quota by checkpoint requests after every logger declined
+/// a block.
+const FULL_BACKOFF: Duration = Duration::from_secs(1);
+
+/// How long a store waits for its logger's answer.
+const STORE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a fetch for a resend waits: it runs under the layer's lock, possibly on a
+/// network task, so it must stay well under the peers' failure timeout.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The node's connections to its loggers and what it did with them.
+pub(crate) struct LogOffload {
+    client: LoggerClient,
+    /// Loggers found unreachable (not tried again).
+    lost: Vec<AtomicBool>,
+    /// When every logger last declined a block (all full): for [`FULL_BACKOFF`] the quota
+    /// is kept by checkpoint requests, whose releases make room at the loggers.
+    all_declined: Mutex<Option<Instant>>,
+    /// The last block fetched, for the resends that follow it in the same block.
+    fetched: Mutex<Option<((u16, BlockId), Arc<Vec<Envelope>>)>>,
+    pub(crate) blocks_dumped: AtomicU64,
+    pub(crate) bytes_dumped: AtomicU64,
+    pub(crate) blocks_fetched: AtomicU64,
+    pub(crate) resends_lost: AtomicU64,
+}
+
+impl LogOffload {
+    /// Connects (lazily) to the loggers at `addrs` as node `rank` of the cluster whose
+    /// secret is `secret`.
+    pub(crate) fn new(
+        rank: u16,
+        addrs: Vec<std::net::SocketAddr>,
+        secret: &[u8],
+    ) -> Result<Self, String> {
+        let creds = crate::transport::credentials::Credentials::for_node(secret, rank)
+            .map_err(|e| e.to_string())?;
+        let lost = addrs.iter().map(|_| AtomicBool::new(false)).collect();
+        Ok(LogOffload {
+            client: LoggerClient::start(addrs, &creds)?,
+            lost,
+            all_declined: Mutex::new(None),
+            fetched: Mutex::new(None),
+            blocks_dumped: AtomicU64::new(0),
+            bytes_dumped: AtomicU64::new(0),
+            blocks_fetched: AtomicU64::new(0),
+            resends_lost: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether some logger is reachable and the loggers did not all decline a block in
+    /// the last [`FULL_BACKOFF`].
+    pub(crate) fn available(&self) -> bool {
+        let full = self
+            .all_declined
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|at| at.elapsed() < FULL_BACKOFF);
+        !full && self.lost.iter().any(|l| !l.load(Ordering::Acquire))
+    }
+
+    /// The payload of a dumped entry, from its block at its logger.
+    fn payload(&self, rank: u16, at: &DumpRef) -> Result<Envelope, String> {
+        let key = (at.logger, at.block);
+        let mut cached = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
+        let block = match cached.as_ref().filter(|(k, _)| *k == key) {
+            Some((_, b)) => Arc::clone(b),
+            None => {
+                let answer = self
+                    .client
+                    .request(
+                        at.logger,
+                        LoggerRequest::Fetch {
+                            rank,
+                            block: at.block,
+                        },
+                        FETCH_TIMEOUT,
+                    )
+                    .map_err(|e| e.to_string())?;
+                let bytes = match answer {
+                    LoggerResponse::Block(b) => b,
+                    LoggerResponse::Missing => {
+                        return Err(format!("logger {} does not have the block", at.logger))
+                    }
+                    other => return Err(format!("logger {} answered {other:?}", at.logger)),
+                };
+                let entries: Vec<Envelope> = postcard::from_bytes(&bytes)
+                    .map_err(|e| format!("block from logger {} is malformed: {e}", at.logger))?;
+                self.blocks_fetched.fetch_add(1, Ordering::Relaxed);
+                counter!(BLOCKS_FETCHED).increment(1);
+                let b = Arc::new(entries);
+                *cached = Some((key, Arc::clone(&b)));
+                b
+            }
+        };
+        block
+            .get(at.slot as usize)
+            .cloned()
+            .ok_or_else(|| format!("slot {} is not in the block", at.slot))
+    }
+
+    /// Ships `block` to a logger, starting at `first`: the logger that kept it, or `None`
+    /// when every logger declined or is lost (the latter are returned too).
+    fn store(&self, rank: u16, block: BlockId, bytes: Vec<u8>, first: u16) -> Stored {
+        let n = self.client.loggers();
+        let mut newly_lost = Vec::new();
+        for k in 0..n {
+            let logger = (first + k) % n;
+            if self.lost[usize::from(logger)].load(Ordering::Acquire) {
+                continue;
+            }
+            let request = LoggerRequest::Store {
+                rank,
+                block,
+                bytes: Payload(bytes.clone()),
+            };
+            match self.client.request(logger, request, STORE_TIMEOUT) {
+                Ok(LoggerResponse::Stored) => {
+                    return Stored {
+                        by: Some(logger),
+                        newly_lost,
+                    }
+                }
+                Ok(LoggerResponse::Declined { .. }) => {}
+                Ok(other) => {
+                    tracing::warn!("logger {logger} answered a store with {other:?}");
+                }
+                Err(e) => {
+                    self.lose(logger, &e);
+                    newly_lost.push(logger);
+                }
+            }
+        }
+        *self.all_declined.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        Stored {
+            by: None,
+            newly_lost,
+        }
+    }
+
+    fn lose(&self, logger: u16, why: &RequestError) {
+        if !self.lost[usize::from(logger)].swap(true, Ordering::AcqRel) {
+            counter!(LOGGERS_LOST).increment(1);
+            tracing::error!("logger {logger} is lost ({why}): no more blocks go to it");
+        }
+    }
+
+    /// Tells each logger which of `rank`'s blocks to drop (`Release`) or keep (`Retain`,
+    /// every logger, after a restore).
+    fn tell(&self, rank: u16, blocks: Vec<(u16, BlockId)>, retain: bool) {
+        let mut per: BTreeMap<u16, Vec<BlockId>> = BTreeMap::new();
+        if retain {
+            for l in 0..self.client.loggers() {
+                per.insert(l, Vec::new());
+            }
+        }
+        for (l, b) in blocks {
+            per.entry(l).or_default().push(b);
+        }
+        for (logger, blocks) in per {
+            if self.lost[usize::from(logger)].load(Ordering::Acquire) {
+                continue;
+            }
+            let request = if retain {
+                LoggerRequest::Retain { rank, blocks }
+            } else {
+                LoggerRequest::Release { rank, blocks }
+            };
+            if let Err(e) = self.client.request(logger, request, STORE_TIMEOUT) {
+                self.lose(logger, &e);
+            }
+        }
+    }
+}
+
+struct Stored {
+    by: Option<u16>,
+    newly_lost: Vec<u16>,
+}
+
+impl RecoveryLayer {
+    /// Connects the node to the logger nodes of [`RecoveryConfig::loggers`](super::RecoveryConfig)
+    /// and starts the dump thread (nothing without loggers or without a quota).
+    pub(crate) fn start_log_offload(self: &Arc<Self>, secret: &[u8]) -> Result<(), String> {
+        let (Some(quota), false) = (self.config.log_quota, self.config.loggers.is_empty()) else {
+            return Ok(());
+        };
+        let offload = LogOffload::new(self.rank, self.config.loggers.clone(), secret)?;
+        if self.offload.set(offload).is_err() {
+            return Err("the log offload is started already".into());
+        }
+        let layer = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("lazarus-log-dump".into())
+            .spawn(move || layer.dump_loop(quota))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether the quota is kept by dumping to loggers (else by checkpoint requests).
+    pub(crate) fn dumps_to_loggers(&self) -> bool {
+        self.offload.get().is_some_and(LogOffload::available)
+    }
+
+    fn dump_loop(&self, quota: usize) {
+        let Some(offload) = self.offload.get() else {
+            return;
+        };
+        let threshold = quota / 4 * 3;
+        let target = quota / 2;
+        let first = self.rank % offload.client.loggers().max(1);
+        let mut retained = self.config.incarnation == 0;
+        while !self.stop.load(Ordering::Acquire) {
+            if !retained {
+                // A restored node: its lost incarnation's blocks that the checkpoint does
+                // not point into are garbage at the loggers.
+                let blocks = match self.lock().protocol.as_ref() {
+                    Some(p) => Some(p.dumped_blocks()),
+                    None => None,
+                };
+                if let Some(blocks) = blocks {
+                    offload.tell(self.rank, blocks, true);
+                    retained = true;
+                }
+            }
+            let released = match self.lock().protocol.as_mut() {
+                Some(p) => p.take_released_blocks(),
+                None => Vec::new(),
+            };
+            if !released.is_empty() {
+                offload.tell(self.rank, released, false);
+            }
+            if !retained || !offload.available() {
+                std::thread::sleep(DUMP_POLL);
+                continue;
+            }
+            let over = self
+                .lock()
+                .protocol
+                .as_ref()
+                .is_some_and(|p| p.log_stats().bytes() > threshold);
+            if over {
+                self.dump_until(offload, target, first);
+            }
+            std::thread::sleep(DUMP_POLL);
+        }
+    }
+
+    /// Dumps blocks until the log is under `target` bytes (or nothing more can go).
+    fn dump_until(&self, offload: &LogOffload, target: usize, first: u16) {
+        loop {
+            let taken = {
+                let mut core = self.lock();
+                let Some(p) = core.protocol.as_mut() else {
+                    return;
+                };
+                if p.log_stats().bytes() <= target {
+                    return;
+                }
+                p.take_log_dump(BLOCK_BYTES)
+                    .map(|d| (d, p.incarnation()))
+            };
+            let Some((dump, incarnation)) = taken else {
+                return;
+            };
+            let Ok(bytes) = postcard::to_allocvec(&dump.payloads) else {
+                return;
+            };
+            let stored = offload.store(self.rank, dump.block, bytes, first);
+            let mut core = self.lock();
+            let Some(p) = core.protocol.as_mut() else {
+                return;
+            };
+            let mut asks = Vec::new();
+            for logger in stored.newly_lost {
+                asks.extend(p.on_logger_lost(logger));
+            }
+            let kept = match stored.by {
+                Some(logger) if p.incarnation() == incarnation => {
+                    p.log_dumped(&dump, logger);
+                    self.note_dump(offload, &dump);
+                    true
+                }
+                _ => false,
+            };
+            drop(core);
+            if !asks.is_empty() {
+                event(
+                    self.rank,
+                    &format!("logger-lost checkpoint_requests={}", asks.len()),
+                );
+                self.emit(self.frames(asks));
+            }
+            if !kept {
+                return;
+            }
+        }
+    }
+
+    fn note_dump(&self, offload: &LogOffload, dump: &LogDump<Envelope>) {
+        offload.blocks_dumped.fetch_add(1, Ordering::Relaxed);
+        offload
+            .bytes_dumped
+            .fetch_add(dump.bytes as u64, Ordering::Relaxed);
+        counter!(BLOCKS_DUMPED).increment(1);
+        counter!(BYTES_DUMPED).increment(dump.bytes as u64);
+    }
+
+    /// The frame of a resend whose payload is at a logger, fetched from there; `None`
+    /// (with an error: that peer cannot recover this message) when its logger lost it.
+    pub(super) fn dumped_frame(&self, to: u16, meta: MessageMeta, at: DumpRef) -> Option<(u16, FrameBody)> {
+        let Some(offload) = self.offload.get() else {
+            tracing::error!("a resend to node {to} names a logger block, but this node has no loggers");
+            return None;
+        };
+        match offload.payload(self.rank, &at) {
+            Ok(env) => Some((to, FrameBody::Logged { meta, env })),
+            Err(why) => {
+                offload.resends_lost.fetch_add(1, Ordering::Relaxed);
+                counter!(RESENDS_LOST).increment(1);
+                tracing::error!(
+                    "cannot resend message {} of {:?} to node {to}: its payload was at logger {} ({why}); node {to} cannot replay it",
+                    meta.send_index,
+                    meta.channel,
+                    at.logger
+                );
+                None
+            }
+        }
+    }
+
+    /// `blocks_dumped=.. bytes_dumped=.. blocks_fetched=.. resends_lost=..` for the final
+    /// report (zeros without loggers).
+    pub(crate) fn offload_report(&self) -> String {
+        let (d, b, f, l) = self.offload.get().map_or((0, 0, 0, 0), |o| {
+            (
+                o.blocks_dumped.load(Ordering::Relaxed),
+                o.bytes_dumped.load(Ordering::Relaxed),
+                o.blocks_fetched.load(Ordering::Relaxed),
+                o.resends_lost.load(Ordering::Relaxed),
+            )
+        });
+        format!("blocks_dumped={d} bytes_dumped={b} blocks_fetched={f} resends_lost={l}")
+    }
+}
