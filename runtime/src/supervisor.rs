@@ -237,6 +237,10 @@ pub fn describe_event(e: &NodeEvent) -> String {
         "suspected" => "declared a silent peer failed",
         "actor-failed" => "an actor failed",
         "peer-gone" => "leaves without waiting for a peer that died after the release",
+        "logger-lost" => {
+            "logger-lost: its logger node is gone; asked the peers whose messages only it \
+             kept to checkpoint"
+        }
         "rolling-back" => "rolls back in place: its process re-executes itself",
         "driver-threads" => {
             "WARNING: main sends from more than one thread; after a failure their order, \

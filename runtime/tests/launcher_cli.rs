@@ -53,3 +53,20 @@ fn a_checkpoint_period_that_is_not_a_duration_is_refused_with_the_reason() {
 fn a_log_quota_that_is_not_a_size_is_refused_with_the_reason() {
     assert_option_refused("--log-quota", "lots", "is not a size");
 }
+
+#[test]
+fn logger_nodes_without_a_log_quota_are_refused_with_the_reason() {
+    // The quota says what goes to the loggers: without one they would take nothing.
+    assert_option_refused(
+        "--loggers",
+        "1",
+        "--loggers goes with --ft on and a --log-quota",
+    );
+}
+
+#[test]
+fn a_logger_without_the_cluster_secret_is_refused_with_the_reason() {
+    let (code, stderr) = launcher(&["logger", "--index", "0", "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("LAZARUS_SECRET is not set"), "{stderr}");
+}

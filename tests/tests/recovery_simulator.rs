@@ -27,7 +27,31 @@ fn random_seeds_recover_to_the_failure_free_result() {
         assert!(total.proto.regenerations_checked > 0, "{total:?}");
         // Half the seeds run with a log quota: their sets asked for checkpoints.
         assert!(total.proto.checkpoint_requests > 0, "{total:?}");
+        // Half dump their logs to a logger node, and resends came from there.
+        assert!(total.resends_from_logger > 0, "{total:?}");
     }
+}
+
+/// Logger nodes, on in every seed: sets dump blocks of their logs at random moments
+/// (acknowledged later, or never when a crash comes first), the logger lets go of a block
+/// once no logged entry points into it and, after a restore, of those the restored log
+/// does not point into. Every resend of a dumped message must find its block (the run
+/// fails otherwise), and every run ends with the failure-free result.
+#[test]
+fn logs_dumped_to_a_logger_node_are_resent_from_it_exactly() {
+    let (mut dumped, mut served) = (0, 0);
+    for seed in 0..500 {
+        let mut cfg = SimConfig::random(seed);
+        cfg.log_dump = true;
+        let stats = run_seed(cfg, false).0.unwrap_or_else(|e| {
+            panic!("seed {seed} (replay: LAZARUS_SIM_SEED={seed} LAZARUS_SIM_DUMP=1): {e}")
+        });
+        dumped += stats.blocks_dumped;
+        served += stats.resends_from_logger;
+    }
+    println!("{dumped} blocks dumped, {served} resends served from the logger");
+    assert!(dumped > 1000, "sets dumped often: {dumped} blocks");
+    assert!(served > 100, "resends came from the logger: {served}");
 }
 
 /// The log's memory quota, on in every seed with a quota of about two messages: sets
@@ -105,7 +129,7 @@ fn order_sensitive_actors_replay_their_determinants_exactly() {
 
 /// Runs `default_seeds` seeds (or `LAZARUS_SIM_SEEDS` from `LAZARUS_SIM_SEED_BASE`), or
 /// replays `LAZARUS_SIM_SEED` alone with its trace (`LAZARUS_SIM_QUOTA=BYTES` forces a
-/// log quota).
+/// log quota, `LAZARUS_SIM_DUMP=1` dumps to a logger node).
 fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
     if let Some(seed) = env_u64("LAZARUS_SIM_SEED") {
         let mut cfg = config(seed);
@@ -115,6 +139,9 @@ fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
         cfg.break_contract = std::env::var("LAZARUS_SIM_BREAK").is_ok_and(|b| b == "1");
         if let Some(quota) = env_u64("LAZARUS_SIM_QUOTA") {
             cfg.log_quota = Some(quota as usize);
+        }
+        if env_u64("LAZARUS_SIM_DUMP") == Some(1) {
+            cfg.log_dump = true;
         }
         println!("seed {seed}: {cfg:?}");
         let (result, trace) = run_seed(cfg, true);
@@ -495,6 +522,7 @@ fn piggyback_size_is_bounded_by_sets_not_actors() {
             loggers: 1,
             break_contract: false,
             log_quota: None,
+            log_dump: false,
         };
         let stats = run_seed(cfg, false).0.expect("failure-free run");
         let msgs = stats.proto.sent + stats.proto.resent;

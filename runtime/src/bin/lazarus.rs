@@ -225,11 +225,19 @@ fn logger(args: LoggerArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
 /// their totals and leave) and kills those still there a second later.
 struct Loggers {
     addrs: Vec<std::net::SocketAddr>,
-    children: Vec<(Child, Option<std::process::ChildStdin>, Vec<std::thread::JoinHandle<()>>)>,
+    children: Vec<(
+        Child,
+        Option<std::process::ChildStdin>,
+        Vec<std::thread::JoinHandle<()>>,
+    )>,
 }
 
 impl Loggers {
-    fn start(args: &RunArgs, secret: &str, out: &Output) -> Result<Self, Box<dyn std::error::Error>> {
+    fn start(
+        args: &RunArgs,
+        secret: &str,
+        out: &Output,
+    ) -> Result<Self, Box<dyn std::error::Error>> {
         let mut loggers = Loggers {
             addrs: Vec::new(),
             children: Vec::new(),
@@ -238,15 +246,24 @@ impl Loggers {
             return Ok(loggers);
         }
         let exe = std::env::current_exe()?;
-        for (i, port) in free_ports(usize::from(args.loggers))?.into_iter().enumerate() {
+        for (i, port) in free_ports(usize::from(args.loggers))?
+            .into_iter()
+            .enumerate()
+        {
             let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
             let mut cmd = Command::new(&exe);
-            cmd.args(["logger", "--index", &i.to_string(), "--listen", &addr.to_string()])
-                .args(["--capacity", &args.logger_memory.to_string()])
-                .env("LAZARUS_SECRET", secret)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
+            cmd.args([
+                "logger",
+                "--index",
+                &i.to_string(),
+                "--listen",
+                &addr.to_string(),
+            ])
+            .args(["--capacity", &args.logger_memory.to_string()])
+            .env("LAZARUS_SECRET", secret)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
             // SAFETY: as for the nodes: only prctl, async-signal-safe, between fork and exec.
             unsafe {
                 cmd.pre_exec(|| {
@@ -256,7 +273,9 @@ impl Loggers {
                     Ok(())
                 });
             }
-            let mut child = cmd.spawn().map_err(|e| format!("cannot start logger {i}: {e}"))?;
+            let mut child = cmd
+                .spawn()
+                .map_err(|e| format!("cannot start logger {i}: {e}"))?;
             out.say(&format!("logger {i} pid {} at {addr}", child.id()));
             let label = format!("logger{i}");
             let mut pumps = Vec::new();
@@ -595,9 +614,11 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     let ft = args.ft == Ft::On;
     if args.loggers > 0 {
         if !ft || args.log_quota == 0 {
-            return Err("--loggers goes with --ft on and a --log-quota: the quota says \
+            return Err(
+                "--loggers goes with --ft on and a --log-quota: the quota says \
                         what goes to them"
-                .into());
+                    .into(),
+            );
         }
         if args.hosts.is_some() {
             return Err("--loggers runs logger nodes on this host only, not with --hosts".into());

@@ -576,6 +576,29 @@ mod tests {
     }
 
     #[test]
+    fn logger_nodes_are_read_as_addresses_and_garbage_refused() {
+        let loggers = |v: &str| {
+            spec(&[("LAZARUS_FT", "on"), ("LAZARUS_LOGGERS", v)])
+                .map(|s| s.recovery.expect("recovery on").loggers)
+        };
+        assert_eq!(
+            loggers("127.0.0.1:7000,127.0.0.1:7001").unwrap(),
+            vec![
+                "127.0.0.1:7000".parse().unwrap(),
+                "127.0.0.1:7001".parse().unwrap()
+            ]
+        );
+        assert!(loggers("").unwrap().is_empty());
+        let err = loggers("127.0.0.1:7000,nowhere")
+            .expect_err("not an address")
+            .to_string();
+        assert!(
+            err.contains("LAZARUS_LOGGERS: nowhere is not host:port"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_static_host_file_lists_one_node_per_line() {
         let file = std::env::temp_dir().join(format!("lazarus-hosts-{}", std::process::id()));
         std::fs::write(

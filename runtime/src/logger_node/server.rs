@@ -78,7 +78,9 @@ async fn run(options: LoggerOptions) -> Result<(), LoggerError> {
     println!(
         "logger {} listening at {} capacity={}",
         options.index,
-        endpoint.local_addr().map_err(|e| listen_error(e.to_string()))?,
+        endpoint
+            .local_addr()
+            .map_err(|e| listen_error(e.to_string()))?,
         options.capacity
     );
     let index = options.index;

@@ -49,13 +49,17 @@ impl BlockStore {
             LoggerRequest::Store { rank, block, bytes } => {
                 let len = bytes.len() as u64;
                 // Storing a block again (the same node's retry) replaces it.
-                let old = self.blocks.get(&(rank, block)).map_or(0, |b| b.len() as u64);
+                let old = self
+                    .blocks
+                    .get(&(rank, block))
+                    .map_or(0, |b| b.len() as u64);
                 let free = self.capacity.saturating_sub(self.stats.bytes - old);
                 if len > free {
                     self.stats.declined += 1;
                     return LoggerResponse::Declined { free };
                 }
-                self.blocks.insert((rank, block), Bytes::from(bytes.into_inner()));
+                self.blocks
+                    .insert((rank, block), Bytes::from(bytes.into_inner()));
                 self.stats.bytes = self.stats.bytes - old + len;
                 self.stats.peak_bytes = self.stats.peak_bytes.max(self.stats.bytes);
                 self.stats.stored += 1;
@@ -133,7 +137,10 @@ mod tests {
             rank: 1,
             block: id(0, 0),
         };
-        assert_eq!(s.handle(fetch.clone()), LoggerResponse::Block(vec![1; 100].into()));
+        assert_eq!(
+            s.handle(fetch.clone()),
+            LoggerResponse::Block(vec![1; 100].into())
+        );
         assert_eq!(
             s.handle(LoggerRequest::Fetch {
                 rank: 2,

@@ -98,7 +98,11 @@ mod tests {
             bytes: vec![9u8; 1000].into(),
         };
         let bytes = postcard::to_allocvec(&req).unwrap();
-        assert!(bytes.len() < 1010, "{} bytes for 1000 of payload", bytes.len());
+        assert!(
+            bytes.len() < 1010,
+            "{} bytes for 1000 of payload",
+            bytes.len()
+        );
         assert_eq!(postcard::from_bytes::<LoggerRequest>(&bytes).unwrap(), req);
     }
 

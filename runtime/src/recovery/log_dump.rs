@@ -212,15 +212,25 @@ mod tests {
         send(&mut log, 2, ch(1, 2), 50);
         let dump = log.take_dump(I0, 250).unwrap();
         assert_eq!(dump.to, SetId(1), "set 1 holds 400 bytes, set 2 50");
-        assert_eq!(dump.entries, vec![(ch(1, 1), 1), (ch(1, 1), 2), (ch(1, 1), 3)]);
+        assert_eq!(
+            dump.entries,
+            vec![(ch(1, 1), 1), (ch(1, 1), 2), (ch(1, 1), 3)]
+        );
         assert_eq!(dump.bytes, 300);
         // Nothing leaves memory before the logger acknowledges.
         assert_eq!(log.stats().payload_bytes, 450);
         assert_eq!(log.mark_dumped(&dump, 0), 3);
         let s = log.stats();
-        assert_eq!((s.payload_bytes, s.dumped_bytes, s.dumped_entries), (150, 300, 3));
+        assert_eq!(
+            (s.payload_bytes, s.dumped_bytes, s.dumped_entries),
+            (150, 300, 3)
+        );
         assert_eq!(s.entries, 5, "dumped entries are still logged");
-        assert_eq!(log.bytes_per_peer()[1], 100 + 4, "one payload and four vectors");
+        assert_eq!(
+            log.bytes_per_peer()[1],
+            100 + 4,
+            "one payload and four vectors"
+        );
         assert_eq!(log.dumped_blocks(), vec![(0, dump.block)]);
     }
 
@@ -257,7 +267,10 @@ mod tests {
         let dump = log.take_dump(I0, 20).unwrap();
         log.mark_dumped(&dump, 0);
         log.release(SetId(1), &ch(1, 1), 1);
-        assert!(log.take_released_blocks().is_empty(), "entry 2 is still in it");
+        assert!(
+            log.take_released_blocks().is_empty(),
+            "entry 2 is still in it"
+        );
         log.release(SetId(1), &ch(1, 1), 3);
         assert_eq!(log.take_released_blocks(), vec![(0, dump.block)]);
         assert_eq!(log.stats().dumped_bytes, 0);
@@ -278,8 +291,7 @@ mod tests {
     }
 
     #[test]
-    fn dumped_entries_survive_a_checkpoint_as_references_and_blocks_are_numbered_per_incarnation(
-    ) {
+    fn dumped_entries_survive_a_checkpoint_as_references_and_blocks_are_numbered_per_incarnation() {
         let mut log = SenderLog::new(2);
         for _ in 0..2 {
             send(&mut log, 1, ch(1, 1), 10);

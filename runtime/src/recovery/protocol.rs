@@ -11,9 +11,9 @@ use super::delivery::{DependencyRule, Inbox, Queued, Received};
 use super::dep_vector::DepVector;
 use super::error::ProtocolError;
 use super::ids::{ChannelId, CheckpointId, Incarnation, SetId};
+use super::log_dump::{BlockId, DumpRef, Held, LogDump};
 use super::messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryReport};
 use super::replay_check::{ContractViolation, DeliveredDigests, FoundBy};
-use super::log_dump::{BlockId, DumpRef, Held, LogDump};
 use super::sender_log::{LogPayload, LogStats, SenderLog};
 use super::snapshot::{Snapshot, SNAPSHOT_FORMAT};
 use std::collections::BTreeSet;
@@ -1268,7 +1268,7 @@ mod tests {
             .iter()
             .map(|x| match x {
                 Action::Control { to, .. } => *to,
-                Action::Send { to, .. } => *to,
+                Action::Send { to, .. } | Action::SendDumped { to, .. } => *to,
             })
             .collect();
         assert_eq!(targets, vec![SetId(1), SetId(2)]);
@@ -1362,6 +1362,62 @@ mod tests {
         send(&mut sets, 1, 1000);
         assert_eq!(requests(&sets[0].poll_log_quota()), vec![1]);
         assert_eq!(sets[1].stats().checkpoint_requests_received, 1);
+    }
+
+    #[test]
+    fn a_rollback_resends_dumped_messages_from_their_block_in_channel_order() {
+        let mut f = SetProtocol::<Vec<u8>>::new(SetId(0), 2).unwrap();
+        for i in 1..=3u8 {
+            f.on_send(SetId(1), ch(0, 1), vec![i; 10]).unwrap();
+        }
+        let dump = f.take_log_dump(20).unwrap();
+        assert_eq!(f.log_dumped(&dump, 7), 2);
+        assert_eq!(f.log_stats().payload_bytes, 10);
+        // The receiver restarted from the beginning: all three come again, the first two
+        // named by their block, in index order.
+        let r = SetProtocol::<Vec<u8>>::new(SetId(1), 2).unwrap();
+        let actions = f
+            .on_control(SetId(1), ControlMessage::Rollback(r.report_for(SetId(0))))
+            .unwrap();
+        let resent: Vec<(u64, Option<u32>)> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::SendDumped { meta, at, .. } => {
+                    assert_eq!((at.logger, at.block), (7, dump.block));
+                    Some((meta.send_index, Some(at.slot)))
+                }
+                Action::Send { meta, .. } => Some((meta.send_index, None)),
+                Action::Control { .. } => None,
+            })
+            .collect();
+        assert_eq!(resent, vec![(1, Some(0)), (2, Some(1)), (3, None)]);
+    }
+
+    #[test]
+    fn a_lost_logger_makes_the_receivers_of_what_it_kept_checkpoint() {
+        let mut f = SetProtocol::<Vec<u8>>::new(SetId(0), 3).unwrap();
+        f.on_send(SetId(1), ch(0, 1), vec![1; 10]).unwrap();
+        f.on_send(SetId(2), ch(0, 2), vec![2; 5]).unwrap();
+        let dump = f.take_log_dump(100).unwrap();
+        assert_eq!(
+            dump.to,
+            SetId(1),
+            "the heaviest receiver's messages go first"
+        );
+        f.log_dumped(&dump, 0);
+        assert!(f.on_logger_lost(1).is_empty(), "logger 1 kept nothing");
+        let asks = f.on_logger_lost(0);
+        assert!(matches!(
+            &asks[..],
+            [Action::Control {
+                to: SetId(1),
+                message: ControlMessage::CheckpointRequest
+            }]
+        ));
+        assert!(
+            f.on_logger_lost(0).is_empty(),
+            "asked once until it checkpoints"
+        );
     }
 
     #[test]

@@ -12,8 +12,8 @@
 use super::dep_vector::DepVector;
 use super::error::ProtocolError;
 use super::ids::{ChannelId, Incarnation, SetId};
-use super::messages::{ChannelIndices, MessageMeta};
 use super::log_dump::{BlockId, Held};
+use super::messages::{ChannelIndices, MessageMeta};
 use super::replay_check::{DeliveredDigests, DigestWindow};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -622,7 +622,7 @@ mod tests {
         assert_eq!(tail.len(), 2);
         assert_eq!(tail[0].0.send_index, 3);
         assert_eq!(tail[0].0.depend.get(SetId(0)), 30);
-        assert_eq!(tail[1].1, vec![4]);
+        assert_eq!(tail[1].1, Held::Here(vec![4]));
     }
 
     #[test]

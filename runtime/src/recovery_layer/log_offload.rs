@@ -43,7 +43,7 @@ const DUMP_POLL: Duration = Duration::from_millis(10);
 const FULL_BACKOFF: Duration = Duration::from_secs(1);
 
 /// How long a store waits for its logger's answer.
-const STORE_TIMEOUT: Duration = Duration::from_secs(5);
+const STORE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long a fetch for a resend waits: it runs under the layer's lock, possibly on a
 /// network task, so it must stay well under the peers' failure timeout.
@@ -58,7 +58,7 @@ pub(crate) struct LogOffload {
     /// is kept by checkpoint requests, whose releases make room at the loggers.
     all_declined: Mutex<Option<Instant>>,
     /// The last block fetched, for the resends that follow it in the same block.
-    fetched: Mutex<Option<((u16, BlockId), Arc<Vec<Envelope>>)>>,
+    fetched: Mutex<Option<FetchedBlock>>,
     pub(crate) blocks_dumped: AtomicU64,
     pub(crate) bytes_dumped: AtomicU64,
     pub(crate) blocks_fetched: AtomicU64,
@@ -213,6 +213,9 @@ impl LogOffload {
     }
 }
 
+/// A block fetched from a logger: (logger, block) and its payloads by slot.
+type FetchedBlock = ((u16, BlockId), Arc<Vec<Envelope>>);
+
 struct Stored {
     by: Option<u16>,
     newly_lost: Vec<u16>,
@@ -254,10 +257,7 @@ impl RecoveryLayer {
             if !retained {
                 // A restored node: its lost incarnation's blocks that the checkpoint does
                 // not point into are garbage at the loggers.
-                let blocks = match self.lock().protocol.as_ref() {
-                    Some(p) => Some(p.dumped_blocks()),
-                    None => None,
-                };
+                let blocks = self.lock().protocol.as_ref().map(|p| p.dumped_blocks());
                 if let Some(blocks) = blocks {
                     offload.tell(self.rank, blocks, true);
                     retained = true;
@@ -297,8 +297,7 @@ impl RecoveryLayer {
                 if p.log_stats().bytes() <= target {
                     return;
                 }
-                p.take_log_dump(BLOCK_BYTES)
-                    .map(|d| (d, p.incarnation()))
+                p.take_log_dump(BLOCK_BYTES).map(|d| (d, p.incarnation()))
             };
             let Some((dump, incarnation)) = taken else {
                 return;
@@ -348,9 +347,16 @@ impl RecoveryLayer {
 
     /// The frame of a resend whose payload is at a logger, fetched from there; `None`
     /// (with an error: that peer cannot recover this message) when its logger lost it.
-    pub(super) fn dumped_frame(&self, to: u16, meta: MessageMeta, at: DumpRef) -> Option<(u16, FrameBody)> {
+    pub(super) fn dumped_frame(
+        &self,
+        to: u16,
+        meta: MessageMeta,
+        at: DumpRef,
+    ) -> Option<(u16, FrameBody)> {
         let Some(offload) = self.offload.get() else {
-            tracing::error!("a resend to node {to} names a logger block, but this node has no loggers");
+            tracing::error!(
+                "a resend to node {to} names a logger block, but this node has no loggers"
+            );
             return None;
         };
         match offload.payload(self.rank, &at) {

@@ -98,6 +98,7 @@ impl Net {
                     self.push(from, to.0, Packet::App(meta, payload))
                 }
                 Action::Control { to, message } => self.push(from, to.0, Packet::Control(message)),
+                Action::SendDumped { .. } => panic!("this network never dumps logs"),
             }
         }
     }

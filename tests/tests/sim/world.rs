@@ -51,10 +51,10 @@
 use super::program::{ActorState, Effects, Program, TimerOp};
 use super::rng::{mix, Rng};
 use lazarus::recovery::{
-    Action, ChannelId, CheckpointId, Config, ControlMessage, Dependence, DependencyRule,
+    Action, BlockId, ChannelId, CheckpointId, Config, ControlMessage, Dependence, DependencyRule,
     Determinant, Diverged, Event, EventLogging, EventMessage, EventSnapshot, EventStore,
-    GateSender, Incarnation, MessageMeta, ProtocolStats, ReplayDelivery, ReplayPoll, SendGate,
-    SendOutcome, SetId, SetProtocol, Snapshot, TimerImage, TimerState,
+    GateSender, Incarnation, LogDump, MessageMeta, ProtocolStats, ReplayDelivery, ReplayPoll,
+    SendGate, SendOutcome, SetId, SetProtocol, Snapshot, TimerImage, TimerState,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -96,6 +96,11 @@ pub struct SimConfig {
     /// The sender-based log's memory quota in bytes: above it a set asks its heaviest
     /// receivers to checkpoint (CHECKPOINT_REQUEST), and a set asked prefers to.
     pub log_quota: Option<usize>,
+    /// Sets dump logged payloads to a logger node (reliable, outside the sets) at random
+    /// moments; the logger's acknowledgement comes later (a crash may come first), and a
+    /// resend of a dumped message is served from the logger's blocks, which the sets
+    /// release and, after a restore, retain as the runtime does.
+    pub log_dump: bool,
 }
 
 impl SimConfig {
@@ -123,6 +128,7 @@ impl SimConfig {
                 let mut q = Rng::new(seed ^ 0x0106_A07A);
                 q.chance(1, 2).then(|| q.range(8, 120) as usize)
             },
+            log_dump: Rng::new(seed ^ 0x0D0B_10C5).chance(1, 2),
         }
     }
 
@@ -205,6 +211,9 @@ struct Node {
     incarnation: u32,
     /// A peer asked for a checkpoint (its log is over its quota). Volatile.
     checkpoint_wanted: bool,
+    /// A block shipped to the logger and not acknowledged yet, with the incarnation that
+    /// took it. Volatile.
+    dumping: Option<(LogDump<Vec<u8>>, u32)>,
 }
 
 /// Counters of one or many runs.
@@ -248,6 +257,10 @@ pub struct SimStats {
     pub timers_handled: u64,
     /// Timer deliveries a replay was forced to repeat at their logged tick.
     pub timers_replayed: u64,
+    /// Blocks of logged payloads dumped to the logger and acknowledged.
+    pub blocks_dumped: u64,
+    /// Resends served from the logger's blocks.
+    pub resends_from_logger: u64,
 }
 
 /// [`ProtocolStats`] summed.
@@ -330,6 +343,8 @@ impl SimStats {
         self.timers_dropped += o.timers_dropped;
         self.timers_handled += o.timers_handled;
         self.timers_replayed += o.timers_replayed;
+        self.blocks_dumped += o.blocks_dumped;
+        self.resends_from_logger += o.resends_from_logger;
     }
 
     fn add_events(&mut self, ev: &EventLogging) {
@@ -355,6 +370,8 @@ enum Act {
     Checkpoint(u16),
     Commit(u16),
     Restart(u16),
+    Dump(u16),
+    DumpAcknowledged(u16),
 }
 
 /// A simulated cluster.
@@ -378,6 +395,8 @@ pub struct World {
     trace: Option<Vec<String>>,
     /// Hash of every inter-set message that left its set, by channel and send index.
     left: BTreeMap<(ChannelId, u64), u64>,
+    /// The logger node's memory: blocks of dumped payloads by set and block.
+    logger: BTreeMap<(u16, BlockId), Vec<Vec<u8>>>,
 }
 
 const STEP_LIMIT: u64 = 2_000_000;
@@ -430,6 +449,7 @@ impl World {
                 committed,
                 incarnation: 0,
                 checkpoint_wanted: false,
+                dumping: None,
             });
         }
         // Crash moments spread over the run's expected length.
@@ -454,6 +474,7 @@ impl World {
             broken: None,
             trace: trace.then(Vec::new),
             left: BTreeMap::new(),
+            logger: BTreeMap::new(),
         }
     }
 
@@ -577,6 +598,13 @@ impl World {
             if node.pending.is_some() {
                 acts.push((3, Act::Commit(s)));
             }
+            if self.cfg.log_dump {
+                if node.dumping.is_some() {
+                    acts.push((5, Act::DumpAcknowledged(s)));
+                } else if proto.log_stats().payload_bytes > 0 {
+                    acts.push((3, Act::Dump(s)));
+                }
+            }
         }
     }
 
@@ -688,6 +716,7 @@ impl World {
         node.intra_sent.clear();
         node.pending = None;
         node.checkpoint_wanted = false;
+        node.dumping = None;
         if let Some(ev) = node.events.take() {
             self.stats.add_events(&ev);
         }
@@ -733,8 +762,62 @@ impl World {
             Act::Checkpoint(s) => self.checkpoint(s),
             Act::Commit(s) => self.commit(s),
             Act::Restart(s) => self.restart(s),
+            Act::Dump(s) => self.dump(s),
+            Act::DumpAcknowledged(s) => self.dump_acknowledged(s),
         }
         self.flush_events();
+        self.release_blocks();
+    }
+
+    /// Set `s` ships a block of its log to the logger, which keeps it at once; the
+    /// acknowledgement is a later step.
+    fn dump(&mut self, s: u16) {
+        let max = self.rng.range(1, 40) as usize;
+        let node = &mut self.nodes[usize::from(s)];
+        let Some(p) = node.proto.as_mut() else {
+            return;
+        };
+        let Some(dump) = p.take_log_dump(max) else {
+            return;
+        };
+        self.logger.insert((s, dump.block), dump.payloads.clone());
+        let what = format!(
+            "S{s} dumps block {:?}: {} messages to {}",
+            dump.block,
+            dump.entries.len(),
+            dump.to
+        );
+        node.dumping = Some((dump, node.incarnation));
+        self.note(|| what);
+    }
+
+    /// The logger's acknowledgement of set `s`'s block arrives: the entries' payloads
+    /// leave the set's memory.
+    fn dump_acknowledged(&mut self, s: u16) {
+        let node = &mut self.nodes[usize::from(s)];
+        let (Some(p), Some((dump, incarnation))) = (node.proto.as_mut(), node.dumping.take())
+        else {
+            return;
+        };
+        if incarnation != node.incarnation {
+            return;
+        }
+        let n = p.log_dumped(&dump, 0);
+        self.stats.blocks_dumped += 1;
+        self.note(|| format!("S{s} block {:?} acknowledged: {n} payloads out", dump.block));
+    }
+
+    /// The logger lets go of the blocks the sets no longer point into.
+    fn release_blocks(&mut self) {
+        for s in 0..self.cfg.sets {
+            let released = match self.nodes[usize::from(s)].proto.as_mut() {
+                Some(p) => p.take_released_blocks(),
+                None => continue,
+            };
+            for (_, block) in released {
+                self.logger.remove(&(s, block));
+            }
+        }
     }
 
     /// Whether actor `b` of set `s` may handle the message `index` from `from` now. Only
@@ -1356,6 +1439,28 @@ impl World {
                     });
                     self.send_gated(s, to.0, 0, GateSender::Set, Packet::App { meta, payload });
                 }
+                Action::SendDumped { to, meta, at } => {
+                    let payload = self
+                        .logger
+                        .get(&(s, at.block))
+                        .and_then(|b| b.get(at.slot as usize))
+                        .cloned();
+                    let Some(payload) = payload else {
+                        return self.fail(format!(
+                            "S{s} must resend {:?}#{} to {to} from block {:?}, which the logger \
+                             no longer has",
+                            meta.channel, meta.send_index, at.block
+                        ));
+                    };
+                    self.stats.resends_from_logger += 1;
+                    self.note(|| {
+                        format!(
+                            "S{s} resend {:?}#{} to {to} from the logger",
+                            meta.channel, meta.send_index
+                        )
+                    });
+                    self.send_gated(s, to.0, 0, GateSender::Set, Packet::App { meta, payload });
+                }
                 Action::Control { to, message } => {
                     self.send_gated(s, to.0, 0, GateSender::Set, Packet::Control(message))
                 }
@@ -1463,6 +1568,12 @@ impl World {
             Ok(x) => x,
             Err(e) => return self.fail(format!("S{s} restore event logging: {e}")),
         };
+        // The logger keeps only the blocks the restored log points into.
+        let keep: std::collections::BTreeSet<BlockId> =
+            proto.dumped_blocks().into_iter().map(|(_, b)| b).collect();
+        self.logger
+            .retain(|(set, b), _| *set != s || keep.contains(b));
+        let node = &mut self.nodes[usize::from(s)];
         node.proto = Some(proto);
         node.events = Some(events);
         node.actors = node.committed.actors.clone();

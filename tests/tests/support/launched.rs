@@ -145,6 +145,23 @@ impl Launched {
         }
     }
 
+    /// Sends SIGKILL to logger node `index`'s process (the PID the launcher printed for
+    /// it); returns the PID.
+    #[allow(dead_code)]
+    pub fn kill_logger(&mut self, index: u16) -> i32 {
+        let prefix = format!("logger {index} pid ");
+        let pid: i32 = self
+            .seen
+            .iter()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no pid printed for logger {index}"));
+        // SAFETY: plain kill(2) on a process id the launcher printed.
+        let rc = unsafe { kill(pid, SIGKILL) };
+        assert_eq!(rc, 0, "kill -9 {pid} (logger {index})");
+        pid
+    }
+
     /// Sends SIGKILL to node `rank`'s process (the PID the launcher printed last for it)
     /// from this test process; returns the PID.
     pub fn kill(&mut self, rank: u16) -> i32 {
