@@ -30,6 +30,8 @@ pub struct Launch {
     pub buddy: bool,
     /// With recovery on: the memory quota of each node's log in bytes (`--log-quota`).
     pub log_quota: Option<u64>,
+    /// With a quota: logger nodes that take what is over it (`--loggers`).
+    pub loggers: u16,
     /// A planned SIGKILL by the launcher: rank and seconds after launch (`--kill R@S`).
     pub kill: Option<(u16, Duration)>,
     /// Extra environment of the nodes.
@@ -51,6 +53,7 @@ impl Launch {
             recovery: None,
             buddy: false,
             log_quota: None,
+            loggers: 0,
             kill: None,
             env: Vec::new(),
             app: app.to_string(),
@@ -91,6 +94,9 @@ impl Launch {
             }
             if let Some(q) = self.log_quota {
                 a.extend(["--log-quota".into(), q.to_string()]);
+            }
+            if self.loggers > 0 {
+                a.extend(["--loggers".into(), self.loggers.to_string()]);
             }
         }
         if let Some((rank, at)) = self.kill {

@@ -13,8 +13,9 @@
 //!    5 s checkpoints, with and without them, and 20 s over a 3 times longer run.
 //! 2. The log's memory quota (`--log-quota`): 1 MiB ping-pong between 2 nodes (the
 //!    heaviest log there is: every message crosses nodes) with recovery off, on with
-//!    1 s checkpoints, the same with a 64 MiB quota, and the quota alone (no period):
-//!    bandwidth against off and each node's log peak.
+//!    1 s checkpoints, the same with a 64 MiB quota, and the quota alone (no period),
+//!    each of the last two also with a logger node taking what is over the quota:
+//!    bandwidth against off, each node's log peak and what went to the logger.
 //! 3. Recovery of a node holding ~100 MB of set state (jacobi2d n=5000 on 4 nodes): time
 //!    from the supervisor seeing the SIGKILL to the restored set resuming, its phases,
 //!    and how fast the survivors learned of the failure.
@@ -283,34 +284,50 @@ fn quota_cost(bins: &Bins, reps: usize, md: &mut String) -> Result<()> {
     let iters = (ROUND_TRIPS * MIB / 8).to_string();
     let app_args = ["--min-size", &size, "--max-size", &size, "--iters", &iters];
     let second = Duration::from_secs(1);
-    // (label, checkpoint period, quota); `None` period: recovery off.
-    let modes: [(&str, Option<Duration>, Option<u64>); 4] = [
-        ("recovery off", None, None),
-        ("on, 1 s checkpoints", Some(second), None),
+    // (label, checkpoint period, quota, logger nodes); `None` period: recovery off.
+    let modes: [(&str, Option<Duration>, Option<u64>, u16); 6] = [
+        ("recovery off", None, None, 0),
+        ("on, 1 s checkpoints", Some(second), None, 0),
         (
             "on, 1 s checkpoints, 64 MiB quota",
             Some(second),
             Some(QUOTA),
+            0,
         ),
         (
             "on, 64 MiB quota, no period",
             Some(Duration::ZERO),
             Some(QUOTA),
+            0,
+        ),
+        (
+            "on, 1 s checkpoints, 64 MiB quota, 1 logger node",
+            Some(second),
+            Some(QUOTA),
+            1,
+        ),
+        (
+            "on, 64 MiB quota, 1 logger node, no period",
+            Some(Duration::ZERO),
+            Some(QUOTA),
+            1,
         ),
     ];
     let mut bandwidth: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut peak: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut checkpoints: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    let mut dumped: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     for rep in 0..reps {
         let mut order: Vec<usize> = (0..modes.len()).collect();
         if rep % 2 == 1 {
             order.reverse();
         }
         for i in order {
-            let (label, every, quota) = modes[i];
+            let (label, every, quota, loggers) = modes[i];
             let mut launch = Launch::new("pingpong", 2, &app_args);
             launch.recovery = every;
             launch.log_quota = quota;
+            launch.loggers = loggers;
             let r = run(bins, &launch, |_| None)?;
             let bw = r.result()?.number("max_bandwidth_MBps")?;
             let (p, c) = if every.is_some() {
@@ -325,10 +342,17 @@ fn quota_cost(bins: &Bins, reps: usize, md: &mut String) -> Result<()> {
             } else {
                 (0.0, 0.0)
             };
+            let d = if loggers > 0 {
+                r.final_sum("bytes_dumped")?
+            } else {
+                0.0
+            };
             eprintln!(
-                "quota rep {rep} {label}: {bw:.1} MB/s, log peak {:.1} MiB, {c} checkpoints",
-                p / MIB as f64
+                "quota rep {rep} {label}: {bw:.1} MB/s, log peak {:.1} MiB, {c} checkpoints, {:.0} MiB dumped",
+                p / MIB as f64,
+                d / MIB as f64
             );
+            dumped[i].push(d);
             bandwidth[i].push(bw);
             peak[i].push(p);
             checkpoints[i].push(c);
@@ -338,11 +362,11 @@ fn quota_cost(bins: &Bins, reps: usize, md: &mut String) -> Result<()> {
     md.push_str(&format!(
         "### The log's memory quota (pingpong, 2 nodes, 1 MiB, {ROUND_TRIPS} round trips; medians of {reps}, ratios the medians of per-repetition ratios)
 
-| mode | bandwidth (MB/s) | vs off | largest log peak of a node (MiB) | checkpoints (both nodes) |
-|---|---|---|---|---|
+| mode | bandwidth (MB/s) | vs off | largest log peak of a node (MiB) | checkpoints (both nodes) | dumped to loggers (MiB, both nodes) |
+|---|---|---|---|---|---|
 "
     ));
-    for (i, (label, every, _)) in modes.iter().enumerate() {
+    for (i, (label, every, _, _)) in modes.iter().enumerate() {
         let ratios: Vec<f64> = bandwidth[i]
             .iter()
             .zip(&bandwidth[0])
@@ -357,10 +381,11 @@ fn quota_cost(bins: &Bins, reps: usize, md: &mut String) -> Result<()> {
             ("-".into(), "-".into())
         };
         md.push_str(&format!(
-            "| {label} | {:.1} | {:.3}× | {p} | {c} |
+            "| {label} | {:.1} | {:.3}× | {p} | {c} | {:.0} |
 ",
             med(&bandwidth[i]),
             med(&ratios),
+            med(&dumped[i]) / MIB as f64,
         ));
     }
     md.push('\n');

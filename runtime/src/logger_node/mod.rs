@@ -15,6 +15,6 @@ pub mod store;
 pub mod wire;
 
 pub use client::LoggerClient;
-pub use server::{serve, LoggerOptions};
+pub use server::{serve, serve_until, LoggerOptions};
 pub use store::{BlockStore, StoreStats};
 pub use wire::{LoggerRequest, LoggerResponse};

@@ -50,6 +50,22 @@ pub fn server_name(index: u16) -> String {
 
 /// Runs a logger until its standard input closes.
 pub fn serve(options: LoggerOptions) -> Result<(), LoggerError> {
+    // Leave when the launcher closes our standard input (or dies).
+    let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+        let _ = eof_tx.send(());
+    });
+    serve_until(options, eof_rx, |_| {})
+}
+
+/// Runs a logger until `stop` is sent or dropped; `bound` is told where it listens.
+pub fn serve_until(
+    options: LoggerOptions,
+    stop: tokio::sync::oneshot::Receiver<()>,
+    bound: impl FnOnce(SocketAddr),
+) -> Result<(), LoggerError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -57,10 +73,14 @@ pub fn serve(options: LoggerOptions) -> Result<(), LoggerError> {
             addr: options.listen,
             why: e.to_string(),
         })?;
-    runtime.block_on(run(options))
+    runtime.block_on(run(options, stop, bound))
 }
 
-async fn run(options: LoggerOptions) -> Result<(), LoggerError> {
+async fn run(
+    options: LoggerOptions,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+    bound: impl FnOnce(SocketAddr),
+) -> Result<(), LoggerError> {
     let creds = Credentials::for_name(&options.secret, &server_name(options.index))?;
     let mut tls = creds.server_config()?;
     tls.alpn_protocols = vec![ALPN.to_vec()];
@@ -75,22 +95,15 @@ async fn run(options: LoggerOptions) -> Result<(), LoggerError> {
     let (endpoint, _) = crate::transport::udp_socket::endpoint(options.listen, Some(server))
         .map_err(|e| listen_error(e.to_string()))?;
     let store = Arc::new(Mutex::new(BlockStore::new(options.capacity)));
+    let local = endpoint
+        .local_addr()
+        .map_err(|e| listen_error(e.to_string()))?;
     println!(
-        "logger {} listening at {} capacity={}",
-        options.index,
-        endpoint
-            .local_addr()
-            .map_err(|e| listen_error(e.to_string()))?,
-        options.capacity
+        "logger {} listening at {local} capacity={}",
+        options.index, options.capacity
     );
+    bound(local);
     let index = options.index;
-    // Leave when the launcher closes our standard input (or dies).
-    let (eof_tx, mut eof_rx) = tokio::sync::oneshot::channel::<()>();
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-        let _ = eof_tx.send(());
-    });
     let reporter = {
         let store = Arc::clone(&store);
         tokio::spawn(async move {
@@ -107,7 +120,7 @@ async fn run(options: LoggerOptions) -> Result<(), LoggerError> {
     };
     loop {
         tokio::select! {
-            _ = &mut eof_rx => break,
+            _ = &mut stop => break,
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
                 let store = Arc::clone(&store);
