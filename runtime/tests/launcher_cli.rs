@@ -70,3 +70,27 @@ fn a_logger_without_the_cluster_secret_is_refused_with_the_reason() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("LAZARUS_SECRET is not set"), "{stderr}");
 }
+
+#[test]
+fn logger_hosts_without_hosts_are_refused_with_the_reason() {
+    let (code, stderr) = launcher(&[
+        "run",
+        "-n",
+        "2",
+        "--ft",
+        "on",
+        "--log-quota",
+        "16MiB",
+        "--loggers",
+        "1",
+        "--logger-hosts",
+        "h9=10.0.0.9",
+        "--",
+        "/bin/true",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--logger-hosts goes with --hosts"),
+        "{stderr}"
+    );
+}

@@ -84,3 +84,65 @@ fn a_node_killed_on_its_host_restarts_on_the_spare_host_from_its_buddys_copy_and
     assert_peers_reached_replacement(&f, 2, "10.77.0.5:");
     assert_only_restarted(&f, &[2]);
 }
+
+/// 1 MiB ping-pong between nodes on `lzh0` and `lzh1` with recovery on, no periodic
+/// checkpoint and a 16 MiB log quota, its excess going to a logger node on its own host,
+/// `lzh2`.
+fn pingpong_with_a_logger_host(ft: bool) -> Launched {
+    const MIB: u64 = 1 << 20;
+    let mut cmd = Command::new(bin("lazarus"));
+    cmd.args(["run", "-n", "2", "--hosts", "lzh0=10.77.0.1,lzh1=10.77.0.2"])
+        .args(["--remote", "ip netns exec {host}", "--cores-per-node", "1"]);
+    if ft {
+        cmd.args([
+            "--ft",
+            "on",
+            "--checkpoint-every",
+            "0",
+            "--log-quota",
+            "16MiB",
+        ])
+        .args(["--loggers", "1", "--logger-hosts", "lzh2=10.77.0.3"]);
+    }
+    let iters = (600 * MIB / 8).to_string();
+    let size = MIB.to_string();
+    cmd.arg("--").arg(bin("pingpong")).args([
+        "--min-size",
+        &size,
+        "--max-size",
+        &size,
+        "--iters",
+        &iters,
+    ]);
+    Launched::spawn(cmd, 2)
+}
+
+#[test]
+fn a_logger_node_on_its_own_host_serves_back_what_a_killed_nodes_peer_must_resend() {
+    if !netns_available() {
+        return;
+    }
+    let expected = pingpong_with_a_logger_host(false).finish().checksum();
+    let mut run = pingpong_with_a_logger_host(true);
+    run.wait_started();
+    run.wait_for("the logger on lzh2 holding 10 blocks", |l| {
+        l.split("blocks=")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
+            .is_some_and(|b| b >= 10)
+    });
+    run.kill(1);
+    let f = run.finish();
+    assert_eq!(f.checksum(), expected, "the answer is the failure-free one");
+    assert!(
+        f.has("logger 0 pid ") && f.has(" at 10.77.0.3:"),
+        "the logger ran on lzh2; output:\n{}",
+        f.lines.join("\n")
+    );
+    assert!(
+        f.finals()[&0]["blocks_fetched"] > 0,
+        "node 0 fetched its dumped messages back over the network: {:?}",
+        f.finals()[&0]
+    );
+    assert_only_restarted(&f, &[1]);
+}

@@ -26,7 +26,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run N nodes of an app on this host as one cluster.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// The resilience demo: jacobi2d on 4 nodes, one SIGKILLed mid-run, recovered, and
     /// its answer compared with a failure-free run's.
     Demo(DemoArgs),
@@ -112,6 +112,12 @@ struct RunArgs {
     /// gone falls back to asking its peers for checkpoints.
     #[arg(long, default_value_t = 0)]
     loggers: u16,
+    /// With `--hosts`: the hosts the logger nodes run on (`NAME[=ADDRESS],...`; logger i
+    /// on the i-th, round robin), started through `--remote` like the nodes, listening at
+    /// the host's address from `--base-port` + 1000 up. Dedicated hosts, as in the
+    /// logger-nodes paper.
+    #[arg(long)]
+    logger_hosts: Option<String>,
     /// Memory of each logger node (e.g. 2GiB): a full logger declines blocks and the
     /// node tries the next.
     #[arg(long, default_value = "1GiB", value_parser = parse_size)]
@@ -195,7 +201,7 @@ fn parse_kill_list(s: &str) -> Result<KillList, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Cmd::Run(args) => run(args).map(|r| r.code),
+        Cmd::Run(args) => run(*args).map(|r| r.code),
         Cmd::Demo(args) => demo(args),
         Cmd::Logger(args) => logger(args),
     };
@@ -232,6 +238,9 @@ struct Loggers {
     )>,
 }
 
+/// Where a logger runs: its host (`None`: this one) and address.
+type LoggerPlace = (Option<String>, std::net::SocketAddr);
+
 impl Loggers {
     fn start(
         args: &RunArgs,
@@ -245,25 +254,25 @@ impl Loggers {
         if args.loggers == 0 {
             return Ok(loggers);
         }
-        let exe = std::env::current_exe()?;
-        for (i, port) in free_ports(usize::from(args.loggers))?
-            .into_iter()
-            .enumerate()
-        {
-            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-            let mut cmd = Command::new(&exe);
-            cmd.args([
-                "logger",
-                "--index",
-                &i.to_string(),
-                "--listen",
-                &addr.to_string(),
-            ])
-            .args(["--capacity", &args.logger_memory.to_string()])
-            .env("LAZARUS_SECRET", secret)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let exe = std::env::current_exe()?.to_string_lossy().into_owned();
+        for (i, (host, addr)) in Self::places(args)?.into_iter().enumerate() {
+            let program: Vec<String> = vec![
+                exe.clone(),
+                "logger".into(),
+                "--index".into(),
+                i.to_string(),
+                "--listen".into(),
+                addr.to_string(),
+                "--capacity".into(),
+                args.logger_memory.to_string(),
+            ];
+            let words = placement::command_words(args.remote.as_deref(), host.as_deref(), &program);
+            let mut cmd = Command::new(&words[0]);
+            cmd.args(&words[1..])
+                .env("LAZARUS_SECRET", secret)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
             // SAFETY: as for the nodes: only prctl, async-signal-safe, between fork and exec.
             unsafe {
                 cmd.pre_exec(|| {
@@ -290,6 +299,33 @@ impl Loggers {
             loggers.children.push((child, stdin, pumps));
         }
         Ok(loggers)
+    }
+
+    /// Where each logger runs: on this host at free loopback ports, or on the logger
+    /// hosts (round robin) from `--base-port` + 1000 up.
+    fn places(args: &RunArgs) -> Result<Vec<LoggerPlace>, Box<dyn std::error::Error>> {
+        let n = usize::from(args.loggers);
+        let Some(spec) = &args.logger_hosts else {
+            return Ok(free_ports(n)?
+                .into_iter()
+                .map(|port| (None, std::net::SocketAddr::from(([127, 0, 0, 1], port))))
+                .collect());
+        };
+        let hosts = placement::parse_hosts(spec).map_err(|e| format!("--logger-hosts: {e}"))?;
+        if hosts.is_empty() {
+            return Err("--logger-hosts names no host".into());
+        }
+        let base = hosts_base_port(args).saturating_add(1_000);
+        Ok((0..n)
+            .map(|i| {
+                let host = &hosts[i % hosts.len()];
+                let port = base.saturating_add(i as u16);
+                (
+                    Some(host.name.clone()),
+                    std::net::SocketAddr::new(host.ip, port),
+                )
+            })
+            .collect())
     }
 
     /// `LAZARUS_LOGGERS` for the nodes.
@@ -339,6 +375,13 @@ fn pump_labelled(
             }
         }
     })
+}
+
+/// The first port of a run's nodes on every host with `--hosts`: `--base-port`, else one
+/// derived from the launcher's process id (per run, like Slurm steps).
+fn hosts_base_port(args: &RunArgs) -> u16 {
+    args.base_port
+        .unwrap_or(20_000 + (std::process::id() % 1_000) as u16 * 32)
 }
 
 fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
@@ -620,9 +663,14 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                     .into(),
             );
         }
-        if args.hosts.is_some() {
-            return Err("--loggers runs logger nodes on this host only, not with --hosts".into());
+        if args.hosts.is_some() != args.logger_hosts.is_some() {
+            return Err(
+                "--logger-hosts goes with --hosts (without --hosts loggers run on this host)"
+                    .into(),
+            );
         }
+    } else if args.logger_hosts.is_some() {
+        return Err("--logger-hosts goes with --loggers".into());
     }
     let places = match &args.hosts {
         None => {
@@ -654,10 +702,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 }
                 _ => Vec::new(),
             };
-            // Ports the nodes of one run share on every host: per run, like Slurm steps.
-            let base = args
-                .base_port
-                .unwrap_or(20_000 + (std::process::id() % 1_000) as u16 * 32);
+            let base = hosts_base_port(&args);
             placement::on_hosts(n, &hosts, &spare_hosts, base)?
         }
     };
@@ -1024,6 +1069,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         checkpoint_every: Duration::from_secs(1),
         log_quota: 0,
         loggers: 0,
+        logger_hosts: None,
         logger_memory: 0,
         checkpoint_dir: None,
         buddy: BuddyArg::Auto,
