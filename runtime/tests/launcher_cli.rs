@@ -26,22 +26,21 @@ fn a_kill_plan_that_does_not_parse_is_refused_with_the_reason() {
     assert!(stderr.contains("RANK@SECONDS"), "{stderr}");
 }
 
+/// `lazarus run -n 2 --ft on OPTIONS... -- /bin/true` is refused with exit 2 and a
+/// message containing `reason`.
+fn assert_options_refused(options: &[&str], reason: &str) {
+    let mut args = vec!["run", "-n", "2", "--ft", "on"];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&["--", "/bin/true"]);
+    let (code, stderr) = launcher(&args);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(reason), "{stderr}");
+}
+
 /// `lazarus run -n 2 --ft on OPTION VALUE -- /bin/true` is refused with exit 2 and a
 /// message containing `reason`.
 fn assert_option_refused(option: &str, value: &str, reason: &str) {
-    let (code, stderr) = launcher(&[
-        "run",
-        "-n",
-        "2",
-        "--ft",
-        "on",
-        option,
-        value,
-        "--",
-        "/bin/true",
-    ]);
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains(reason), "{stderr}");
+    assert_options_refused(&[option, value], reason);
 }
 
 #[test]
@@ -73,24 +72,15 @@ fn a_logger_without_the_cluster_secret_is_refused_with_the_reason() {
 
 #[test]
 fn logger_hosts_without_hosts_are_refused_with_the_reason() {
-    let (code, stderr) = launcher(&[
-        "run",
-        "-n",
-        "2",
-        "--ft",
-        "on",
-        "--log-quota",
-        "16MiB",
-        "--loggers",
-        "1",
-        "--logger-hosts",
-        "h9=10.0.0.9",
-        "--",
-        "/bin/true",
-    ]);
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(
-        stderr.contains("--logger-hosts goes with --hosts"),
-        "{stderr}"
+    assert_options_refused(
+        &[
+            "--log-quota",
+            "16MiB",
+            "--loggers",
+            "1",
+            "--logger-hosts",
+            "h9=10.0.0.9",
+        ],
+        "--logger-hosts goes with --hosts",
     );
 }

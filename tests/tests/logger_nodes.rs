@@ -11,8 +11,8 @@ mod support;
 
 use std::process::Command;
 use std::sync::Mutex;
-use support::bin;
 use support::launched::{assert_only_restarted, Finished, Launched};
+use support::{bin, pingpong_mib_args};
 
 /// Two-node runs at full bandwidth, one at a time on a 2-core machine.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -33,16 +33,9 @@ fn pingpong(round_trips: u64, ft: bool, loggers: u16) -> Launched {
         ]);
         cmd.args(["--loggers", &loggers.to_string()]);
     }
-    // pingpong runs `iters * 8 / size` round trips at a size.
-    let iters = round_trips * MIB / 8;
-    cmd.arg("--").arg(bin("pingpong")).args([
-        "--min-size".to_string(),
-        MIB.to_string(),
-        "--max-size".to_string(),
-        MIB.to_string(),
-        "--iters".to_string(),
-        iters.to_string(),
-    ]);
+    cmd.arg("--")
+        .arg(bin("pingpong"))
+        .args(pingpong_mib_args(round_trips));
     Launched::spawn(cmd, 2)
 }
 

@@ -11,8 +11,8 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::bin;
 use support::launched::{assert_only_restarted, assert_peers_reached_replacement, Launched};
+use support::{bin, pingpong_mib_args};
 
 fn netns_available() -> bool {
     if std::env::var("LAZARUS_TEST_NETNS").as_deref() == Ok("1") {
@@ -89,7 +89,6 @@ fn a_node_killed_on_its_host_restarts_on_the_spare_host_from_its_buddys_copy_and
 /// checkpoint and a 16 MiB log quota, its excess going to a logger node on its own host,
 /// `lzh2`.
 fn pingpong_with_a_logger_host(ft: bool) -> Launched {
-    const MIB: u64 = 1 << 20;
     let mut cmd = Command::new(bin("lazarus"));
     cmd.args(["run", "-n", "2", "--hosts", "lzh0=10.77.0.1,lzh1=10.77.0.2"])
         .args(["--remote", "ip netns exec {host}", "--cores-per-node", "1"]);
@@ -104,16 +103,9 @@ fn pingpong_with_a_logger_host(ft: bool) -> Launched {
         ])
         .args(["--loggers", "1", "--logger-hosts", "lzh2=10.77.0.3"]);
     }
-    let iters = (600 * MIB / 8).to_string();
-    let size = MIB.to_string();
-    cmd.arg("--").arg(bin("pingpong")).args([
-        "--min-size",
-        &size,
-        "--max-size",
-        &size,
-        "--iters",
-        &iters,
-    ]);
+    cmd.arg("--")
+        .arg(bin("pingpong"))
+        .args(pingpong_mib_args(600));
     Launched::spawn(cmd, 2)
 }
 

@@ -273,15 +273,7 @@ impl Loggers {
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
-            // SAFETY: as for the nodes: only prctl, async-signal-safe, between fork and exec.
-            unsafe {
-                cmd.pre_exec(|| {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+            die_with_launcher(&mut cmd);
             let mut child = cmd
                 .spawn()
                 .map_err(|e| format!("cannot start logger {i}: {e}"))?;
@@ -375,6 +367,21 @@ fn pump_labelled(
             }
         }
     })
+}
+
+/// Makes the process `cmd` starts die with the launcher: no orphaned nodes or loggers if
+/// it is killed.
+fn die_with_launcher(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl,
+    // which is async-signal-safe; it allocates nothing and touches no locks.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// The first port of a run's nodes on every host with `--hosts`: `--base-port`, else one
@@ -596,17 +603,7 @@ impl Launch<'_> {
             // More executor threads than cores: spinning would steal the cores others need.
             cmd.env("LAZARUS_IDLE_SPIN_US", "0");
         }
-        // SAFETY: the closure runs in the forked child before exec and only calls prctl,
-        // which is async-signal-safe; it allocates nothing and touches no locks.
-        unsafe {
-            cmd.pre_exec(|| {
-                // Die with the launcher: no orphaned nodes if it is killed.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        die_with_launcher(&mut cmd);
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", args.app[0]))?;

@@ -547,7 +547,7 @@ impl<P: LogPayload> SetProtocol<P> {
         if total <= quota {
             return Vec::new();
         }
-        let held = self.log.bytes_per_peer();
+        let held = self.log.bytes_per_peer().to_vec();
         let asked_bytes: usize = (0..held.len())
             .filter(|&p| self.asked[p])
             .map(|p| held[p])
@@ -565,15 +565,20 @@ impl<P: LogPayload> SetProtocol<P> {
                 break;
             }
             remaining -= held[peer.index()];
-            self.asked[peer.index()] = true;
-            actions.push(Action::Control {
-                to: peer,
-                message: ControlMessage::CheckpointRequest,
-            });
+            actions.push(self.ask_for_checkpoint(peer));
         }
-        self.stats.checkpoint_requests_sent += actions.len() as u64;
-        self.stats.control_sent += actions.len() as u64;
         actions
+    }
+
+    /// A CHECKPOINT_REQUEST to `peer`, which is not asked again until it answers.
+    fn ask_for_checkpoint(&mut self, peer: SetId) -> Action<P> {
+        self.asked[peer.index()] = true;
+        self.stats.checkpoint_requests_sent += 1;
+        self.stats.control_sent += 1;
+        Action::Control {
+            to: peer,
+            message: ControlMessage::CheckpointRequest,
+        }
     }
 
     /// Chooses up to about `max_bytes` of logged payloads to move to a logger node in one
@@ -606,15 +611,9 @@ impl<P: LogPayload> SetProtocol<P> {
         let mut actions = Vec::new();
         for peer in self.log.peers_with_dumps_at(logger) {
             if !self.asked[peer.index()] {
-                self.asked[peer.index()] = true;
-                actions.push(Action::Control {
-                    to: peer,
-                    message: ControlMessage::CheckpointRequest,
-                });
+                actions.push(self.ask_for_checkpoint(peer));
             }
         }
-        self.stats.checkpoint_requests_sent += actions.len() as u64;
-        self.stats.control_sent += actions.len() as u64;
         actions
     }
 

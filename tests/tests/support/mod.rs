@@ -33,6 +33,23 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// `pingpong`'s arguments for `round_trips` round trips of 1 MiB each way (it runs
+/// `iters * 8 / size` round trips at a size).
+pub fn pingpong_mib_args(round_trips: u64) -> Vec<String> {
+    const MIB: u64 = 1 << 20;
+    let iters = round_trips * MIB / 8;
+    [
+        "--min-size",
+        &MIB.to_string(),
+        "--max-size",
+        &MIB.to_string(),
+    ]
+    .iter()
+    .map(|w| w.to_string())
+    .chain(["--iters".to_string(), iters.to_string()])
+    .collect()
+}
+
 /// Parses the `key=value` pairs of a `RESULT` line.
 pub fn parse_result(line: &str) -> Option<std::collections::HashMap<String, String>> {
     let rest = line.trim().strip_prefix("RESULT ")?;
