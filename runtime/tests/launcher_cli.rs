@@ -84,3 +84,18 @@ fn logger_hosts_without_hosts_are_refused_with_the_reason() {
         "--logger-hosts goes with --hosts",
     );
 }
+
+#[test]
+fn more_copies_of_a_block_than_loggers_are_refused_with_the_reason() {
+    assert_options_refused(
+        &[
+            "--log-quota",
+            "16MiB",
+            "--loggers",
+            "1",
+            "--logger-copies",
+            "2",
+        ],
+        "--logger-copies 2 needs at least as many --loggers",
+    );
+}

@@ -20,6 +20,11 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 const MIB: u64 = 1 << 20;
 
 fn pingpong(round_trips: u64, ft: bool, loggers: u16) -> Launched {
+    pingpong_with_copies(round_trips, ft, loggers, 1)
+}
+
+/// With `copies` loggers keeping each block (`--logger-copies`).
+fn pingpong_with_copies(round_trips: u64, ft: bool, loggers: u16, copies: u16) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
     cmd.args(["run", "-n", "2"]);
     if ft {
@@ -32,6 +37,7 @@ fn pingpong(round_trips: u64, ft: bool, loggers: u16) -> Launched {
             "16MiB",
         ]);
         cmd.args(["--loggers", &loggers.to_string()]);
+        cmd.args(["--logger-copies", &copies.to_string()]);
     }
     cmd.arg("--")
         .arg(bin("pingpong"))
@@ -144,4 +150,35 @@ fn a_logger_killed_mid_run_costs_checkpoints_not_the_answer() {
         f.lines.join("\n")
     );
     assert_eq!(total(&f, 0, "resends_lost"), 0);
+}
+
+#[test]
+fn with_two_copies_of_every_block_a_lost_logger_loses_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    const ROUND_TRIPS: u64 = 600;
+    let expected = pingpong(ROUND_TRIPS, false, 0).finish().checksum();
+    let mut run = pingpong_with_copies(ROUND_TRIPS, true, 2, 2);
+    run.wait_started();
+    run.wait_for("logger 0 holding 10 blocks", |l| {
+        l.contains("logger 0 blocks=")
+            && l.split("blocks=")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
+                .is_some_and(|b| b >= 10)
+    });
+    run.kill_logger(0);
+    // No checkpoint at all: node 1 restarts from the beginning and node 0 resends
+    // everything, the blocks logger 0 kept from their copies at logger 1.
+    run.kill(1);
+    let f = run.finish();
+    assert_eq!(f.checksum(), expected);
+    assert_only_restarted(&f, &[1]);
+    let node0 = &f.finals()[&0];
+    assert!(node0["blocks_fetched"] > 0, "{node0:?}");
+    assert_eq!(node0["resends_lost"], 0);
+    assert_eq!(node0["checkpoints"], 0);
+    assert_eq!(
+        node0["checkpoint_requests_sent"], 0,
+        "every block had a copy: nothing to release in a hurry"
+    );
 }

@@ -112,6 +112,10 @@ struct RunArgs {
     /// gone falls back to asking its peers for checkpoints.
     #[arg(long, default_value_t = 0)]
     loggers: u16,
+    /// Loggers that keep each block (1 or 2, at most `--loggers`): with 2, losing one
+    /// logger loses nothing.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=2))]
+    logger_copies: u16,
     /// With `--hosts`: the hosts the logger nodes run on (`NAME[=ADDRESS],...`; logger i
     /// on the i-th, round robin), started through `--remote` like the nodes, listening at
     /// the host's address from `--base-port` + 1000 up. Dedicated hosts, as in the
@@ -594,6 +598,7 @@ impl Launch<'_> {
                 .env("LAZARUS_BUDDY", args.buddy.as_env())
                 .env("LAZARUS_LOG_QUOTA", args.log_quota.to_string())
                 .env("LAZARUS_LOGGERS", &self.loggers)
+                .env("LAZARUS_LOGGER_COPIES", args.logger_copies.to_string())
                 .env("LAZARUS_INCARNATION", incarnation.to_string())
                 // The node leaves only when told: see `supervisor::may_leave`.
                 .env("LAZARUS_SUPERVISOR", "stdin")
@@ -665,6 +670,13 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 "--logger-hosts goes with --hosts (without --hosts loggers run on this host)"
                     .into(),
             );
+        }
+        if args.logger_copies > args.loggers {
+            return Err(format!(
+                "--logger-copies {} needs at least as many --loggers (got {})",
+                args.logger_copies, args.loggers
+            )
+            .into());
         }
     } else if args.logger_hosts.is_some() {
         return Err("--logger-hosts goes with --loggers".into());
@@ -1067,6 +1079,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         log_quota: 0,
         loggers: 0,
         logger_hosts: None,
+        logger_copies: 1,
         logger_memory: 0,
         checkpoint_dir: None,
         buddy: BuddyArg::Auto,

@@ -16,6 +16,7 @@
 use super::ids::{ChannelId, Incarnation, SetId};
 use super::sender_log::{LogPayload, SenderLog};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 
 /// A block of dumped payloads: the incarnation that dumped it and its number in that
 /// incarnation. Unique across restarts, so a restored set never reuses one its lost
@@ -46,12 +47,21 @@ impl BlockId {
 pub struct DumpRef {
     /// Which logger (the driver's numbering).
     pub logger: u16,
+    /// A second logger that keeps a copy of the block, if any.
+    pub copy: Option<u16>,
     /// The block.
     pub block: BlockId,
     /// The payload's position in the block.
     pub slot: u32,
     /// The payload's size.
     pub bytes: u32,
+}
+
+impl DumpRef {
+    /// The loggers that keep the block.
+    pub fn locations(&self) -> impl Iterator<Item = u16> {
+        std::iter::once(self.logger).chain(self.copy)
+    }
 }
 
 /// A logged payload: in this set's memory, or at a logger node.
@@ -122,9 +132,10 @@ impl<P: LogPayload> SenderLog<P> {
         None
     }
 
-    /// Logger `logger` acknowledged `dump`: its entries still in the log point into the
-    /// block from now on and their payloads leave memory. Returns how many.
-    pub fn mark_dumped(&mut self, dump: &LogDump<P>, logger: u16) -> usize {
+    /// Logger `logger` (and `copy`, if any, with a copy) acknowledged `dump`: its entries
+    /// still in the log point into the block from now on and their payloads leave
+    /// memory. Returns how many.
+    pub fn mark_dumped(&mut self, dump: &LogDump<P>, logger: u16, copy: Option<u16>) -> usize {
         let mut changed = Vec::new();
         if let Some(peer) = self.peer_channels_mut(dump.to) {
             for (slot, (channel, index)) in dump.entries.iter().enumerate() {
@@ -140,6 +151,7 @@ impl<P: LogPayload> SenderLog<P> {
                 };
                 let at = DumpRef {
                     logger,
+                    copy,
                     block: dump.block,
                     slot: slot as u32,
                     bytes: u32::try_from(p.byte_len()).unwrap_or(u32::MAX),
@@ -162,8 +174,9 @@ impl<P: LogPayload> SenderLog<P> {
         std::mem::take(&mut self.released_blocks)
     }
 
-    /// Sets with logged entries whose payloads are at logger `logger`.
-    pub fn peers_with_dumps_at(&self, logger: u16) -> Vec<SetId> {
+    /// Sets with logged entries whose payloads only loggers in `lost` kept.
+    pub fn peers_depending_on(&self, lost: &BTreeSet<u16>) -> Vec<SetId> {
+        let gone = |at: &DumpRef| at.locations().all(|l| lost.contains(&l));
         (0..self.peer_bytes.len() as u16)
             .map(SetId)
             .filter(|&to| {
@@ -171,7 +184,7 @@ impl<P: LogPayload> SenderLog<P> {
                     chs.values().any(|out| {
                         out.entries
                             .iter()
-                            .any(|e| matches!(&e.payload, Held::Dumped(at) if at.logger == logger))
+                            .any(|e| matches!(&e.payload, Held::Dumped(at) if gone(at)))
                     })
                 })
             })
@@ -219,7 +232,7 @@ mod tests {
         assert_eq!(dump.bytes, 300);
         // Nothing leaves memory before the logger acknowledges.
         assert_eq!(log.stats().payload_bytes, 450);
-        assert_eq!(log.mark_dumped(&dump, 0), 3);
+        assert_eq!(log.mark_dumped(&dump, 0, None), 3);
         let s = log.stats();
         assert_eq!(
             (s.payload_bytes, s.dumped_bytes, s.dumped_entries),
@@ -241,12 +254,13 @@ mod tests {
             send(&mut log, 1, ch(1, 1), 10);
         }
         let dump = log.take_dump(I0, 15).unwrap();
-        log.mark_dumped(&dump, 3);
+        log.mark_dumped(&dump, 3, None);
         let again = log.entries_after(SetId(1), &ChannelIndices::default());
         let held: Vec<_> = again.into_iter().map(|(m, h)| (m.send_index, h)).collect();
         let at = |slot| {
             Held::Dumped(DumpRef {
                 logger: 3,
+                copy: None,
                 block: dump.block,
                 slot,
                 bytes: 10,
@@ -265,7 +279,7 @@ mod tests {
             send(&mut log, 1, ch(1, 1), 10);
         }
         let dump = log.take_dump(I0, 20).unwrap();
-        log.mark_dumped(&dump, 0);
+        log.mark_dumped(&dump, 0, None);
         log.release(SetId(1), &ch(1, 1), 1);
         assert!(
             log.take_released_blocks().is_empty(),
@@ -285,7 +299,7 @@ mod tests {
         }
         let dump = log.take_dump(I0, 100).unwrap();
         log.release(SetId(1), &ch(1, 1), 2);
-        assert_eq!(log.mark_dumped(&dump, 0), 1, "only entry 3 was left");
+        assert_eq!(log.mark_dumped(&dump, 0, None), 1, "only entry 3 was left");
         assert_eq!(log.stats().payload_bytes, 0);
         assert_eq!(log.stats().dumped_entries, 1);
     }
@@ -297,7 +311,7 @@ mod tests {
             send(&mut log, 1, ch(1, 1), 10);
         }
         let first = log.take_dump(I0, 10).unwrap();
-        log.mark_dumped(&first, 0);
+        log.mark_dumped(&first, 0, None);
         let restored = SenderLog::from_channels(2, log.channels());
         assert_eq!(restored.stats().dumped_bytes, 10);
         assert_eq!(restored.stats().payload_bytes, 10);
@@ -309,12 +323,39 @@ mod tests {
     }
 
     #[test]
+    fn a_block_with_a_copy_is_released_at_both_loggers_and_lost_only_with_both() {
+        let mut log = SenderLog::new(3);
+        send(&mut log, 1, ch(1, 1), 10);
+        send(&mut log, 2, ch(1, 2), 5);
+        let first = log.take_dump(I0, 100).unwrap();
+        log.mark_dumped(&first, 0, Some(1));
+        let second = log.take_dump(I0, 100).unwrap();
+        log.mark_dumped(&second, 1, None);
+        assert_eq!(
+            log.dumped_blocks(),
+            vec![(0, first.block), (1, first.block), (1, second.block)]
+        );
+        let lost = |ls: &[u16]| log.peers_depending_on(&ls.iter().copied().collect());
+        assert!(
+            lost(&[0]).is_empty(),
+            "logger 1 has a copy of set 1's block"
+        );
+        assert_eq!(lost(&[1]), vec![SetId(2)]);
+        assert_eq!(lost(&[0, 1]), vec![SetId(1), SetId(2)]);
+        log.release(SetId(1), &ch(1, 1), 1);
+        assert_eq!(
+            log.take_released_blocks(),
+            vec![(0, first.block), (1, first.block)]
+        );
+    }
+
+    #[test]
     fn nothing_in_memory_means_nothing_to_dump() {
         let mut log = SenderLog::new(2);
         assert!(log.take_dump(I0, 10).is_none());
         send(&mut log, 1, ch(1, 1), 10);
         let d = log.take_dump(I0, 10).unwrap();
-        log.mark_dumped(&d, 0);
+        log.mark_dumped(&d, 0, None);
         assert!(log.take_dump(I0, 10).is_none());
     }
 }

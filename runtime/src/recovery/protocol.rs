@@ -185,6 +185,8 @@ pub struct SetProtocol<P> {
     requested_by: BTreeSet<SetId>,
     /// A peer asked for a checkpoint and the driver has not been told yet.
     checkpoint_wanted: bool,
+    /// Logger nodes the driver found gone (see [`SetProtocol::on_logger_lost`]).
+    lost_loggers: BTreeSet<u16>,
     violations: Vec<ContractViolation>,
     stats: ProtocolStats,
 }
@@ -216,6 +218,7 @@ impl<P: LogPayload> SetProtocol<P> {
             asked: vec![false; usize::from(sets)],
             requested_by: BTreeSet::new(),
             checkpoint_wanted: false,
+            lost_loggers: BTreeSet::new(),
             violations: Vec::new(),
             stats: ProtocolStats::default(),
         })
@@ -588,9 +591,10 @@ impl<P: LogPayload> SetProtocol<P> {
         self.log.take_dump(self.incarnation, max_bytes)
     }
 
-    /// Logger `logger` keeps `dump`'s block: its entries' payloads leave memory.
-    pub fn log_dumped(&mut self, dump: &LogDump<P>, logger: u16) -> usize {
-        self.log.mark_dumped(dump, logger)
+    /// Logger `logger` (and `copy`, with a copy) keeps `dump`'s block: its entries'
+    /// payloads leave memory.
+    pub fn log_dumped(&mut self, dump: &LogDump<P>, logger: u16, copy: Option<u16>) -> usize {
+        self.log.mark_dumped(dump, logger, copy)
     }
 
     /// Dumped blocks no logged entry points into any more (the driver tells their
@@ -604,12 +608,13 @@ impl<P: LogPayload> SetProtocol<P> {
         self.log.dumped_blocks()
     }
 
-    /// Peers with logged entries whose payloads only logger `logger` kept, which is
-    /// gone: a CHECKPOINT_REQUEST to each that was not asked already, so that their
+    /// Logger `logger` is gone. Peers with logged entries whose payloads only lost
+    /// loggers kept get a CHECKPOINT_REQUEST each (unless asked already), so that their
     /// checkpoints release the entries before one of them needs them again.
     pub fn on_logger_lost(&mut self, logger: u16) -> Vec<Action<P>> {
+        self.lost_loggers.insert(logger);
         let mut actions = Vec::new();
-        for peer in self.log.peers_with_dumps_at(logger) {
+        for peer in self.log.peers_depending_on(&self.lost_loggers) {
             if !self.asked[peer.index()] {
                 actions.push(self.ask_for_checkpoint(peer));
             }
@@ -1370,7 +1375,7 @@ mod tests {
             f.on_send(SetId(1), ch(0, 1), vec![i; 10]).unwrap();
         }
         let dump = f.take_log_dump(20).unwrap();
-        assert_eq!(f.log_dumped(&dump, 7), 2);
+        assert_eq!(f.log_dumped(&dump, 7, None), 2);
         assert_eq!(f.log_stats().payload_bytes, 10);
         // The receiver restarted from the beginning: all three come again, the first two
         // named by their block, in index order.
@@ -1403,7 +1408,7 @@ mod tests {
             SetId(1),
             "the heaviest receiver's messages go first"
         );
-        f.log_dumped(&dump, 0);
+        f.log_dumped(&dump, 0, None);
         assert!(f.on_logger_lost(1).is_empty(), "logger 1 kept nothing");
         let asks = f.on_logger_lost(0);
         assert!(matches!(

@@ -474,7 +474,9 @@ impl<P: LogPayload> SenderLog<P> {
             Held::Dumped(at) => {
                 self.stats.dumped_entries += 1;
                 self.stats.dumped_bytes += at.bytes as usize;
-                *self.blocks.entry((at.logger, at.block)).or_insert(0) += 1;
+                for logger in at.locations() {
+                    *self.blocks.entry((logger, at.block)).or_insert(0) += 1;
+                }
             }
         }
     }
@@ -489,12 +491,14 @@ impl<P: LogPayload> SenderLog<P> {
             Held::Dumped(at) => {
                 self.stats.dumped_entries -= 1;
                 self.stats.dumped_bytes -= at.bytes as usize;
-                let key = (at.logger, at.block);
-                if let Some(n) = self.blocks.get_mut(&key) {
-                    *n -= 1;
-                    if *n == 0 {
-                        self.blocks.remove(&key);
-                        self.released_blocks.push(key);
+                for logger in at.locations() {
+                    let key = (logger, at.block);
+                    if let Some(n) = self.blocks.get_mut(&key) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.blocks.remove(&key);
+                            self.released_blocks.push(key);
+                        }
                     }
                 }
             }

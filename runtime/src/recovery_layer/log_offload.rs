@@ -54,6 +54,8 @@ pub(crate) struct LogOffload {
     client: LoggerClient,
     /// Loggers found unreachable (not tried again).
     lost: Vec<AtomicBool>,
+    /// Lost loggers the protocol has been told of.
+    reported: Vec<AtomicBool>,
     /// When every logger last declined a block (all full): for [`FULL_BACKOFF`] the quota
     /// is kept by checkpoint requests, whose releases make room at the loggers.
     all_declined: Mutex<Option<Instant>>,
@@ -76,9 +78,11 @@ impl LogOffload {
         let creds = crate::transport::credentials::Credentials::for_node(secret, rank)
             .map_err(|e| e.to_string())?;
         let lost = addrs.iter().map(|_| AtomicBool::new(false)).collect();
+        let reported = addrs.iter().map(|_| AtomicBool::new(false)).collect();
         Ok(LogOffload {
             client: LoggerClient::start(addrs, &creds)?,
             lost,
+            reported,
             all_declined: Mutex::new(None),
             fetched: Mutex::new(None),
             blocks_dumped: AtomicU64::new(0),
@@ -99,37 +103,35 @@ impl LogOffload {
         !full && self.lost.iter().any(|l| !l.load(Ordering::Acquire))
     }
 
-    /// The payload of a dumped entry, from its block at its logger.
+    /// The payload of a dumped entry, from its block at its logger or else at the one
+    /// with the copy.
     fn payload(&self, rank: u16, at: &DumpRef) -> Result<Envelope, String> {
-        let key = (at.logger, at.block);
         let mut cached = self.fetched.lock().unwrap_or_else(|e| e.into_inner());
-        let block = match cached.as_ref().filter(|(k, _)| *k == key) {
-            Some((_, b)) => Arc::clone(b),
+        let hit = cached
+            .as_ref()
+            .filter(|((_, b), _)| *b == at.block)
+            .map(|(_, entries)| Arc::clone(entries));
+        let block = match hit {
+            Some(b) => b,
             None => {
-                let answer = self
-                    .client
-                    .request(
-                        at.logger,
-                        LoggerRequest::Fetch {
-                            rank,
-                            block: at.block,
-                        },
-                        FETCH_TIMEOUT,
-                    )
-                    .map_err(|e| e.to_string())?;
-                let bytes = match answer {
-                    LoggerResponse::Block(b) => b,
-                    LoggerResponse::Missing => {
-                        return Err(format!("logger {} does not have the block", at.logger))
+                let mut why = Vec::new();
+                let mut found = None;
+                for logger in at.locations() {
+                    match self.fetch(rank, logger, at.block) {
+                        Ok(entries) => {
+                            found = Some((logger, entries));
+                            break;
+                        }
+                        Err(e) => why.push(e),
                     }
-                    other => return Err(format!("logger {} answered {other:?}", at.logger)),
+                }
+                let Some((logger, entries)) = found else {
+                    return Err(why.join("; "));
                 };
-                let entries: Vec<Envelope> = postcard::from_bytes(&bytes)
-                    .map_err(|e| format!("block from logger {} is malformed: {e}", at.logger))?;
                 self.blocks_fetched.fetch_add(1, Ordering::Relaxed);
                 counter!(BLOCKS_FETCHED).increment(1);
                 let b = Arc::new(entries);
-                *cached = Some((key, Arc::clone(&b)));
+                *cached = Some(((logger, at.block), Arc::clone(&b)));
                 b
             }
         };
@@ -139,12 +141,46 @@ impl LogOffload {
             .ok_or_else(|| format!("slot {} is not in the block", at.slot))
     }
 
-    /// Ships `block` to a logger, starting at `first`: the logger that kept it, or `None`
-    /// when every logger declined or is lost (the latter are returned too).
-    fn store(&self, rank: u16, block: BlockId, bytes: Vec<u8>, first: u16) -> Stored {
+    /// Block `block` of node `rank`, from logger `logger`.
+    fn fetch(&self, rank: u16, logger: u16, block: BlockId) -> Result<Vec<Envelope>, String> {
+        if self.lost[usize::from(logger)].load(Ordering::Acquire) {
+            return Err(format!("logger {logger} is lost"));
+        }
+        let answer = self
+            .client
+            .request(logger, LoggerRequest::Fetch { rank, block }, FETCH_TIMEOUT)
+            .map_err(|e| {
+                self.lose(logger, &e);
+                e.to_string()
+            })?;
+        let bytes = match answer {
+            LoggerResponse::Block(b) => b,
+            LoggerResponse::Missing => {
+                return Err(format!("logger {logger} does not have the block"))
+            }
+            other => return Err(format!("logger {logger} answered {other:?}")),
+        };
+        postcard::from_bytes(&bytes)
+            .map_err(|e| format!("block from logger {logger} is malformed: {e}"))
+    }
+
+    /// Ships `block` to `copies` distinct loggers (fewer if fewer take it), trying them
+    /// from `first` on: the loggers that kept it (none when every logger declined or is
+    /// lost).
+    fn store(
+        &self,
+        rank: u16,
+        block: BlockId,
+        bytes: Vec<u8>,
+        first: u16,
+        copies: u16,
+    ) -> Vec<u16> {
         let n = self.client.loggers();
-        let mut newly_lost = Vec::new();
+        let mut by = Vec::new();
         for k in 0..n {
+            if by.len() >= usize::from(copies.max(1)) {
+                break;
+            }
             let logger = (first + k) % n;
             if self.lost[usize::from(logger)].load(Ordering::Acquire) {
                 continue;
@@ -155,27 +191,18 @@ impl LogOffload {
                 bytes: Payload(bytes.clone()),
             };
             match self.client.request(logger, request, STORE_TIMEOUT) {
-                Ok(LoggerResponse::Stored) => {
-                    return Stored {
-                        by: Some(logger),
-                        newly_lost,
-                    }
-                }
+                Ok(LoggerResponse::Stored) => by.push(logger),
                 Ok(LoggerResponse::Declined { .. }) => {}
                 Ok(other) => {
                     tracing::warn!("logger {logger} answered a store with {other:?}");
                 }
-                Err(e) => {
-                    self.lose(logger, &e);
-                    newly_lost.push(logger);
-                }
+                Err(e) => self.lose(logger, &e),
             }
         }
-        *self.all_declined.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-        Stored {
-            by: None,
-            newly_lost,
+        if by.is_empty() {
+            *self.all_declined.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         }
+        by
     }
 
     fn lose(&self, logger: u16, why: &RequestError) {
@@ -216,11 +243,6 @@ impl LogOffload {
 /// A block fetched from a logger: (logger, block) and its payloads by slot.
 type FetchedBlock = ((u16, BlockId), Arc<Vec<Envelope>>);
 
-struct Stored {
-    by: Option<u16>,
-    newly_lost: Vec<u16>,
-}
-
 impl RecoveryLayer {
     /// Connects the node to the logger nodes of [`RecoveryConfig::loggers`](super::RecoveryConfig)
     /// and starts the dump thread (nothing without loggers or without a quota).
@@ -254,6 +276,7 @@ impl RecoveryLayer {
         let first = self.rank % offload.client.loggers().max(1);
         let mut retained = self.config.incarnation == 0;
         while !self.stop.load(Ordering::Acquire) {
+            self.report_lost_loggers(offload);
             if !retained {
                 // A restored node: its lost incarnation's blocks that the checkpoint does
                 // not point into are garbage at the loggers.
@@ -305,33 +328,49 @@ impl RecoveryLayer {
             let Ok(bytes) = postcard::to_allocvec(&dump.payloads) else {
                 return;
             };
-            let stored = offload.store(self.rank, dump.block, bytes, first);
+            let copies = self.config.logger_copies;
+            let by = offload.store(self.rank, dump.block, bytes, first, copies);
+            self.report_lost_loggers(offload);
             let mut core = self.lock();
             let Some(p) = core.protocol.as_mut() else {
                 return;
             };
-            let mut asks = Vec::new();
-            for logger in stored.newly_lost {
-                asks.extend(p.on_logger_lost(logger));
-            }
-            let kept = match stored.by {
-                Some(logger) if p.incarnation() == incarnation => {
-                    p.log_dumped(&dump, logger);
+            match by[..] {
+                [logger, ref more @ ..] if p.incarnation() == incarnation => {
+                    p.log_dumped(&dump, logger, more.first().copied());
                     self.note_dump(offload, &dump);
-                    true
                 }
-                _ => false,
-            };
-            drop(core);
-            if !asks.is_empty() {
-                event(
-                    self.rank,
-                    &format!("logger-lost checkpoint_requests={}", asks.len()),
-                );
-                self.emit(self.frames(asks));
+                _ => return,
             }
-            if !kept {
-                return;
+        }
+    }
+
+    /// Tells the protocol of the loggers found lost since the last call (by a store, a
+    /// release or a fetch): the peers whose messages only lost loggers kept are asked to
+    /// checkpoint.
+    fn report_lost_loggers(&self, offload: &LogOffload) {
+        for (logger, lost) in offload.lost.iter().enumerate() {
+            if !lost.load(Ordering::Acquire)
+                || offload.reported[logger].swap(true, Ordering::AcqRel)
+            {
+                continue;
+            }
+            let asks = match self.lock().protocol.as_mut() {
+                Some(p) => p.on_logger_lost(logger as u16),
+                None => {
+                    offload.reported[logger].store(false, Ordering::Release);
+                    continue;
+                }
+            };
+            event(
+                self.rank,
+                &format!(
+                    "logger-lost logger={logger} checkpoint_requests={}",
+                    asks.len()
+                ),
+            );
+            if !asks.is_empty() {
+                self.emit(self.frames(asks));
             }
         }
     }

@@ -155,6 +155,9 @@ pub struct RecoveryConfig {
     /// Logger nodes (`LAZARUS_LOGGERS`, `host:port,...`): with a quota, the part of the
     /// log over three quarters of it is dumped to them (see `log_offload`).
     pub loggers: Vec<std::net::SocketAddr>,
+    /// Loggers that keep each dumped block (`LAZARUS_LOGGER_COPIES`, default 1; 2 makes
+    /// the loss of one logger harmless).
+    pub logger_copies: u16,
     /// Directory of the checkpoint store (shared by the nodes of a host).
     pub dir: PathBuf,
     /// This process's incarnation of its rank: 0 at launch, one more per restart.
@@ -196,6 +199,7 @@ impl RecoveryConfig {
             checkpoint_every: None,
             log_quota: None,
             loggers: Vec::new(),
+            logger_copies: 1,
             dir,
             incarnation: 0,
             buddy: false,
@@ -207,7 +211,7 @@ impl RecoveryConfig {
     }
 
     /// Reads `LAZARUS_FT` (`on`/`off`), `LAZARUS_CHECKPOINT_EVERY_MS`, `LAZARUS_LOG_QUOTA`
-    /// (bytes, 0 or unset: none), `LAZARUS_LOGGERS`,
+    /// (bytes, 0 or unset: none), `LAZARUS_LOGGERS`, `LAZARUS_LOGGER_COPIES`,
     /// `LAZARUS_CHECKPOINT_DIR`, `LAZARUS_INCARNATION`, `LAZARUS_BUDDY` and
     /// `LAZARUS_EVENT_LOGGERS` (default 2) and `LAZARUS_SUPERVISOR`; `None` when recovery
     /// is off.
@@ -261,6 +265,10 @@ impl RecoveryConfig {
                             .map_err(|_| format!("LAZARUS_LOGGERS: {a} is not host:port"))
                     })
                     .collect::<Result<_, _>>()?,
+            },
+            logger_copies: match num("LAZARUS_LOGGER_COPIES")?.unwrap_or(1) {
+                c @ 1..=2 => c as u16,
+                c => return Err(format!("LAZARUS_LOGGER_COPIES={c}: expected 1 or 2")),
             },
             dir: var("LAZARUS_CHECKPOINT_DIR")
                 .map(PathBuf::from)

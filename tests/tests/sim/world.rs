@@ -802,7 +802,10 @@ impl World {
         if incarnation != node.incarnation {
             return;
         }
-        let n = p.log_dumped(&dump, 0);
+        // Half the blocks have a copy at a second logger (the same memory here): the
+        // references and releases name both.
+        let copy = self.rng.chance(1, 2).then_some(1);
+        let n = p.log_dumped(&dump, 0, copy);
         self.stats.blocks_dumped += 1;
         self.note(|| format!("S{s} block {:?} acknowledged: {n} payloads out", dump.block));
     }
