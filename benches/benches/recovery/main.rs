@@ -15,7 +15,9 @@
 //!    heaviest log there is: every message crosses nodes) with recovery off, on with
 //!    1 s checkpoints, the same with a 64 MiB quota, and the quota alone (no period),
 //!    each of the last two also with a logger node taking what is over the quota:
-//!    bandwidth against off, each node's log peak and what went to the logger.
+//!    bandwidth against off, each node's log peak and what went to the logger. And
+//!    logger nodes at a moderate log rate: jacobi2d at the fine grain on 2 nodes, on
+//!    against on with an 8 MiB quota and a logger node (`logger`).
 //! 3. Recovery of a node holding ~100 MB of set state (jacobi2d n=5000 on 4 nodes): time
 //!    from the supervisor seeing the SIGKILL to the restored set resuming, its phases,
 //!    and how fast the survivors learned of the failure.
@@ -29,7 +31,7 @@
 //!
 //! Writes `<criterion dir>/lazarus-recovery-summary.md`. `LAZARUS_BENCH_REPS` sets the
 //! repetitions (default 5; a verdict needs 6 or more); `LAZARUS_BENCH_ONLY` one part
-//! (`fine`, `fine-long`, `coarse`, `coarse-long`, `quota`, `restore`). Running the apps and
+//! (`fine`, `fine-long`, `coarse`, `coarse-long`, `quota`, `logger`, `restore`). Running the apps and
 //! reading their output is the library's (`lazarus_benches::runs`), shared with the
 //! results report (`lazarus-report`).
 
@@ -470,7 +472,8 @@ fn measure() -> Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
     let mut md = format!("## Rollback recovery ({})\n\n", Machine::this().describe());
-    // `LAZARUS_BENCH_ONLY=fine|fine-long|coarse|coarse-long|quota|restore` runs one part.
+    // `LAZARUS_BENCH_ONLY=fine|fine-long|coarse|coarse-long|quota|logger|restore` runs one
+    // part.
     let only = std::env::var("LAZARUS_BENCH_ONLY").ok();
     let part = |name: &str| only.as_deref().is_none_or(|o| o == name);
     if part("fine") {
@@ -495,6 +498,18 @@ fn measure() -> Result<()> {
             2,
             Grain::fine(12000),
             &[Mode::Off, Mode::On],
+            reps,
+            &mut md,
+        )?;
+    }
+    if part("logger") {
+        // Logger nodes at a moderate log rate (about 25 MB/s per node here): the fine
+        // grain on 2 nodes, one per core, the logger a third process on the two cores.
+        overhead(
+            &bins,
+            2,
+            Grain::fine(12000),
+            &[Mode::Off, Mode::On, Mode::OnLoggerNode],
             reps,
             &mut md,
         )?;

@@ -83,6 +83,10 @@ pub enum Mode {
     LogEverything,
     /// As `LogEverything` without periodic checkpoints.
     LogEverythingAlone,
+    /// As `On` with an 8 MiB log quota and a logger node taking what is over it
+    /// (`--log-quota 8MiB --loggers 1`): the cost of logger nodes at a moderate log rate.
+    /// Not in [`MODES`] (the results report); the recovery bench's `logger` part.
+    OnLoggerNode,
 }
 
 /// Every mode, in the order of tables and plots.
@@ -105,6 +109,7 @@ impl Mode {
             Mode::LoggingAlone => "on, no checkpoints",
             Mode::LogEverything => "log everything",
             Mode::LogEverythingAlone => "log everything, no checkpoints",
+            Mode::OnLoggerNode => "on (sets), 8 MiB quota + logger node",
         }
     }
 
@@ -120,10 +125,14 @@ impl Mode {
     pub fn apply(self, launch: &mut Launch, every: Duration) {
         launch.recovery = match self {
             Mode::Off => None,
-            Mode::On | Mode::OnBuddy | Mode::LogEverything => Some(every),
+            Mode::On | Mode::OnBuddy | Mode::LogEverything | Mode::OnLoggerNode => Some(every),
             Mode::LoggingAlone | Mode::LogEverythingAlone => Some(Duration::ZERO),
         };
         launch.buddy = self == Mode::OnBuddy;
+        if self == Mode::OnLoggerNode {
+            launch.log_quota = Some(8 << 20);
+            launch.loggers = 1;
+        }
         if matches!(self, Mode::LogEverything | Mode::LogEverythingAlone) {
             launch
                 .env
