@@ -552,7 +552,9 @@ fn measure() -> Result<()> {
     }
     println!("\n{md}");
     let out = criterion_dir().join("lazarus-recovery-summary.md");
-    if let Err(e) = std::fs::write(&out, md) {
+    // The directory exists only once a criterion bench has run in this target.
+    let written = std::fs::create_dir_all(criterion_dir()).and_then(|()| std::fs::write(&out, md));
+    if let Err(e) = written {
         eprintln!("could not write {}: {e}", out.display());
     }
     Ok(())
