@@ -104,12 +104,7 @@ fn a_node_killed_mid_run_is_resent_its_messages_from_the_logger() {
     run.wait_started();
     // Node 1 has no checkpoint: it restarts from the beginning, and everything node 0
     // sent it, most of it at the logger by then, is resent.
-    run.wait_for("the logger holding 20 blocks", |l| {
-        l.split("blocks=")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
-            .is_some_and(|b| b >= 20)
-    });
+    run.wait_for_logger_blocks(0, 20);
     run.kill(1);
     let f = run.finish();
     assert_eq!(f.checksum(), expected);
@@ -130,9 +125,7 @@ fn a_logger_killed_mid_run_costs_checkpoints_not_the_answer() {
     let expected = pingpong(ROUND_TRIPS, false, 0).finish().checksum();
     let mut run = pingpong(ROUND_TRIPS, true, 1);
     run.wait_started();
-    run.wait_for("the logger holding blocks", |l| {
-        l.contains("logger 0 blocks=")
-    });
+    run.wait_for_logger_blocks(0, 1);
     run.kill_logger(0);
     // The nodes find it gone at their next dump and ask each other to checkpoint, which
     // releases what only the logger held; a node killed after that checkpoint restores
@@ -159,13 +152,7 @@ fn with_two_copies_of_every_block_a_lost_logger_loses_nothing() {
     let expected = pingpong(ROUND_TRIPS, false, 0).finish().checksum();
     let mut run = pingpong_with_copies(ROUND_TRIPS, true, 2, 2);
     run.wait_started();
-    run.wait_for("logger 0 holding 10 blocks", |l| {
-        l.contains("logger 0 blocks=")
-            && l.split("blocks=")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
-                .is_some_and(|b| b >= 10)
-    });
+    run.wait_for_logger_blocks(0, 10);
     run.kill_logger(0);
     // No checkpoint at all: node 1 restarts from the beginning and node 0 resends
     // everything, the blocks logger 0 kept from their copies at logger 1.

@@ -117,12 +117,7 @@ fn a_logger_node_on_its_own_host_serves_back_what_a_killed_nodes_peer_must_resen
     let expected = pingpong_with_a_logger_host(false).finish().checksum();
     let mut run = pingpong_with_a_logger_host(true);
     run.wait_started();
-    run.wait_for("the logger on lzh2 holding 10 blocks", |l| {
-        l.split("blocks=")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
-            .is_some_and(|b| b >= 10)
-    });
+    run.wait_for_logger_blocks(0, 10);
     run.kill(1);
     let f = run.finish();
     assert_eq!(f.checksum(), expected, "the answer is the failure-free one");

@@ -363,12 +363,7 @@ fn pump_labelled(
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines() {
             let Ok(line) = line else { break };
-            let _g = out.lock.lock().unwrap_or_else(|e| e.into_inner());
-            if to_stderr {
-                eprintln!("[{label}] {line}");
-            } else {
-                println!("[{label}] {line}");
-            }
+            out.prefixed(&label, &line, to_stderr);
         }
     })
 }
@@ -470,6 +465,16 @@ impl Output {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         println!("{line}");
         let _ = std::io::stdout().flush();
+    }
+
+    /// A child's output line, `[label] line`, on the launcher's stdout or stderr.
+    fn prefixed(&self, label: &str, line: &str, to_stderr: bool) {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if to_stderr {
+            eprintln!("[{label}] {line}");
+        } else {
+            println!("[{label}] {line}");
+        }
     }
 
     fn timeline(&self, at: Duration, what: &str) {
@@ -1227,12 +1232,7 @@ fn pump(
             if !to_stderr && line.starts_with("RESULT ") {
                 *out.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(line.clone());
             }
-            let _g = out.lock.lock().unwrap_or_else(|e| e.into_inner());
-            if to_stderr {
-                eprintln!("[{rank}] {line}");
-            } else {
-                println!("[{rank}] {line}");
-            }
+            out.prefixed(&rank.to_string(), &line, to_stderr);
         }
     })
 }

@@ -145,6 +145,18 @@ impl Launched {
         }
     }
 
+    /// Waits until logger node `index` reports holding at least `blocks` blocks.
+    #[allow(dead_code)]
+    pub fn wait_for_logger_blocks(&mut self, index: u16, blocks: u64) {
+        let prefix = format!("logger {index} blocks=");
+        self.wait_for(&format!("logger {index} holding {blocks} blocks"), |l| {
+            l.split(&prefix)
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
+                .is_some_and(|b| b >= blocks)
+        });
+    }
+
     /// Sends SIGKILL to logger node `index`'s process (the PID the launcher printed for
     /// it); returns the PID.
     #[allow(dead_code)]
