@@ -156,17 +156,16 @@ impl<P: LogPayload> SenderLog<P> {
                     slot: slot as u32,
                     bytes: u32::try_from(p.byte_len()).unwrap_or(u32::MAX),
                 };
-                changed.push(std::mem::replace(&mut e.payload, Held::Dumped(at)));
-                changed.push(Held::Dumped(at));
+                let old = std::mem::replace(&mut e.payload, Held::Dumped(at));
+                changed.push((old, Held::Dumped(at)));
             }
         }
-        let n = changed.len() / 2;
-        let mut it = changed.into_iter();
-        while let (Some(old), Some(new)) = (it.next(), it.next()) {
-            self.count_payload_out(dump.to, &old);
-            self.count_payload_in(dump.to, &new);
+        // Counted once the channels are no longer borrowed.
+        for (old, new) in &changed {
+            self.count_payload_out(dump.to, old);
+            self.count_payload_in(dump.to, new);
         }
-        n
+        changed.len()
     }
 
     /// Blocks that no entry points into any more since the last call, with their loggers.
