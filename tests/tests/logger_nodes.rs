@@ -12,7 +12,7 @@ mod support;
 use std::process::Command;
 use std::sync::Mutex;
 use support::launched::{assert_only_restarted, Finished, Launched};
-use support::{bin, pingpong_mib_args};
+use support::{bin, pingpong_mib_args, NO_PERIOD_16MIB_QUOTA};
 
 /// Two-node runs at full bandwidth, one at a time on a 2-core machine.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -28,14 +28,7 @@ fn pingpong_with_copies(round_trips: u64, ft: bool, loggers: u16, copies: u16) -
     let mut cmd = Command::new(bin("lazarus"));
     cmd.args(["run", "-n", "2"]);
     if ft {
-        cmd.args([
-            "--ft",
-            "on",
-            "--checkpoint-every",
-            "0",
-            "--log-quota",
-            "16MiB",
-        ]);
+        cmd.args(NO_PERIOD_16MIB_QUOTA);
         cmd.args(["--loggers", &loggers.to_string()]);
         cmd.args(["--logger-copies", &copies.to_string()]);
     }

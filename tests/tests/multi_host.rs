@@ -12,7 +12,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::launched::{assert_only_restarted, assert_peers_reached_replacement, Launched};
-use support::{bin, pingpong_mib_args};
+use support::{bin, pingpong_mib_args, NO_PERIOD_16MIB_QUOTA};
 
 fn netns_available() -> bool {
     if std::env::var("LAZARUS_TEST_NETNS").as_deref() == Ok("1") {
@@ -93,15 +93,12 @@ fn pingpong_with_a_logger_host(ft: bool) -> Launched {
     cmd.args(["run", "-n", "2", "--hosts", "lzh0=10.77.0.1,lzh1=10.77.0.2"])
         .args(["--remote", "ip netns exec {host}", "--cores-per-node", "1"]);
     if ft {
-        cmd.args([
-            "--ft",
-            "on",
-            "--checkpoint-every",
-            "0",
-            "--log-quota",
-            "16MiB",
-        ])
-        .args(["--loggers", "1", "--logger-hosts", "lzh2=10.77.0.3"]);
+        cmd.args(NO_PERIOD_16MIB_QUOTA).args([
+            "--loggers",
+            "1",
+            "--logger-hosts",
+            "lzh2=10.77.0.3",
+        ]);
     }
     cmd.arg("--")
         .arg(bin("pingpong"))

@@ -62,14 +62,6 @@ impl LogPayload for crate::payload::Payload {
     }
 }
 
-/// Payload bytes of a new entry (its payload is in memory).
-fn entry_bytes<P: LogPayload>(payload: &Held<P>) -> usize {
-    match payload {
-        Held::Here(p) => p.byte_len(),
-        Held::Dumped(_) => 0,
-    }
-}
-
 /// One logged message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogEntry<P> {
@@ -248,18 +240,14 @@ impl<P: LogPayload> SenderLog<P> {
         let suppress = send_index <= out.suppress_upto.max(out.released);
         let digest = suppress.then(|| payload.digest());
         let transmit = if send_index > out.released {
-            let entry = LogEntry {
+            let transmit = (!suppress).then(|| payload.clone());
+            let (pb, vb) = (payload.byte_len(), depend.encoded_len());
+            out.entries.push_back(LogEntry {
                 send_index,
                 sender_incarnation: incarnation,
                 depend: depend.clone(),
                 payload: Held::Here(payload),
-            };
-            let transmit = match &entry.payload {
-                Held::Here(p) if !suppress => Some(p.clone()),
-                _ => None,
-            };
-            let (pb, vb) = (entry_bytes(&entry.payload), entry.depend.encoded_len());
-            out.entries.push_back(entry);
+            });
             self.account_new(dst, pb, vb);
             transmit
         } else {

@@ -50,6 +50,17 @@ pub fn pingpong_mib_args(round_trips: u64) -> Vec<String> {
     .collect()
 }
 
+/// `lazarus run` options of the logger-node runs: recovery on without periodic
+/// checkpoints and a 16 MiB log quota (followed by `--loggers ...`).
+pub const NO_PERIOD_16MIB_QUOTA: [&str; 6] = [
+    "--ft",
+    "on",
+    "--checkpoint-every",
+    "0",
+    "--log-quota",
+    "16MiB",
+];
+
 /// Parses the `key=value` pairs of a `RESULT` line.
 pub fn parse_result(line: &str) -> Option<std::collections::HashMap<String, String>> {
     let rest = line.trim().strip_prefix("RESULT ")?;
