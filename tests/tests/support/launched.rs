@@ -185,7 +185,16 @@ impl Launched {
         let pid = self.pid(rank);
         // SAFETY: plain kill(2) on a process id the launcher printed.
         let rc = unsafe { kill(pid, signal) };
-        assert_eq!(rc, 0, "kill -{signal} {pid} (node {rank})");
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            std::thread::sleep(Duration::from_millis(500));
+            self.read_available();
+            self.kill_all();
+            panic!(
+                "kill -{signal} {pid} (node {rank}): {err}; output:\n{}",
+                self.seen.join("\n")
+            );
+        }
         pid
     }
 
