@@ -241,6 +241,15 @@ pub fn describe_event(e: &NodeEvent) -> String {
             "logger-lost: its logger node is gone; asked the peers whose messages only it \
              kept to checkpoint"
         }
+        "logger-restarted" => {
+            "logger-restarted: its logger node came back empty; asked the peers whose \
+             messages only it kept to checkpoint"
+        }
+        "logger-blocks-lost" => {
+            "logger-blocks-lost: a logger lost blocks its checkpoint points into; asked \
+             their receivers to checkpoint"
+        }
+        "logger-back" => "logger-back: a lost logger node answers again; blocks go to it",
         "rolling-back" => "rolls back in place: its process re-executes itself",
         "driver-threads" => {
             "WARNING: main sends from more than one thread; after a failure their order, \

@@ -16,12 +16,26 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// Starts a logger on a free port; dropping the sender stops it.
 fn start_logger(capacity: u64) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let (addr, stop, _) = start_logger_at("127.0.0.1:0".parse().unwrap(), capacity);
+    (addr, stop)
+}
+
+/// Starts a logger listening at `listen`; dropping the sender stops it, and its thread
+/// ends once it let go of its socket.
+fn start_logger_at(
+    listen: SocketAddr,
+    capacity: u64,
+) -> (
+    SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
+    let thread = std::thread::spawn(move || {
         let options = LoggerOptions {
             index: 0,
-            listen: "127.0.0.1:0".parse().unwrap(),
+            listen,
             capacity,
             secret: SECRET.to_vec(),
         };
@@ -33,7 +47,52 @@ fn start_logger(capacity: u64) -> (SocketAddr, tokio::sync::oneshot::Sender<()>)
     (
         addr_rx.recv_timeout(WAIT).expect("the logger listens"),
         stop_tx,
+        thread,
     )
+}
+
+#[test]
+fn a_logger_started_again_at_its_address_is_known_for_empty() {
+    let (addr, stop, thread) = start_logger_at("127.0.0.1:0".parse().unwrap(), 1 << 20);
+    let client =
+        LoggerClient::start(vec![addr], &Credentials::for_node(SECRET, 1).unwrap()).unwrap();
+    let store = LoggerRequest::Store {
+        rank: 1,
+        block: block(0),
+        bytes: vec![7u8; 1000].into(),
+    };
+    assert_eq!(
+        client.request(0, store, WAIT).unwrap(),
+        LoggerResponse::Stored
+    );
+    assert!(!client.take_restarted(0), "the first process");
+    drop(stop);
+    thread.join().unwrap();
+    let (_, _stop, _) = start_logger_at(addr, 1 << 20);
+    // The client's connection belonged to the dead process; the new one resets it (same
+    // reset key), the client reconnects and its hello names another process.
+    let fetch = LoggerRequest::Fetch {
+        rank: 1,
+        block: block(0),
+    };
+    assert_eq!(
+        client.request(0, fetch, WAIT).unwrap(),
+        LoggerResponse::Missing,
+        "the block went with the first process"
+    );
+    assert!(client.take_restarted(0), "the client noticed the restart");
+    assert!(!client.take_restarted(0), "once");
+    // A restored node asking it to keep that block learns it is gone.
+    let retain = LoggerRequest::Retain {
+        rank: 1,
+        blocks: vec![block(0)],
+    };
+    assert_eq!(
+        client.request(0, retain, WAIT).unwrap(),
+        LoggerResponse::Retained {
+            missing: vec![block(0)]
+        }
+    );
 }
 
 fn block(seq: u64) -> BlockId {
@@ -95,7 +154,7 @@ fn a_logger_keeps_a_nodes_blocks_and_serves_them_back() {
 async fn connect(addr: SocketAddr, secret: &[u8]) -> Result<quinn::Connection, String> {
     let creds = Credentials::for_node(secret, 1).map_err(|e| e.to_string())?;
     let mut tls = creds.client_config().map_err(|e| e.to_string())?;
-    tls.alpn_protocols = vec![b"lazarus-logger/1".to_vec()];
+    tls.alpn_protocols = vec![lazarus::logger_node::wire::ALPN.to_vec()];
     let crypto =
         quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| e.to_string())?;
     let mut endpoint =

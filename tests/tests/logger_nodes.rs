@@ -112,17 +112,21 @@ fn a_node_killed_mid_run_is_resent_its_messages_from_the_logger() {
 }
 
 #[test]
-fn a_logger_killed_mid_run_costs_checkpoints_not_the_answer() {
+fn a_logger_killed_mid_run_is_restarted_and_costs_checkpoints_not_the_answer() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     const ROUND_TRIPS: u64 = 1000;
     let expected = pingpong(ROUND_TRIPS, false, 0).finish().checksum();
     let mut run = pingpong(ROUND_TRIPS, true, 1);
     run.wait_started();
     run.wait_for_logger_blocks(0, 1);
-    run.kill_logger(0);
-    // The nodes find it gone at their next dump and ask each other to checkpoint, which
-    // releases what only the logger held; a node killed after that checkpoint restores
-    // it, and what it needs again is in its peer's memory.
+    let first = run.kill_logger(0);
+    // The launcher starts it again, empty, at its address. The nodes find it restarted
+    // at their next dump and ask each other to checkpoint, which releases what only the
+    // dead logger held; a node killed after that checkpoint restores it, and what it
+    // needs again is in its peer's memory or at the new logger.
+    run.wait_for("the logger's restart", |l| {
+        l.starts_with("logger 0 pid ") && l.ends_with("incarnation 1")
+    });
     run.wait_for("node 1's checkpoint after the loss", |l| {
         l.contains("node 1: checkpoint committed")
     });
@@ -130,10 +134,36 @@ fn a_logger_killed_mid_run_costs_checkpoints_not_the_answer() {
     let f = run.finish();
     assert_eq!(f.checksum(), expected);
     assert_only_restarted(&f, &[1]);
+    let output = f.lines.join("\n");
     assert!(
-        f.has("logger-lost"),
-        "a node reported the loss; output:\n{}",
-        f.lines.join("\n")
+        f.has("logger-restarted") || f.has("logger-lost"),
+        "a node reported the loss; output:\n{output}"
+    );
+    assert!(
+        f.has(&format!("logger 0 pid {first}")),
+        "the first logger's pid"
+    );
+    // The restarted logger took blocks again (its own count starts from zero).
+    let restart = f
+        .lines
+        .iter()
+        .position(|l| l.starts_with("logger 0 pid ") && l.ends_with("incarnation 1"))
+        .expect("restart line");
+    let stored_after: u64 = f.lines[restart..]
+        .iter()
+        .filter_map(|l| {
+            l.split(" stored=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(
+        stored_after > 0,
+        "the restarted logger stored blocks; output:\n{output}"
     );
     assert_eq!(total(&f, 0, "resends_lost"), 0);
 }

@@ -232,14 +232,27 @@ fn logger(args: LoggerArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
 }
 
 /// The run's logger processes; dropping them closes their standard input (they print
-/// their totals and leave) and kills those still there a second later.
+/// their totals and leave) and kills those still there a second later. One that dies
+/// while the nodes still need it is started again at its address (empty: the nodes
+/// find it restarted and account for the blocks it lost).
 struct Loggers {
     addrs: Vec<std::net::SocketAddr>,
-    children: Vec<(
-        Child,
-        Option<std::process::ChildStdin>,
-        Vec<std::thread::JoinHandle<()>>,
-    )>,
+    /// How to start each (its command line), and on which host.
+    commands: Vec<Vec<String>>,
+    secret: String,
+    out: Output,
+    running: Vec<RunningLogger>,
+}
+
+/// One logger process, its standard input (held open) and its output pumps.
+struct RunningLogger {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    pumps: Vec<std::thread::JoinHandle<()>>,
+    /// How many times it was started before this one.
+    incarnation: u32,
+    /// Set once it exited.
+    status: Option<ExitStatus>,
 }
 
 /// Where a logger runs: its host (`None`: this one) and address.
@@ -253,7 +266,10 @@ impl Loggers {
     ) -> Result<Self, Box<dyn std::error::Error>> {
         let mut loggers = Loggers {
             addrs: Vec::new(),
-            children: Vec::new(),
+            commands: Vec::new(),
+            secret: secret.to_string(),
+            out: out.clone(),
+            running: Vec::new(),
         };
         if args.loggers == 0 {
             return Ok(loggers);
@@ -270,31 +286,101 @@ impl Loggers {
                 "--capacity".into(),
                 args.logger_memory.to_string(),
             ];
-            let words = placement::command_words(args.remote.as_deref(), host.as_deref(), &program);
-            let mut cmd = Command::new(&words[0]);
-            cmd.args(&words[1..])
-                .env("LAZARUS_SECRET", secret)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            die_with_launcher(&mut cmd);
-            let mut child = cmd
-                .spawn()
-                .map_err(|e| format!("cannot start logger {i}: {e}"))?;
-            out.say(&format!("logger {i} pid {} at {addr}", child.id()));
-            let label = format!("logger{i}");
-            let mut pumps = Vec::new();
-            if let Some(o) = child.stdout.take() {
-                pumps.push(pump_labelled(o, label.clone(), out.clone(), false));
-            }
-            if let Some(e) = child.stderr.take() {
-                pumps.push(pump_labelled(e, label, out.clone(), true));
-            }
-            let stdin = child.stdin.take();
+            loggers.commands.push(placement::command_words(
+                args.remote.as_deref(),
+                host.as_deref(),
+                &program,
+            ));
             loggers.addrs.push(addr);
-            loggers.children.push((child, stdin, pumps));
+            let running = loggers.spawn(i, 0)?;
+            loggers.running.push(running);
         }
         Ok(loggers)
+    }
+
+    /// Starts logger `i` (its `incarnation`-th start).
+    fn spawn(
+        &self,
+        i: usize,
+        incarnation: u32,
+    ) -> Result<RunningLogger, Box<dyn std::error::Error>> {
+        let words = &self.commands[i];
+        let mut cmd = Command::new(&words[0]);
+        cmd.args(&words[1..])
+            .env("LAZARUS_SECRET", &self.secret)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        die_with_launcher(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start logger {i}: {e}"))?;
+        let again = match incarnation {
+            0 => String::new(),
+            k => format!(" incarnation {k}"),
+        };
+        self.out.say(&format!(
+            "logger {i} pid {} at {}{again}",
+            child.id(),
+            self.addrs[i]
+        ));
+        let label = format!("logger{i}");
+        let mut pumps = Vec::new();
+        if let Some(o) = child.stdout.take() {
+            pumps.push(pump_labelled(o, label.clone(), self.out.clone(), false));
+        }
+        if let Some(e) = child.stderr.take() {
+            pumps.push(pump_labelled(e, label, self.out.clone(), true));
+        }
+        Ok(RunningLogger {
+            stdin: child.stdin.take(),
+            child,
+            pumps,
+            incarnation,
+            status: None,
+        })
+    }
+
+    /// Restarts the loggers that died, unless `released` (the nodes are leaving and
+    /// need them no more); one that died [`supervisor::MAX_RESTARTS_PER_RANK`] times
+    /// stays dead (the nodes do without it).
+    fn restart_dead(&mut self, at: Duration, released: bool) {
+        for i in 0..self.running.len() {
+            let logger = &mut self.running[i];
+            if logger.status.is_some() {
+                continue;
+            }
+            let Ok(Some(status)) = logger.child.try_wait() else {
+                continue;
+            };
+            logger.status = Some(status);
+            let incarnation = logger.incarnation + 1;
+            if released {
+                continue;
+            }
+            if incarnation > supervisor::MAX_RESTARTS_PER_RANK {
+                self.out.timeline(
+                    at,
+                    &format!(
+                        "logger {i}: died ({}) {incarnation} times; not restarted again",
+                        describe(status)
+                    ),
+                );
+                continue;
+            }
+            self.out.timeline(
+                at,
+                &format!(
+                    "logger {i}: died ({}), restarting as incarnation {incarnation}",
+                    describe(status)
+                ),
+            );
+            match self.spawn(i, incarnation) {
+                // The old pumps end by themselves with the dead process's pipes.
+                Ok(new) => self.running[i] = new,
+                Err(e) => eprintln!("lazarus: {e}"),
+            }
+        }
     }
 
     /// Where each logger runs: on this host at free loopback ports, or on the logger
@@ -336,17 +422,18 @@ impl Loggers {
 
 impl Drop for Loggers {
     fn drop(&mut self) {
-        for (_, stdin, _) in &mut self.children {
-            stdin.take();
+        for logger in &mut self.running {
+            logger.stdin.take();
         }
         let deadline = Instant::now() + Duration::from_secs(1);
-        for (child, _, pumps) in &mut self.children {
+        for logger in &mut self.running {
+            let child = &mut logger.child;
             while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
                 std::thread::sleep(Duration::from_millis(5));
             }
             let _ = child.kill();
             let _ = child.wait();
-            for p in pumps.drain(..) {
+            for p in logger.pumps.drain(..) {
                 let _ = p.join();
             }
         }
@@ -747,7 +834,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     };
     let secret = lazarus::cluster::new_secret_hex()?;
     // Dropped when the run returns: the loggers leave after the nodes.
-    let loggers = Loggers::start(&args, &secret, &out)?;
+    let mut loggers = Loggers::start(&args, &secret, &out)?;
     let launch = Launch {
         args: &args,
         slots: Mutex::new(places.slots),
@@ -952,6 +1039,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 }
             }
         }
+        loggers.restart_dead(started.elapsed(), released || stopping);
         if nodes.iter().all(|n| n.status.is_some()) {
             break;
         }

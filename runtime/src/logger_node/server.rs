@@ -92,8 +92,12 @@ async fn run(
         .map_err(|e| listen_error(e.to_string()))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     server.transport_config(quic_transport_config());
-    let (endpoint, _) = crate::transport::udp_socket::endpoint(options.listen, Some(server))
-        .map_err(|e| listen_error(e.to_string()))?;
+    let (endpoint, _) = crate::transport::udp_socket::endpoint_with(
+        options.listen,
+        Some(server),
+        restart_proof(&options.secret, options.index),
+    )
+    .map_err(|e| listen_error(e.to_string()))?;
     let store = Arc::new(Mutex::new(BlockStore::new(options.capacity)));
     let local = endpoint
         .local_addr()
@@ -104,6 +108,7 @@ async fn run(
     );
     bound(local);
     let index = options.index;
+    let instance = instance_id();
     let reporter = {
         let store = Arc::clone(&store);
         tokio::spawn(async move {
@@ -126,7 +131,7 @@ async fn run(
                 let store = Arc::clone(&store);
                 tokio::spawn(async move {
                     match incoming.await {
-                        Ok(conn) => serve_connection(conn, store).await,
+                        Ok(conn) => serve_connection(conn, store, index, instance).await,
                         Err(e) => {
                             counter!(BAD_REQUESTS, "reason" => "handshake").increment(1);
                             tracing::warn!("logger refused a connection: {e}");
@@ -153,7 +158,46 @@ fn lock(store: &Mutex<BlockStore>) -> std::sync::MutexGuard<'_, BlockStore> {
     store.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn serve_connection(conn: quinn::Connection, store: Arc<Mutex<BlockStore>>) {
+/// Endpoint settings that are the same in each of logger `index`'s processes: the key
+/// of its stateless resets and of its connection ids. A restarted logger at the same
+/// address then recognises the ids of the nodes' connections to its dead predecessor and
+/// resets them at their next packet, so the nodes reconnect (and find it empty) at once
+/// instead of after a timeout.
+fn restart_proof(secret: &[u8], index: u16) -> quinn::EndpointConfig {
+    let master = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let derived = ring::hmac::sign(&master, format!("lazarus logger {index} reset").as_bytes());
+    let bytes = derived.as_ref();
+    let reset = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &bytes[..16]);
+    let mut cid_key = [0u8; 8];
+    cid_key.copy_from_slice(&bytes[16..24]);
+    let cid_key = u64::from_le_bytes(cid_key);
+    let mut config = quinn::EndpointConfig::new(Arc::new(reset));
+    config.cid_generator(move || {
+        Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+    });
+    config
+}
+
+/// A random number naming this logger process, so that a node can tell a restarted
+/// logger (empty) from the one it dumped to.
+fn instance_id() -> u64 {
+    let mut bytes = [0u8; 8];
+    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).is_err() {
+        // No system randomness: the start time still differs between restarts.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        return now.as_nanos() as u64 ^ u64::from(std::process::id());
+    }
+    u64::from_le_bytes(bytes)
+}
+
+async fn serve_connection(
+    conn: quinn::Connection,
+    store: Arc<Mutex<BlockStore>>,
+    index: u16,
+    instance: u64,
+) {
     while let Ok((mut send, mut recv)) = conn.accept_bi().await {
         let store = Arc::clone(&store);
         tokio::spawn(async move {
@@ -168,6 +212,7 @@ async fn serve_connection(conn: quinn::Connection, store: Arc<Mutex<BlockStore>>
                         tracing::warn!("logger refused a malformed request: {e}");
                         LoggerResponse::Refused(format!("malformed request: {e}"))
                     }
+                    Ok(LoggerRequest::Hello) => LoggerResponse::Hello { index, instance },
                     Ok(request) => lock(&store).handle(request),
                 },
             };

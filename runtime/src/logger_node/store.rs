@@ -90,8 +90,14 @@ impl BlockStore {
                 for block in gone {
                     self.drop_block(rank, block);
                 }
-                LoggerResponse::Done
+                let missing = keep
+                    .into_iter()
+                    .filter(|b| !self.blocks.contains_key(&(rank, *b)))
+                    .collect();
+                LoggerResponse::Retained { missing }
             }
+            // The server answers it (the process's identity is not the store's).
+            LoggerRequest::Hello => LoggerResponse::Refused("hello is the server's".into()),
         }
     }
 
@@ -178,10 +184,16 @@ mod tests {
             store(&mut s, 3, id(0, seq), 10);
         }
         store(&mut s, 4, id(0, 9), 10);
-        s.handle(LoggerRequest::Retain {
-            rank: 3,
-            blocks: vec![id(0, 1)],
-        });
+        assert_eq!(
+            s.handle(LoggerRequest::Retain {
+                rank: 3,
+                blocks: vec![id(0, 1), id(0, 7)],
+            }),
+            LoggerResponse::Retained {
+                missing: vec![id(0, 7)]
+            },
+            "a block it never had (or lost with a restart) is named"
+        );
         let held: Vec<_> = s.blocks.keys().copied().collect();
         assert_eq!(held, vec![(3, id(0, 1)), (4, id(0, 9))]);
         assert_eq!(s.stats().dropped, 3);

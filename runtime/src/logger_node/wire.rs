@@ -6,7 +6,7 @@ use crate::recovery::BlockId;
 use serde::{Deserialize, Serialize};
 
 /// Version of these messages, part of the connection's ALPN.
-pub const ALPN: &[u8] = b"lazarus-logger/1";
+pub const ALPN: &[u8] = b"lazarus-logger/2";
 
 /// Largest request or answer accepted: a block of [`MAX_BLOCK`] and its header.
 pub const MAX_MESSAGE: usize = MAX_BLOCK + 4096;
@@ -41,13 +41,16 @@ pub enum LoggerRequest {
         blocks: Vec<BlockId>,
     },
     /// Node `rank` restarted: keep only these of its blocks (its checkpoint points into
-    /// them; the others were dumped by its lost incarnation after that checkpoint).
+    /// them; the others were dumped by its lost incarnation after that checkpoint). The
+    /// answer names those of them the logger does not have.
     Retain {
         /// The node.
         rank: u16,
         /// The blocks to keep.
         blocks: Vec<BlockId>,
     },
+    /// The first request on each connection: which logger process answers.
+    Hello,
 }
 
 /// A logger's answer.
@@ -64,8 +67,22 @@ pub enum LoggerResponse {
     Block(Payload),
     /// This logger does not have the block.
     Missing,
-    /// Done (release, retain).
+    /// Done (release).
     Done,
+    /// Done (retain); these of the blocks to keep were not here (a restarted logger
+    /// lost them).
+    Retained {
+        /// The blocks asked for that the logger does not have.
+        missing: Vec<BlockId>,
+    },
+    /// The answer to [`LoggerRequest::Hello`].
+    Hello {
+        /// The logger's number.
+        index: u16,
+        /// Drawn at random when the process starts: another value on a later connection
+        /// means the logger was restarted and lost every block it held.
+        instance: u64,
+    },
     /// The request could not be read.
     Refused(String),
 }
@@ -78,6 +95,7 @@ impl LoggerRequest {
             LoggerRequest::Fetch { .. } => "fetch",
             LoggerRequest::Release { .. } => "release",
             LoggerRequest::Retain { .. } => "retain",
+            LoggerRequest::Hello => "hello",
         }
     }
 }

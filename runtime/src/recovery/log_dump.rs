@@ -173,9 +173,9 @@ impl<P: LogPayload> SenderLog<P> {
         std::mem::take(&mut self.released_blocks)
     }
 
-    /// Sets with logged entries whose payloads only loggers in `lost` kept.
-    pub fn peers_depending_on(&self, lost: &BTreeSet<u16>) -> Vec<SetId> {
-        let gone = |at: &DumpRef| at.locations().all(|l| lost.contains(&l));
+    /// Sets with logged entries whose payloads are only in `lost` blocks (by logger).
+    pub fn peers_depending_on(&self, lost: &BTreeSet<(u16, BlockId)>) -> Vec<SetId> {
+        let gone = |at: &DumpRef| at.locations().all(|l| lost.contains(&(l, at.block)));
         (0..self.peer_bytes.len() as u16)
             .map(SetId)
             .filter(|&to| {
@@ -334,7 +334,12 @@ mod tests {
             log.dumped_blocks(),
             vec![(0, first.block), (1, first.block), (1, second.block)]
         );
-        let lost = |ls: &[u16]| log.peers_depending_on(&ls.iter().copied().collect());
+        // Every block each listed logger had, lost with it.
+        let lost = |ls: &[u16]| {
+            let blocks = log.dumped_blocks();
+            let gone = blocks.into_iter().filter(|(l, _)| ls.contains(l)).collect();
+            log.peers_depending_on(&gone)
+        };
         assert!(
             lost(&[0]).is_empty(),
             "logger 1 has a copy of set 1's block"

@@ -185,8 +185,9 @@ pub struct SetProtocol<P> {
     requested_by: BTreeSet<SetId>,
     /// A peer asked for a checkpoint and the driver has not been told yet.
     checkpoint_wanted: bool,
-    /// Logger nodes the driver found gone (see [`SetProtocol::on_logger_lost`]).
-    lost_loggers: BTreeSet<u16>,
+    /// Dumped blocks, by logger, that the driver found gone with their logger (see
+    /// [`SetProtocol::on_logger_lost`]); forgotten when released.
+    lost_blocks: BTreeSet<(u16, BlockId)>,
     violations: Vec<ContractViolation>,
     stats: ProtocolStats,
 }
@@ -218,7 +219,7 @@ impl<P: LogPayload> SetProtocol<P> {
             asked: vec![false; usize::from(sets)],
             requested_by: BTreeSet::new(),
             checkpoint_wanted: false,
-            lost_loggers: BTreeSet::new(),
+            lost_blocks: BTreeSet::new(),
             violations: Vec::new(),
             stats: ProtocolStats::default(),
         })
@@ -600,7 +601,11 @@ impl<P: LogPayload> SetProtocol<P> {
     /// Dumped blocks no logged entry points into any more (the driver tells their
     /// loggers).
     pub fn take_released_blocks(&mut self) -> Vec<(u16, BlockId)> {
-        self.log.take_released_blocks()
+        let released = self.log.take_released_blocks();
+        for at in &released {
+            self.lost_blocks.remove(at);
+        }
+        released
     }
 
     /// Every dumped block a logged entry points into.
@@ -608,13 +613,27 @@ impl<P: LogPayload> SetProtocol<P> {
         self.log.dumped_blocks()
     }
 
-    /// Logger `logger` is gone. Peers with logged entries whose payloads only lost
-    /// loggers kept get a CHECKPOINT_REQUEST each (unless asked already), so that their
-    /// checkpoints release the entries before one of them needs them again.
+    /// Logger `logger` is gone (unreachable, or restarted empty): every block the log
+    /// points into there is lost; blocks dumped to it later (after its restart) are not.
+    /// Peers with logged entries whose payloads only lost blocks held get a
+    /// CHECKPOINT_REQUEST each (unless asked already), so that their checkpoints release
+    /// the entries before one of them needs them again.
     pub fn on_logger_lost(&mut self, logger: u16) -> Vec<Action<P>> {
-        self.lost_loggers.insert(logger);
+        let gone: Vec<BlockId> = (self.log.dumped_blocks().into_iter())
+            .filter(|&(l, _)| l == logger)
+            .map(|(_, b)| b)
+            .collect();
+        self.on_blocks_lost(logger, &gone)
+    }
+
+    /// Logger `logger` does not have `blocks` any more (a restored set's checkpoint
+    /// points into blocks a restarted logger lost): as [`SetProtocol::on_logger_lost`]
+    /// for those blocks only.
+    pub fn on_blocks_lost(&mut self, logger: u16, blocks: &[BlockId]) -> Vec<Action<P>> {
+        self.lost_blocks
+            .extend(blocks.iter().map(|&block| (logger, block)));
         let mut actions = Vec::new();
-        for peer in self.log.peers_depending_on(&self.lost_loggers) {
+        for peer in self.log.peers_depending_on(&self.lost_blocks) {
             if !self.asked[peer.index()] {
                 actions.push(self.ask_for_checkpoint(peer));
             }
@@ -1422,6 +1441,33 @@ mod tests {
             f.on_logger_lost(0).is_empty(),
             "asked once until it checkpoints"
         );
+    }
+
+    #[test]
+    fn a_restarted_logger_loses_only_the_blocks_dumped_to_it_before() {
+        let mut f = SetProtocol::<Vec<u8>>::new(SetId(0), 3).unwrap();
+        f.on_send(SetId(1), ch(0, 1), vec![1; 10]).unwrap();
+        let before = f.take_log_dump(100).unwrap();
+        f.log_dumped(&before, 0, None);
+        // Logger 0 restarts empty: set 1's block there is gone.
+        assert_eq!(f.on_logger_lost(0).len(), 1);
+        // Set 2's messages go to the restarted logger afterwards; losing another logger
+        // (1, which keeps nothing) does not count them as lost.
+        f.on_send(SetId(2), ch(0, 2), vec![2; 5]).unwrap();
+        let after = f.take_log_dump(100).unwrap();
+        assert_eq!(after.to, SetId(2));
+        f.log_dumped(&after, 0, None);
+        assert!(f.on_logger_lost(1).is_empty());
+        // A restored set learns from the logger which blocks its checkpoint points into
+        // that it does not have.
+        let asks = f.on_blocks_lost(0, &[after.block]);
+        assert!(matches!(
+            &asks[..],
+            [Action::Control {
+                to: SetId(2),
+                message: ControlMessage::CheckpointRequest
+            }]
+        ));
     }
 
     #[test]

@@ -7,7 +7,10 @@
 //! declines (full) or cannot be reached is skipped for the next; one that cannot be
 //! reached is taken for lost: the peers whose messages only it kept are asked to
 //! checkpoint (which releases them), and while no logger is left the quota falls back
-//! to checkpoint requests alone.
+//! to checkpoint requests alone. A lost logger is probed once a second and used again
+//! when it answers (the launcher restarts a logger that died); a logger found restarted
+//! (another process behind its address, empty) counts as lost for every block sent to
+//! it before.
 
 use super::{event, RecoveryLayer};
 use crate::logger_node::client::RequestError;
@@ -31,6 +34,8 @@ pub const BLOCKS_FETCHED: &str = "lazarus_log_blocks_fetched_total";
 pub const RESENDS_LOST: &str = "lazarus_log_resends_lost_total";
 /// Logger nodes found unreachable.
 pub const LOGGERS_LOST: &str = "lazarus_loggers_lost_total";
+/// Logger nodes found restarted (another, empty process behind the address).
+pub const LOGGERS_RESTARTED: &str = "lazarus_loggers_restarted_total";
 
 /// Largest block the node dumps at once.
 const BLOCK_BYTES: usize = 4 << 20;
@@ -45,6 +50,11 @@ const FULL_BACKOFF: Duration = Duration::from_secs(1);
 /// How long a store waits for its logger's answer.
 const STORE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How often the dump thread asks a lost logger whether it is back, and how long it
+/// waits for the answer.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// How long a fetch for a resend waits: it runs under the layer's lock, possibly on a
 /// network task, so it must stay well under the peers' failure timeout.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(1);
@@ -52,10 +62,12 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(1);
 /// The node's connections to its loggers and what it did with them.
 pub(crate) struct LogOffload {
     client: LoggerClient,
-    /// Loggers found unreachable (not tried again).
+    /// Loggers found unreachable (not used until a probe finds them back).
     lost: Vec<AtomicBool>,
     /// Lost loggers the protocol has been told of.
     reported: Vec<AtomicBool>,
+    /// When the dump thread last probed the lost loggers.
+    last_probe: Mutex<Instant>,
     /// When every logger last declined a block (all full): for [`FULL_BACKOFF`] the quota
     /// is kept by checkpoint requests, whose releases make room at the loggers.
     all_declined: Mutex<Option<Instant>>,
@@ -83,6 +95,7 @@ impl LogOffload {
             client: LoggerClient::start(addrs, &creds)?,
             lost,
             reported,
+            last_probe: Mutex::new(Instant::now()),
             all_declined: Mutex::new(None),
             fetched: Mutex::new(None),
             blocks_dumped: AtomicU64::new(0),
@@ -177,6 +190,7 @@ impl LogOffload {
     ) -> Vec<u16> {
         let n = self.client.loggers();
         let mut by = Vec::new();
+        let mut declined = false;
         for k in 0..n {
             if by.len() >= usize::from(copies.max(1)) {
                 break;
@@ -192,14 +206,15 @@ impl LogOffload {
             };
             match self.client.request(logger, request, STORE_TIMEOUT) {
                 Ok(LoggerResponse::Stored) => by.push(logger),
-                Ok(LoggerResponse::Declined { .. }) => {}
+                Ok(LoggerResponse::Declined { .. }) => declined = true,
                 Ok(other) => {
                     tracing::warn!("logger {logger} answered a store with {other:?}");
                 }
                 Err(e) => self.lose(logger, &e),
             }
         }
-        if by.is_empty() {
+        // Full loggers (not lost ones: those are probed and used again once they answer).
+        if by.is_empty() && declined {
             *self.all_declined.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         }
         by
@@ -212,9 +227,45 @@ impl LogOffload {
         }
     }
 
+    /// Asks each lost logger, at most once per [`PROBE_EVERY`], whether it answers
+    /// again; returns those that do (they are used again from now on).
+    fn probe_lost(&self) -> Vec<u16> {
+        {
+            let mut last = self.last_probe.lock().unwrap_or_else(|e| e.into_inner());
+            if last.elapsed() < PROBE_EVERY {
+                return Vec::new();
+            }
+            *last = Instant::now();
+        }
+        let mut back = Vec::new();
+        for logger in 0..self.client.loggers() {
+            let i = usize::from(logger);
+            if !self.lost[i].load(Ordering::Acquire) {
+                continue;
+            }
+            if let Ok(LoggerResponse::Hello { .. }) =
+                self.client
+                    .request(logger, LoggerRequest::Hello, PROBE_TIMEOUT)
+            {
+                tracing::warn!("logger {logger} answers again: blocks go to it again");
+                self.lost[i].store(false, Ordering::Release);
+                self.reported[i].store(false, Ordering::Release);
+                back.push(logger);
+            }
+        }
+        back
+    }
+
     /// Tells each logger which of `rank`'s blocks to drop (`Release`) or keep (`Retain`,
-    /// every logger, after a restore).
-    fn tell(&self, rank: u16, blocks: Vec<(u16, BlockId)>, retain: bool) {
+    /// every logger, after a restore). Returns, by logger, the blocks to keep that a
+    /// logger said it does not have.
+    fn tell(
+        &self,
+        rank: u16,
+        blocks: Vec<(u16, BlockId)>,
+        retain: bool,
+    ) -> Vec<(u16, Vec<BlockId>)> {
+        let mut missing = Vec::new();
         let mut per: BTreeMap<u16, Vec<BlockId>> = BTreeMap::new();
         if retain {
             for l in 0..self.client.loggers() {
@@ -233,10 +284,15 @@ impl LogOffload {
             } else {
                 LoggerRequest::Release { rank, blocks }
             };
-            if let Err(e) = self.client.request(logger, request, STORE_TIMEOUT) {
-                self.lose(logger, &e);
+            match self.client.request(logger, request, STORE_TIMEOUT) {
+                Ok(LoggerResponse::Retained { missing: gone }) if !gone.is_empty() => {
+                    missing.push((logger, gone));
+                }
+                Ok(_) => {}
+                Err(e) => self.lose(logger, &e),
             }
         }
+        missing
     }
 }
 
@@ -282,9 +338,14 @@ impl RecoveryLayer {
                 // not point into are garbage at the loggers.
                 let blocks = self.lock().protocol.as_ref().map(|p| p.dumped_blocks());
                 if let Some(blocks) = blocks {
-                    offload.tell(self.rank, blocks, true);
+                    for (logger, gone) in offload.tell(self.rank, blocks, true) {
+                        self.report_blocks_lost(logger, &gone);
+                    }
                     retained = true;
                 }
+            }
+            for logger in offload.probe_lost() {
+                event(self.rank, &format!("logger-back logger={logger}"));
             }
             let released = match self.lock().protocol.as_mut() {
                 Some(p) => p.take_released_blocks(),
@@ -330,17 +391,24 @@ impl RecoveryLayer {
             };
             let copies = self.config.logger_copies;
             let by = offload.store(self.rank, dump.block, bytes, first, copies);
-            self.report_lost_loggers(offload);
-            let mut core = self.lock();
-            let Some(p) = core.protocol.as_mut() else {
-                return;
-            };
-            match by[..] {
-                [logger, ref more @ ..] if p.incarnation() == incarnation => {
-                    p.log_dumped(&dump, logger, more.first().copied());
-                    self.note_dump(offload, &dump);
+            let dumped = {
+                let mut core = self.lock();
+                match (core.protocol.as_mut(), &by[..]) {
+                    (Some(p), [logger, more @ ..]) if p.incarnation() == incarnation => {
+                        p.log_dumped(&dump, *logger, more.first().copied());
+                        true
+                    }
+                    _ => false,
                 }
-                _ => return,
+            };
+            if dumped {
+                self.note_dump(offload, &dump);
+            }
+            // After `log_dumped`: a logger this store found restarted may have kept the
+            // block before its restart, and then it is lost with the others.
+            self.report_lost_loggers(offload);
+            if !dumped {
+                return;
             }
         }
     }
@@ -349,6 +417,25 @@ impl RecoveryLayer {
     /// release or a fetch): the peers whose messages only lost loggers kept are asked to
     /// checkpoint.
     fn report_lost_loggers(&self, offload: &LogOffload) {
+        for logger in 0..offload.client.loggers() {
+            if offload.client.take_restarted(logger) {
+                counter!(LOGGERS_RESTARTED).increment(1);
+                let asks = match self.lock().protocol.as_mut() {
+                    Some(p) => p.on_logger_lost(logger),
+                    None => Vec::new(),
+                };
+                event(
+                    self.rank,
+                    &format!(
+                        "logger-restarted logger={logger} checkpoint_requests={}",
+                        asks.len()
+                    ),
+                );
+                if !asks.is_empty() {
+                    self.emit(self.frames(asks));
+                }
+            }
+        }
         for (logger, lost) in offload.lost.iter().enumerate() {
             if !lost.load(Ordering::Acquire)
                 || offload.reported[logger].swap(true, Ordering::AcqRel)
@@ -372,6 +459,26 @@ impl RecoveryLayer {
             if !asks.is_empty() {
                 self.emit(self.frames(asks));
             }
+        }
+    }
+
+    /// A logger does not have `blocks` that the restored checkpoint points into (it was
+    /// restarted since): their receivers are asked to checkpoint.
+    fn report_blocks_lost(&self, logger: u16, blocks: &[BlockId]) {
+        let asks = match self.lock().protocol.as_mut() {
+            Some(p) => p.on_blocks_lost(logger, blocks),
+            None => return,
+        };
+        event(
+            self.rank,
+            &format!(
+                "logger-blocks-lost logger={logger} blocks={} checkpoint_requests={}",
+                blocks.len(),
+                asks.len()
+            ),
+        );
+        if !asks.is_empty() {
+            self.emit(self.frames(asks));
         }
     }
 

@@ -111,10 +111,20 @@ pub fn endpoint(
     addr: SocketAddr,
     server: Option<quinn::ServerConfig>,
 ) -> io::Result<(quinn::Endpoint, Buffers)> {
+    endpoint_with(addr, server, quinn::EndpointConfig::default())
+}
+
+/// [`endpoint`] with its own endpoint settings (a stateless-reset key that survives a
+/// restart, say).
+pub fn endpoint_with(
+    addr: SocketAddr,
+    server: Option<quinn::ServerConfig>,
+    config: quinn::EndpointConfig,
+) -> io::Result<(quinn::Endpoint, Buffers)> {
     let (socket, buffers) = bind(addr)?;
     let runtime = quinn::default_runtime()
         .ok_or_else(|| io::Error::other("no async runtime for quinn (not inside Tokio)"))?;
-    let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), server, socket, runtime)?;
+    let endpoint = quinn::Endpoint::new(config, server, socket, runtime)?;
     Ok((endpoint, buffers))
 }
 
