@@ -54,6 +54,34 @@ fn logs_dumped_to_a_logger_node_are_resent_from_it_exactly() {
     assert!(served > 100, "resends came from the logger: {served}");
 }
 
+/// A logger node restarts (empty) at a random step of each run, while every block is
+/// also kept by a second logger: each set learns of the restart at a later step, a set
+/// restored afterwards finds the blocks it retains missing there, resends fall back to
+/// the copies, and every run ends with the failure-free result. No block was lost with
+/// the restart, so no receiver is asked to checkpoint for it.
+#[test]
+fn a_restarted_logger_loses_nothing_that_has_a_copy() {
+    let (mut restarts, mut from_copy, mut requests) = (0, 0, 0);
+    for seed in 0..500 {
+        let mut cfg = SimConfig::random(seed);
+        cfg.log_dump = true;
+        cfg.logger_restart = true;
+        let stats = run_seed(cfg, false).0.unwrap_or_else(|e| {
+            panic!(
+                "seed {seed} (replay: LAZARUS_SIM_SEED={seed} LAZARUS_SIM_DUMP=1 \
+                 LAZARUS_SIM_LOGGER_RESTART=1): {e}"
+            )
+        });
+        restarts += stats.logger_restarts;
+        from_copy += stats.resends_from_copy;
+        requests += stats.lost_block_requests;
+    }
+    println!("{restarts} logger restarts, {from_copy} resends from copies");
+    assert!(restarts > 300, "loggers restarted: {restarts}");
+    assert!(from_copy > 50, "resends came from copies: {from_copy}");
+    assert_eq!(requests, 0, "a block with a copy is not lost");
+}
+
 /// The log's memory quota, on in every seed with a quota of about two messages: sets
 /// ask their receivers for checkpoints all the time, the receivers take them in between
 /// other events (crashes included, mid-checkpoint and mid-recovery), and every run still
@@ -129,7 +157,8 @@ fn order_sensitive_actors_replay_their_determinants_exactly() {
 
 /// Runs `default_seeds` seeds (or `LAZARUS_SIM_SEEDS` from `LAZARUS_SIM_SEED_BASE`), or
 /// replays `LAZARUS_SIM_SEED` alone with its trace (`LAZARUS_SIM_QUOTA=BYTES` forces a
-/// log quota, `LAZARUS_SIM_DUMP=1` dumps to a logger node).
+/// log quota, `LAZARUS_SIM_DUMP=1` dumps to a logger node, `LAZARUS_SIM_LOGGER_RESTART=1`
+/// with a copy at a second logger, one of which restarts).
 fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
     if let Some(seed) = env_u64("LAZARUS_SIM_SEED") {
         let mut cfg = config(seed);
@@ -143,6 +172,7 @@ fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
         if env_u64("LAZARUS_SIM_DUMP") == Some(1) {
             cfg.log_dump = true;
         }
+        cfg.logger_restart = env_u64("LAZARUS_SIM_LOGGER_RESTART") == Some(1);
         println!("seed {seed}: {cfg:?}");
         let (result, trace) = run_seed(cfg, true);
         for line in &trace {
@@ -523,6 +553,7 @@ fn piggyback_size_is_bounded_by_sets_not_actors() {
             break_contract: false,
             log_quota: None,
             log_dump: false,
+            logger_restart: false,
         };
         let stats = run_seed(cfg, false).0.expect("failure-free run");
         let msgs = stats.proto.sent + stats.proto.resent;

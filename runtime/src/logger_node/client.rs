@@ -148,6 +148,13 @@ impl LoggerClient {
         })
     }
 
+    /// The number of the process of logger `logger` last connected to (`None` before
+    /// the first connection).
+    pub fn instance(&self, logger: u16) -> Option<u64> {
+        let i = self.instances.get(usize::from(logger))?;
+        *i.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Whether a connection to logger `logger` found another process than the one
     /// before since the last call (a restarted logger: the blocks sent to it are gone);
     /// clears the mark.

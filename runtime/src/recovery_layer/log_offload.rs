@@ -300,6 +300,15 @@ impl LogOffload {
 type FetchedBlock = ((u16, BlockId), Arc<Vec<Envelope>>);
 
 impl RecoveryLayer {
+    /// Per logger, the process its client last connected to (empty without loggers).
+    pub(crate) fn logger_instances(&self) -> Vec<Option<u64>> {
+        self.offload.get().map_or_else(Vec::new, |o| {
+            (0..o.client.loggers())
+                .map(|l| o.client.instance(l))
+                .collect()
+        })
+    }
+
     /// Connects the node to the logger nodes of [`RecoveryConfig::loggers`](super::RecoveryConfig)
     /// and starts the dump thread (nothing without loggers or without a quota).
     pub(crate) fn start_log_offload(self: &Arc<Self>, secret: &[u8]) -> Result<(), String> {
@@ -336,10 +345,20 @@ impl RecoveryLayer {
             if !retained {
                 // A restored node: its lost incarnation's blocks that the checkpoint does
                 // not point into are garbage at the loggers.
-                let blocks = self.lock().protocol.as_ref().map(|p| p.dumped_blocks());
+                let (blocks, then) = {
+                    let core = self.lock();
+                    let blocks = core.protocol.as_ref().map(|p| p.dumped_blocks());
+                    (blocks, core.logger_instances.clone())
+                };
                 if let Some(blocks) = blocks {
                     for (logger, gone) in offload.tell(self.rank, blocks, true) {
-                        self.report_blocks_lost(logger, &gone);
+                        // Missing at the process the image knew: released since the
+                        // checkpoint (its entries are covered). At another one: lost
+                        // with a restart.
+                        let known = then.get(usize::from(logger)).copied().flatten();
+                        if known != offload.client.instance(logger) {
+                            self.report_blocks_lost(logger, &gone);
+                        }
                     }
                     retained = true;
                 }

@@ -490,6 +490,8 @@ pub(crate) struct Core {
     pub(crate) images: HashMap<ActorId, ActorImage>,
     /// Every actor that had exited at the checkpoint being restored.
     pub(crate) exited: Vec<ActorId>,
+    /// The logger processes the node knew at the checkpoint being restored.
+    pub(crate) logger_instances: Vec<Option<u64>>,
     /// When the rollback was sent (for the replay phase's duration).
     pub(crate) rollback_at: Option<Instant>,
     /// Measurement mode only: messages inside the node, logged as if they crossed sets.
@@ -681,6 +683,7 @@ impl RecoveryLayer {
                 deferred: Vec::new(),
                 images: HashMap::new(),
                 exited: Vec::new(),
+                logger_instances: Vec::new(),
                 rollback_at: None,
                 forced_log: ForcedLog::default(),
                 local: Arc::clone(&local),

@@ -151,13 +151,14 @@ impl RecoveryLayer {
         let started = Instant::now();
         let incarnation = Incarnation(self.config.incarnation);
         let (image, source) = self.load_newest();
-        let (snapshot, actors, driver, events, exited) = match image {
+        let (snapshot, actors, driver, events, exited, logger_instances) = match image {
             Some((img, journal)) => (
                 img.protocol,
                 img.actors,
                 super::driver::DriverState::restored(img.driver, journal)?,
                 img.events,
                 img.exited,
+                img.logger_instances,
             ),
             None => {
                 let mut fresh =
@@ -167,6 +168,7 @@ impl RecoveryLayer {
                     Vec::new(),
                     super::driver::DriverState::default(),
                     Default::default(),
+                    Vec::new(),
                     Vec::new(),
                 )
             }
@@ -195,6 +197,7 @@ impl RecoveryLayer {
             core.driver = driver;
             core.images = actors.into_iter().map(|a| (a.id, a)).collect();
             core.exited = exited;
+            core.logger_instances = logger_instances;
             core.rollback_at = Some(Instant::now());
         }
         self.emit(self.frames(actions));

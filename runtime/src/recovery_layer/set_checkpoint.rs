@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 /// Version of the layout of a node's checkpoint image (`SetImage`). 6: actor images
 /// record their core and their count of children. 7: the actors `main` spawned that
-/// have exited. 8: every actor that has exited.
-pub const SET_IMAGE_FORMAT: u16 = 8;
+/// have exited. 8: every actor that has exited. 9: the logger processes the node knew.
+pub const SET_IMAGE_FORMAT: u16 = 9;
 
 /// Everything a node's checkpoint holds.
 #[derive(Debug, Serialize, Deserialize)]
@@ -42,6 +42,10 @@ pub(crate) struct SetImage {
     /// them (an exited worker's exited child too, which no checkpointed parent's count
     /// of children names) resolve to stopped actors.
     pub(crate) exited: Vec<crate::ActorId>,
+    /// Per logger node, the process (its `Hello` number) the node had last connected to:
+    /// a restored node that finds another one there knows the blocks missing there were
+    /// lost with a restart, not released since the checkpoint.
+    pub(crate) logger_instances: Vec<Option<u64>>,
 }
 
 /// What a checkpoint read in its paused instant, and how long the cores were paused.
@@ -53,6 +57,7 @@ struct Captured {
     unjournaled: Vec<(u64, bytes::Bytes)>,
     events: EventImage,
     exited: Vec<crate::ActorId>,
+    logger_instances: Vec<Option<u64>>,
     pause: Duration,
     /// The part of `pause` spent waiting for the cores to reach a pause point (their
     /// running handlers to return).
@@ -157,6 +162,9 @@ impl RecoveryLayer {
             core.forced_log.release();
             let events = self.events_image(&core);
             let (driver, unjournaled) = core.driver.image();
+            // Read with the log: a block in this image was stored at the instance the
+            // client knew then, or at an older one it had not found restarted yet.
+            let logger_instances = self.logger_instances();
             Ok(Captured {
                 protocol: snapshot,
                 actors,
@@ -164,6 +172,7 @@ impl RecoveryLayer {
                 unjournaled,
                 events,
                 exited,
+                logger_instances,
                 pause: Duration::ZERO,
                 gate,
             })
@@ -184,6 +193,7 @@ impl RecoveryLayer {
             unjournaled,
             events,
             exited,
+            logger_instances,
             pause,
             gate,
         } = self.capture(node).inspect_err(|e| match e {
@@ -217,6 +227,7 @@ impl RecoveryLayer {
             driver,
             events,
             exited,
+            logger_instances,
         };
         let replicated = self.config.buddy && self.size > 1;
         let stored = if replicated {

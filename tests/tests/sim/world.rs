@@ -57,7 +57,7 @@ use lazarus::recovery::{
     SendGate, SendOutcome, SetId, SetProtocol, Snapshot, TimerImage, TimerState,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::convert::Infallible;
 
 /// One run's parameters, all derived from the seed.
@@ -101,6 +101,11 @@ pub struct SimConfig {
     /// resend of a dumped message is served from the logger's blocks, which the sets
     /// release and, after a restore, retain as the runtime does.
     pub log_dump: bool,
+    /// With `log_dump`: every block is kept by two loggers (a copy), and one of them
+    /// restarts once at a random step, empty; each set learns of it at a later step
+    /// (`on_logger_lost`), and a set restored afterwards finds the blocks it retains
+    /// missing there (`on_blocks_lost`). Resends fall back to the copy.
+    pub logger_restart: bool,
 }
 
 impl SimConfig {
@@ -129,6 +134,7 @@ impl SimConfig {
                 q.chance(1, 2).then(|| q.range(8, 120) as usize)
             },
             log_dump: Rng::new(seed ^ 0x0D0B_10C5).chance(1, 2),
+            logger_restart: false,
         }
     }
 
@@ -187,6 +193,8 @@ struct Stored {
     mailbox: Mailboxes,
     /// Per local actor, its timers' image (pending ones with the delay left).
     timers: Vec<TimerImage<u64>>,
+    /// The logger processes the set knew (as the runtime's image records them).
+    loggers: [u64; 2],
 }
 
 /// One correlated set.
@@ -214,6 +222,9 @@ struct Node {
     /// A block shipped to the logger and not acknowledged yet, with the incarnation that
     /// took it. Volatile.
     dumping: Option<(LogDump<Vec<u8>>, u32)>,
+    /// The logger processes the set has found (a restart it has not noticed yet is not
+    /// here). Volatile.
+    known_loggers: [u64; 2],
 }
 
 /// Counters of one or many runs.
@@ -261,6 +272,12 @@ pub struct SimStats {
     pub blocks_dumped: u64,
     /// Resends served from the logger's blocks.
     pub resends_from_logger: u64,
+    /// Of those, resends served from a block's copy (its first logger had restarted).
+    pub resends_from_copy: u64,
+    /// Logger restarts.
+    pub logger_restarts: u64,
+    /// Checkpoint requests sent because blocks were lost with a logger.
+    pub lost_block_requests: u64,
 }
 
 /// [`ProtocolStats`] summed.
@@ -345,6 +362,9 @@ impl SimStats {
         self.timers_replayed += o.timers_replayed;
         self.blocks_dumped += o.blocks_dumped;
         self.resends_from_logger += o.resends_from_logger;
+        self.resends_from_copy += o.resends_from_copy;
+        self.logger_restarts += o.logger_restarts;
+        self.lost_block_requests += o.lost_block_requests;
     }
 
     fn add_events(&mut self, ev: &EventLogging) {
@@ -372,6 +392,10 @@ enum Act {
     Restart(u16),
     Dump(u16),
     DumpAcknowledged(u16),
+    /// A logger restarts, empty.
+    LoggerRestart(u16),
+    /// Set `s` learns that a logger restarted.
+    LoggerRestartNoticed(u16),
 }
 
 /// A simulated cluster.
@@ -395,8 +419,13 @@ pub struct World {
     trace: Option<Vec<String>>,
     /// Hash of every inter-set message that left its set, by channel and send index.
     left: BTreeMap<(ChannelId, u64), u64>,
-    /// The logger node's memory: blocks of dumped payloads by set and block.
-    logger: BTreeMap<(u16, BlockId), Vec<Vec<u8>>>,
+    /// The logger nodes' memory: blocks of dumped payloads by logger, set and block.
+    logger: BTreeMap<(u16, u16, BlockId), Vec<Vec<u8>>>,
+    /// With [`SimConfig::logger_restart`]: the logger that restarts, and the sets that
+    /// have not learnt of its restart yet (`None`: it has not restarted).
+    logger_restart: Option<(u16, Option<BTreeSet<u16>>)>,
+    /// Each logger's process: a restart starts another.
+    logger_instances: [u64; 2],
 }
 
 const STEP_LIMIT: u64 = 2_000_000;
@@ -405,6 +434,9 @@ impl World {
     /// A cluster running `prog` with `cfg`; `trace` records every event.
     pub fn new(cfg: SimConfig, prog: Program, trace: bool) -> Self {
         let mut rng = Rng::new(cfg.seed ^ 0xC0FFEE);
+        // Which of the two loggers restarts (drawn apart from the run's other choices).
+        let cfg_logger_restart = (cfg.log_dump && cfg.logger_restart)
+            .then(|| (Rng::new(cfg.seed ^ 0x0010_99E2).range(0, 1) as u16, None));
         let n = cfg.sets;
         let config = Config {
             dependency_rule: cfg.rule,
@@ -433,6 +465,7 @@ impl World {
                 events: events.checkpoint(|_| 0),
                 mailbox: BTreeMap::new(),
                 timers: vec![TimerImage::default(); actors.len()],
+                loggers: [0; 2],
             };
             nodes.push(Node {
                 proto: Some(proto),
@@ -450,6 +483,7 @@ impl World {
                 incarnation: 0,
                 checkpoint_wanted: false,
                 dumping: None,
+                known_loggers: [0; 2],
             });
         }
         // Crash moments spread over the run's expected length.
@@ -475,6 +509,8 @@ impl World {
             trace: trace.then(Vec::new),
             left: BTreeMap::new(),
             logger: BTreeMap::new(),
+            logger_restart: cfg_logger_restart,
+            logger_instances: [0; 2],
         }
     }
 
@@ -548,6 +584,11 @@ impl World {
 
     fn enabled(&self, acts: &mut Vec<(u64, Act)>) {
         acts.clear();
+        if let Some((l, None)) = self.logger_restart {
+            if self.logger.keys().any(|(at, _, _)| *at == l) {
+                acts.push((1, Act::LoggerRestart(l)));
+            }
+        }
         let n = self.cfg.sets;
         for from in 0..n {
             for to in 0..n {
@@ -603,6 +644,13 @@ impl World {
                     acts.push((5, Act::DumpAcknowledged(s)));
                 } else if proto.log_stats().payload_bytes > 0 {
                     acts.push((3, Act::Dump(s)));
+                }
+            }
+            // Like the runtime's dump thread, a set reports a restart it found only
+            // after marking the block in flight dumped.
+            if let Some((_, Some(unaware))) = &self.logger_restart {
+                if unaware.contains(&s) && node.dumping.is_none() {
+                    acts.push((3, Act::LoggerRestartNoticed(s)));
                 }
             }
         }
@@ -764,6 +812,8 @@ impl World {
             Act::Restart(s) => self.restart(s),
             Act::Dump(s) => self.dump(s),
             Act::DumpAcknowledged(s) => self.dump_acknowledged(s),
+            Act::LoggerRestart(l) => self.logger_restarts(l),
+            Act::LoggerRestartNoticed(s) => self.logger_restart_noticed(s),
         }
         self.flush_events();
         self.release_blocks();
@@ -780,7 +830,12 @@ impl World {
         let Some(dump) = p.take_log_dump(max) else {
             return;
         };
-        self.logger.insert((s, dump.block), dump.payloads.clone());
+        self.logger
+            .insert((0, s, dump.block), dump.payloads.clone());
+        if self.cfg.logger_restart {
+            self.logger
+                .insert((1, s, dump.block), dump.payloads.clone());
+        }
         let what = format!(
             "S{s} dumps block {:?}: {} messages to {}",
             dump.block,
@@ -802,12 +857,41 @@ impl World {
         if incarnation != node.incarnation {
             return;
         }
-        // Half the blocks have a copy at a second logger (the same memory here): the
-        // references and releases name both.
-        let copy = self.rng.chance(1, 2).then_some(1);
+        // With a logger restart every block has a copy at the second logger; else half
+        // the blocks name a copy (kept in logger 0's memory only: no logger fails).
+        let copy = (self.cfg.logger_restart || self.rng.chance(1, 2)).then_some(1);
         let n = p.log_dumped(&dump, 0, copy);
         self.stats.blocks_dumped += 1;
         self.note(|| format!("S{s} block {:?} acknowledged: {n} payloads out", dump.block));
+    }
+
+    /// Logger `l` restarts: every block it kept is gone; the sets learn of it later.
+    fn logger_restarts(&mut self, l: u16) {
+        self.logger.retain(|(at, _, _), _| *at != l);
+        self.logger_restart = Some((l, Some((0..self.cfg.sets).collect())));
+        self.logger_instances[usize::from(l)] += 1;
+        self.stats.logger_restarts += 1;
+        self.note(|| format!("LOGGER {l} RESTARTS, empty"));
+    }
+
+    /// Set `s` finds that the logger restarted: the blocks it dumped there before are
+    /// lost; the receivers of messages only those blocks held are asked to checkpoint.
+    fn logger_restart_noticed(&mut self, s: u16) {
+        let Some((l, Some(unaware))) = &mut self.logger_restart else {
+            return;
+        };
+        let l = *l;
+        unaware.remove(&s);
+        let instance = self.logger_instances[usize::from(l)];
+        let node = &mut self.nodes[usize::from(s)];
+        node.known_loggers[usize::from(l)] = instance;
+        let Some(p) = node.proto.as_mut() else {
+            return;
+        };
+        let asks = p.on_logger_lost(l);
+        self.stats.lost_block_requests += asks.len() as u64;
+        self.note(|| format!("S{s} finds logger {l} restarted: {} requests", asks.len()));
+        self.execute(s, asks);
     }
 
     /// The logger lets go of the blocks the sets no longer point into.
@@ -817,8 +901,8 @@ impl World {
                 Some(p) => p.take_released_blocks(),
                 None => continue,
             };
-            for (_, block) in released {
-                self.logger.remove(&(s, block));
+            for (l, block) in released {
+                self.logger.remove(&(l, s, block));
             }
         }
     }
@@ -1443,11 +1527,15 @@ impl World {
                     self.send_gated(s, to.0, 0, GateSender::Set, Packet::App { meta, payload });
                 }
                 Action::SendDumped { to, meta, at } => {
-                    let payload = self
-                        .logger
-                        .get(&(s, at.block))
-                        .and_then(|b| b.get(at.slot as usize))
-                        .cloned();
+                    // From the first logger that has the block, as the runtime fetches.
+                    let found = at.locations().enumerate().find_map(|(k, l)| {
+                        let block = self.logger.get(&(l, s, at.block))?;
+                        Some((k, block.get(at.slot as usize)?.clone()))
+                    });
+                    if found.as_ref().is_some_and(|(k, _)| *k > 0) {
+                        self.stats.resends_from_copy += 1;
+                    }
+                    let payload = found.map(|(_, p)| p);
                     let Some(payload) = payload else {
                         return self.fail(format!(
                             "S{s} must resend {:?}#{} to {to} from block {:?}, which the logger \
@@ -1503,6 +1591,7 @@ impl World {
                     image
                 })
                 .collect(),
+            loggers: node.known_loggers,
         });
         self.note(|| {
             format!(
@@ -1571,11 +1660,34 @@ impl World {
             Ok(x) => x,
             Err(e) => return self.fail(format!("S{s} restore event logging: {e}")),
         };
-        // The logger keeps only the blocks the restored log points into.
-        let keep: std::collections::BTreeSet<BlockId> =
-            proto.dumped_blocks().into_iter().map(|(_, b)| b).collect();
+        // The loggers keep only the blocks the restored log points into; one that
+        // restarted since the checkpoint lacks some of them, and says which.
+        let mut proto = proto;
+        let mut actions = actions;
+        let keep: BTreeSet<(u16, BlockId)> = proto.dumped_blocks().into_iter().collect();
         self.logger
-            .retain(|(set, b), _| *set != s || keep.contains(b));
+            .retain(|(l, set, b), _| *set != s || keep.contains(&(*l, *b)));
+        // Blocks missing at the process the image knew were released since the
+        // checkpoint; at another process, lost with its restart.
+        let image_knew = self.nodes[usize::from(s)].committed.loggers;
+        let mut missing: BTreeMap<u16, Vec<BlockId>> = BTreeMap::new();
+        for &(l, b) in &keep {
+            let restarted = image_knew[usize::from(l)] != self.logger_instances[usize::from(l)];
+            if restarted && !self.logger.contains_key(&(l, s, b)) {
+                missing.entry(l).or_default().push(b);
+            }
+        }
+        // The new incarnation's client connects to the current processes.
+        self.nodes[usize::from(s)].known_loggers = self.logger_instances;
+        for (l, blocks) in missing {
+            let asks = proto.on_blocks_lost(l, &blocks);
+            self.stats.lost_block_requests += asks.len() as u64;
+            actions.extend(asks);
+        }
+        // A new incarnation learns of the restart from the logger, not as a change.
+        if let Some((_, Some(unaware))) = &mut self.logger_restart {
+            unaware.remove(&s);
+        }
         let node = &mut self.nodes[usize::from(s)];
         node.proto = Some(proto);
         node.events = Some(events);
