@@ -249,6 +249,10 @@ pub fn describe_event(e: &NodeEvent) -> String {
             "logger-blocks-lost: a logger lost blocks its checkpoint points into; asked \
              their receivers to checkpoint"
         }
+        "logger-refilled" => {
+            "logger-refilled: copied back to a restarted logger node the blocks it lost, \
+             from their other copies"
+        }
         "logger-back" => "logger-back: a lost logger node answers again; blocks go to it",
         "rolling-back" => "rolls back in place: its process re-executes itself",
         "driver-threads" => {

@@ -192,3 +192,36 @@ fn with_two_copies_of_every_block_a_lost_logger_loses_nothing() {
         "every block had a copy: nothing to release in a hurry"
     );
 }
+
+#[test]
+fn a_restarted_logger_gets_its_copies_back_so_a_second_loss_loses_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    const ROUND_TRIPS: u64 = 600;
+    let expected = pingpong(ROUND_TRIPS, false, 0).finish().checksum();
+    let mut run = pingpong_with_copies(ROUND_TRIPS, true, 2, 2);
+    run.wait_started();
+    run.wait_for_logger_blocks(0, 10);
+    run.kill_logger(0);
+    // Each node copies the blocks logger 0 lost back to its restarted process, from
+    // logger 1.
+    for rank in 0..2 {
+        run.wait_for_seen(&format!("node {rank}'s refill of logger 0"), |l| {
+            l.contains(&format!("node {rank}: logger-refilled"))
+        });
+    }
+    // Then logger 1 dies too, and node 1 (no checkpoint at all): node 0 resends
+    // everything, what logger 1 kept from logger 0.
+    run.kill_logger(1);
+    run.kill(1);
+    let f = run.finish();
+    assert_eq!(f.checksum(), expected);
+    assert_only_restarted(&f, &[1]);
+    let node0 = &f.finals()[&0];
+    assert!(node0["blocks_refilled"] > 0, "{node0:?}");
+    assert!(node0["blocks_fetched"] > 0, "{node0:?}");
+    assert_eq!(node0["resends_lost"], 0, "{node0:?}");
+    assert_eq!(
+        node0["checkpoint_requests_sent"], 0,
+        "every block was at two loggers again when the second one died"
+    );
+}

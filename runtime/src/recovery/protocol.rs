@@ -641,6 +641,29 @@ impl<P: LogPayload> SetProtocol<P> {
         actions
     }
 
+    /// Blocks lost at logger `logger` that a logged entry still points into and that
+    /// another logger keeps a copy of, with that logger: what the driver may copy back
+    /// to `logger` (see [`SetProtocol::block_restored`]).
+    pub fn refillable_blocks(&self, logger: u16) -> Vec<(BlockId, u16)> {
+        let referenced = self.log.dumped_blocks();
+        self.lost_blocks
+            .range((logger, BlockId::MIN)..=(logger, BlockId::MAX))
+            .filter_map(|&(_, block)| {
+                let other = referenced
+                    .iter()
+                    .find(|&&(l, b)| b == block && l != logger)?
+                    .0;
+                (!self.lost_blocks.contains(&(other, block))).then_some((block, other))
+            })
+            .collect()
+    }
+
+    /// Logger `logger` keeps `block` again (the driver copied it back there from its
+    /// other logger): it is no longer lost.
+    pub fn block_restored(&mut self, logger: u16, block: BlockId) {
+        self.lost_blocks.remove(&(logger, block));
+    }
+
     /// Whether a peer asked for a checkpoint (CHECKPOINT_REQUEST) since this set last
     /// took one; clears the request. The driver takes a checkpoint soon after.
     pub fn take_checkpoint_request(&mut self) -> bool {
@@ -1468,6 +1491,33 @@ mod tests {
                 message: ControlMessage::CheckpointRequest
             }]
         ));
+    }
+
+    #[test]
+    fn a_block_lost_at_a_restarted_logger_is_copied_back_from_its_other_logger() {
+        let mut f = SetProtocol::<Vec<u8>>::new(SetId(0), 3).unwrap();
+        f.on_send(SetId(1), ch(0, 1), vec![1; 10]).unwrap();
+        let copied = f.take_log_dump(100).unwrap();
+        f.log_dumped(&copied, 0, Some(1));
+        f.on_send(SetId(2), ch(0, 2), vec![2; 5]).unwrap();
+        let single = f.take_log_dump(100).unwrap();
+        f.log_dumped(&single, 0, None);
+        assert!(f.refillable_blocks(0).is_empty(), "nothing lost yet");
+        f.on_logger_lost(0);
+        assert_eq!(
+            f.refillable_blocks(0),
+            vec![(copied.block, 1)],
+            "the block with a copy at logger 1; the other has none left"
+        );
+        f.block_restored(0, copied.block);
+        assert!(f.refillable_blocks(0).is_empty());
+        // Losing logger 1 now loses nothing of set 1's: logger 0 has its block again.
+        let asks = f.on_logger_lost(1);
+        assert!(
+            asks.iter()
+                .all(|a| !matches!(a, Action::Control { to: SetId(1), .. })),
+            "{asks:?}"
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::payload::Payload;
 use crate::recovery::{BlockId, DumpRef, LogDump, MessageMeta};
 use crate::transport::frame::{Envelope, FrameBody};
 use metrics::counter;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -36,6 +36,12 @@ pub const RESENDS_LOST: &str = "lazarus_log_resends_lost_total";
 pub const LOGGERS_LOST: &str = "lazarus_loggers_lost_total";
 /// Logger nodes found restarted (another, empty process behind the address).
 pub const LOGGERS_RESTARTED: &str = "lazarus_loggers_restarted_total";
+/// Blocks copied back to a restarted logger from their other logger (with copies).
+pub const BLOCKS_REFILLED: &str = "lazarus_log_blocks_refilled_total";
+
+/// Blocks copied back to a restarted logger per turn of the dump thread, so that the
+/// dumps go on meanwhile.
+const REFILL_PER_TURN: usize = 4;
 
 /// Largest block the node dumps at once.
 const BLOCK_BYTES: usize = 4 << 20;
@@ -68,6 +74,11 @@ pub(crate) struct LogOffload {
     reported: Vec<AtomicBool>,
     /// When the dump thread last probed the lost loggers.
     last_probe: Mutex<Instant>,
+    /// With copies: loggers found restarted (or back) whose lost blocks are being
+    /// copied back to them from their other loggers.
+    refilling: Mutex<BTreeSet<u16>>,
+    /// Blocks copied back so far, per logger being refilled.
+    refilled: Mutex<BTreeMap<u16, u64>>,
     /// When every logger last declined a block (all full): for [`FULL_BACKOFF`] the quota
     /// is kept by checkpoint requests, whose releases make room at the loggers.
     all_declined: Mutex<Option<Instant>>,
@@ -76,6 +87,7 @@ pub(crate) struct LogOffload {
     pub(crate) blocks_dumped: AtomicU64,
     pub(crate) bytes_dumped: AtomicU64,
     pub(crate) blocks_fetched: AtomicU64,
+    pub(crate) blocks_refilled: AtomicU64,
     pub(crate) resends_lost: AtomicU64,
 }
 
@@ -96,11 +108,14 @@ impl LogOffload {
             lost,
             reported,
             last_probe: Mutex::new(Instant::now()),
+            refilling: Mutex::new(BTreeSet::new()),
+            refilled: Mutex::new(BTreeMap::new()),
             all_declined: Mutex::new(None),
             fetched: Mutex::new(None),
             blocks_dumped: AtomicU64::new(0),
             bytes_dumped: AtomicU64::new(0),
             blocks_fetched: AtomicU64::new(0),
+            blocks_refilled: AtomicU64::new(0),
             resends_lost: AtomicU64::new(0),
         })
     }
@@ -296,6 +311,10 @@ impl LogOffload {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A block fetched from a logger: (logger, block) and its payloads by slot.
 type FetchedBlock = ((u16, BlockId), Arc<Vec<Envelope>>);
 
@@ -365,7 +384,9 @@ impl RecoveryLayer {
             }
             for logger in offload.probe_lost() {
                 event(self.rank, &format!("logger-back logger={logger}"));
+                self.schedule_refill(offload, logger);
             }
+            self.refill(offload);
             let released = match self.lock().protocol.as_mut() {
                 Some(p) => p.take_released_blocks(),
                 None => Vec::new(),
@@ -426,6 +447,8 @@ impl RecoveryLayer {
             // After `log_dumped`: a logger this store found restarted may have kept the
             // block before its restart, and then it is lost with the others.
             self.report_lost_loggers(offload);
+            // Under a fast sender the dump never catches up: refills go between blocks.
+            self.refill(offload);
             if !dumped {
                 return;
             }
@@ -439,6 +462,7 @@ impl RecoveryLayer {
         for logger in 0..offload.client.loggers() {
             if offload.client.take_restarted(logger) {
                 counter!(LOGGERS_RESTARTED).increment(1);
+                self.schedule_refill(offload, logger);
                 let asks = match self.lock().protocol.as_mut() {
                     Some(p) => p.on_logger_lost(logger),
                     None => Vec::new(),
@@ -479,6 +503,91 @@ impl RecoveryLayer {
                 self.emit(self.frames(asks));
             }
         }
+    }
+
+    /// With copies, blocks lost at `logger` are to be copied back there from their other
+    /// logger, so that losing that one too loses nothing.
+    fn schedule_refill(&self, offload: &LogOffload, logger: u16) {
+        if self.config.logger_copies >= 2 {
+            lock(&offload.refilling).insert(logger);
+        }
+    }
+
+    /// Copies back up to [`REFILL_PER_TURN`] lost blocks to each logger being refilled:
+    /// fetched from the logger with the other copy, stored as they are (the same id),
+    /// then no longer lost. A logger that declines or fails ends its refill.
+    fn refill(&self, offload: &LogOffload) {
+        let targets: Vec<u16> = lock(&offload.refilling).iter().copied().collect();
+        for logger in targets {
+            if offload.lost[usize::from(logger)].load(Ordering::Acquire) {
+                continue;
+            }
+            let todo = match self.lock().protocol.as_ref() {
+                Some(p) => p.refillable_blocks(logger),
+                None => continue,
+            };
+            let mut ended = todo.len() <= REFILL_PER_TURN;
+            for &(block, from) in todo.iter().take(REFILL_PER_TURN) {
+                if !self.refill_block(offload, logger, block, from) {
+                    ended = true;
+                    break;
+                }
+            }
+            if ended {
+                lock(&offload.refilling).remove(&logger);
+                let n = lock(&offload.refilled).remove(&logger).unwrap_or(0);
+                let left = match self.lock().protocol.as_ref() {
+                    Some(p) => p.refillable_blocks(logger).len(),
+                    None => 0,
+                };
+                event(
+                    self.rank,
+                    &format!("logger-refilled logger={logger} blocks={n} left={left}"),
+                );
+            }
+        }
+    }
+
+    /// Copies `block` from logger `from` to logger `to`; whether it got there.
+    fn refill_block(&self, offload: &LogOffload, to: u16, block: BlockId, from: u16) -> bool {
+        let fetch = LoggerRequest::Fetch {
+            rank: self.rank,
+            block,
+        };
+        let bytes = match offload.client.request(from, fetch, FETCH_TIMEOUT) {
+            Ok(LoggerResponse::Block(bytes)) => bytes,
+            Ok(other) => {
+                tracing::warn!("refill of logger {to}: logger {from} answered {other:?}");
+                return false;
+            }
+            Err(e) => {
+                offload.lose(from, &e);
+                return false;
+            }
+        };
+        let store = LoggerRequest::Store {
+            rank: self.rank,
+            block,
+            bytes,
+        };
+        match offload.client.request(to, store, STORE_TIMEOUT) {
+            Ok(LoggerResponse::Stored) => {}
+            Ok(other) => {
+                tracing::warn!("refill of logger {to}: it answered {other:?}");
+                return false;
+            }
+            Err(e) => {
+                offload.lose(to, &e);
+                return false;
+            }
+        }
+        if let Some(p) = self.lock().protocol.as_mut() {
+            p.block_restored(to, block);
+        }
+        offload.blocks_refilled.fetch_add(1, Ordering::Relaxed);
+        counter!(BLOCKS_REFILLED).increment(1);
+        *lock(&offload.refilled).entry(to).or_default() += 1;
+        true
     }
 
     /// A logger does not have `blocks` that the restored checkpoint points into (it was
@@ -540,17 +649,20 @@ impl RecoveryLayer {
         }
     }
 
-    /// `blocks_dumped=.. bytes_dumped=.. blocks_fetched=.. resends_lost=..` for the final
-    /// report (zeros without loggers).
+    /// `blocks_dumped=.. bytes_dumped=.. blocks_fetched=.. resends_lost=..
+    /// blocks_refilled=..` for the final report (zeros without loggers).
     pub(crate) fn offload_report(&self) -> String {
-        let (d, b, f, l) = self.offload.get().map_or((0, 0, 0, 0), |o| {
+        let (d, b, f, l, r) = self.offload.get().map_or((0, 0, 0, 0, 0), |o| {
             (
                 o.blocks_dumped.load(Ordering::Relaxed),
                 o.bytes_dumped.load(Ordering::Relaxed),
                 o.blocks_fetched.load(Ordering::Relaxed),
                 o.resends_lost.load(Ordering::Relaxed),
+                o.blocks_refilled.load(Ordering::Relaxed),
             )
         });
-        format!("blocks_dumped={d} bytes_dumped={b} blocks_fetched={f} resends_lost={l}")
+        format!(
+            "blocks_dumped={d} bytes_dumped={b} blocks_fetched={f} resends_lost={l} blocks_refilled={r}"
+        )
     }
 }
