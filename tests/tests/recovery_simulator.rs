@@ -39,7 +39,7 @@ fn random_seeds_recover_to_the_failure_free_result() {
 /// fails otherwise), and every run ends with the failure-free result.
 #[test]
 fn logs_dumped_to_a_logger_node_are_resent_from_it_exactly() {
-    let (mut dumped, mut served) = (0, 0);
+    let (mut dumped, mut served, mut missing) = (0, 0, 0);
     for seed in 0..500 {
         let mut cfg = SimConfig::random(seed);
         cfg.log_dump = true;
@@ -48,8 +48,12 @@ fn logs_dumped_to_a_logger_node_are_resent_from_it_exactly() {
         });
         dumped += stats.blocks_dumped;
         served += stats.resends_from_logger;
+        missing += stats.resends_missing;
     }
-    println!("{dumped} blocks dumped, {served} resends served from the logger");
+    println!(
+        "{dumped} blocks dumped, {served} resends served from the logger, {missing} resends \
+         of released blocks skipped (not needed)"
+    );
     assert!(dumped > 1000, "sets dumped often: {dumped} blocks");
     assert!(served > 100, "resends came from the logger: {served}");
 }
@@ -80,6 +84,38 @@ fn a_restarted_logger_loses_nothing_that_has_a_copy() {
     assert!(restarts > 300, "loggers restarted: {restarts}");
     assert!(from_copy > 50, "resends came from copies: {from_copy}");
     assert_eq!(requests, 0, "a block with a copy is not lost");
+}
+
+/// Both loggers restart, one after the other: the sets copy what the first restart lost
+/// back to it from the second logger (`refillable_blocks`, `block_restored`) before the
+/// second one restarts, so the second restart loses nothing either, whatever the
+/// crashes of sets around them; every run ends with the failure-free result.
+#[test]
+fn after_refilling_a_restarted_logger_a_second_restart_loses_nothing() {
+    let (mut restarts, mut refilled, mut from_copy) = (0, 0, 0);
+    for seed in 0..500 {
+        let mut cfg = SimConfig::random(seed);
+        cfg.log_dump = true;
+        cfg.logger_restart = true;
+        cfg.second_logger_restart = true;
+        let stats = run_seed(cfg, false).0.unwrap_or_else(|e| {
+            panic!(
+                "seed {seed} (replay: LAZARUS_SIM_SEED={seed} LAZARUS_SIM_DUMP=1 \
+                 LAZARUS_SIM_LOGGER_RESTART=2): {e}"
+            )
+        });
+        restarts += stats.logger_restarts;
+        refilled += stats.blocks_refilled;
+        from_copy += stats.resends_from_copy;
+    }
+    println!(
+        "{restarts} logger restarts, {refilled} blocks refilled, {from_copy} resends from copies"
+    );
+    assert!(
+        restarts > 600,
+        "both loggers restarted in most runs: {restarts}"
+    );
+    assert!(refilled > 200, "blocks were copied back: {refilled}");
 }
 
 /// The log's memory quota, on in every seed with a quota of about two messages: sets
@@ -158,7 +194,7 @@ fn order_sensitive_actors_replay_their_determinants_exactly() {
 /// Runs `default_seeds` seeds (or `LAZARUS_SIM_SEEDS` from `LAZARUS_SIM_SEED_BASE`), or
 /// replays `LAZARUS_SIM_SEED` alone with its trace (`LAZARUS_SIM_QUOTA=BYTES` forces a
 /// log quota, `LAZARUS_SIM_DUMP=1` dumps to a logger node, `LAZARUS_SIM_LOGGER_RESTART=1`
-/// with a copy at a second logger, one of which restarts).
+/// with a copy at a second logger, one of which restarts, `=2` then the other one too).
 fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
     if let Some(seed) = env_u64("LAZARUS_SIM_SEED") {
         let mut cfg = config(seed);
@@ -172,7 +208,9 @@ fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
         if env_u64("LAZARUS_SIM_DUMP") == Some(1) {
             cfg.log_dump = true;
         }
-        cfg.logger_restart = env_u64("LAZARUS_SIM_LOGGER_RESTART") == Some(1);
+        let restarts = env_u64("LAZARUS_SIM_LOGGER_RESTART").unwrap_or(0);
+        cfg.logger_restart = restarts >= 1;
+        cfg.second_logger_restart = restarts >= 2;
         println!("seed {seed}: {cfg:?}");
         let (result, trace) = run_seed(cfg, true);
         for line in &trace {
@@ -554,6 +592,7 @@ fn piggyback_size_is_bounded_by_sets_not_actors() {
             log_quota: None,
             log_dump: false,
             logger_restart: false,
+            second_logger_restart: false,
         };
         let stats = run_seed(cfg, false).0.expect("failure-free run");
         let msgs = stats.proto.sent + stats.proto.resent;

@@ -259,6 +259,7 @@ impl<P: LogPayload> SetProtocol<P> {
         }
         p.known = snapshot.known_incarnations;
         p.known[me.index()] = incarnation;
+        p.lost_blocks = snapshot.lost_blocks.into_iter().collect();
         p.last_checkpoint = snapshot.id;
         p.awaiting = p.peers().collect();
         let actions = p
@@ -442,6 +443,7 @@ impl<P: LogPayload> SetProtocol<P> {
                 .filter(|(_, d)| !d.is_empty())
                 .collect(),
             known_incarnations: self.known.clone(),
+            lost_blocks: self.lost_blocks.iter().copied().collect(),
         }
     }
 

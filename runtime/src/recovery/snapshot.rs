@@ -15,8 +15,9 @@ use super::sender_log::OutChannel;
 use serde::{Deserialize, Serialize};
 
 /// Version of the snapshot layout; bumped on incompatible changes. 3: held
-/// regenerations; 4: logged payloads may be at a logger node.
-pub const SNAPSHOT_FORMAT: u16 = 4;
+/// regenerations; 4: logged payloads may be at a logger node; 5: blocks lost with a
+/// logger.
+pub const SNAPSHOT_FORMAT: u16 = 5;
 
 /// A set's protocol state at a checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +49,10 @@ pub struct Snapshot<P> {
     pub held_regenerations: Vec<(SetId, DeliveredDigests)>,
     /// The latest incarnation known of every set (index = set id).
     pub known_incarnations: Vec<Incarnation>,
+    /// Dumped blocks the log points into that their logger had lost when the snapshot
+    /// was taken (by logger): a restored set still knows them lost, and copies them
+    /// back when it can.
+    pub lost_blocks: Vec<(u16, super::log_dump::BlockId)>,
 }
 
 impl<P> Snapshot<P> {

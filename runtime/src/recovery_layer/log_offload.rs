@@ -79,6 +79,9 @@ pub(crate) struct LogOffload {
     refilling: Mutex<BTreeSet<u16>>,
     /// Blocks copied back so far, per logger being refilled.
     refilled: Mutex<BTreeMap<u16, u64>>,
+    /// Blocks the refill of a logger skips: their other logger does not have them
+    /// either (released since the checkpoint a restored node points into them from).
+    refill_skip: Mutex<BTreeSet<(u16, BlockId)>>,
     /// When every logger last declined a block (all full): for [`FULL_BACKOFF`] the quota
     /// is kept by checkpoint requests, whose releases make room at the loggers.
     all_declined: Mutex<Option<Instant>>,
@@ -110,6 +113,7 @@ impl LogOffload {
             last_probe: Mutex::new(Instant::now()),
             refilling: Mutex::new(BTreeSet::new()),
             refilled: Mutex::new(BTreeMap::new()),
+            refill_skip: Mutex::new(BTreeSet::new()),
             all_declined: Mutex::new(None),
             fetched: Mutex::new(None),
             blocks_dumped: AtomicU64::new(0),
@@ -311,6 +315,16 @@ impl LogOffload {
     }
 }
 
+/// How the copy of one block back to a restarted logger went.
+enum Refill {
+    Copied,
+    /// The other logger does not have it either: released since the checkpoint that
+    /// points into it (or lost too); skipped.
+    NotThere,
+    /// A logger declined, failed or is gone: the refill ends.
+    Failed,
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -377,6 +391,14 @@ impl RecoveryLayer {
                         let known = then.get(usize::from(logger)).copied().flatten();
                         if known != offload.client.instance(logger) {
                             self.report_blocks_lost(logger, &gone);
+                        }
+                    }
+                    // What the image knew lost, and what was lost since: copied back.
+                    for logger in 0..offload.client.loggers() {
+                        let lost = (self.lock().protocol.as_ref())
+                            .is_some_and(|p| !p.refillable_blocks(logger).is_empty());
+                        if lost {
+                            self.schedule_refill(offload, logger);
                         }
                     }
                     retained = true;
@@ -526,15 +548,26 @@ impl RecoveryLayer {
                 Some(p) => p.refillable_blocks(logger),
                 None => continue,
             };
+            let skip = lock(&offload.refill_skip).clone();
+            let todo: Vec<(BlockId, u16)> = (todo.into_iter())
+                .filter(|&(b, _)| !skip.contains(&(logger, b)))
+                .collect();
             let mut ended = todo.len() <= REFILL_PER_TURN;
             for &(block, from) in todo.iter().take(REFILL_PER_TURN) {
-                if !self.refill_block(offload, logger, block, from) {
-                    ended = true;
-                    break;
+                match self.refill_block(offload, logger, block, from) {
+                    Refill::Copied => {}
+                    Refill::NotThere => {
+                        lock(&offload.refill_skip).insert((logger, block));
+                    }
+                    Refill::Failed => {
+                        ended = true;
+                        break;
+                    }
                 }
             }
             if ended {
                 lock(&offload.refilling).remove(&logger);
+                lock(&offload.refill_skip).retain(|&(l, _)| l != logger);
                 let n = lock(&offload.refilled).remove(&logger).unwrap_or(0);
                 let left = match self.lock().protocol.as_ref() {
                     Some(p) => p.refillable_blocks(logger).len(),
@@ -548,21 +581,22 @@ impl RecoveryLayer {
         }
     }
 
-    /// Copies `block` from logger `from` to logger `to`; whether it got there.
-    fn refill_block(&self, offload: &LogOffload, to: u16, block: BlockId, from: u16) -> bool {
+    /// Copies `block` from logger `from` to logger `to`.
+    fn refill_block(&self, offload: &LogOffload, to: u16, block: BlockId, from: u16) -> Refill {
         let fetch = LoggerRequest::Fetch {
             rank: self.rank,
             block,
         };
         let bytes = match offload.client.request(from, fetch, FETCH_TIMEOUT) {
             Ok(LoggerResponse::Block(bytes)) => bytes,
+            Ok(LoggerResponse::Missing) => return Refill::NotThere,
             Ok(other) => {
                 tracing::warn!("refill of logger {to}: logger {from} answered {other:?}");
-                return false;
+                return Refill::Failed;
             }
             Err(e) => {
                 offload.lose(from, &e);
-                return false;
+                return Refill::Failed;
             }
         };
         let store = LoggerRequest::Store {
@@ -574,11 +608,11 @@ impl RecoveryLayer {
             Ok(LoggerResponse::Stored) => {}
             Ok(other) => {
                 tracing::warn!("refill of logger {to}: it answered {other:?}");
-                return false;
+                return Refill::Failed;
             }
             Err(e) => {
                 offload.lose(to, &e);
-                return false;
+                return Refill::Failed;
             }
         }
         if let Some(p) = self.lock().protocol.as_mut() {
@@ -587,7 +621,7 @@ impl RecoveryLayer {
         offload.blocks_refilled.fetch_add(1, Ordering::Relaxed);
         counter!(BLOCKS_REFILLED).increment(1);
         *lock(&offload.refilled).entry(to).or_default() += 1;
-        true
+        Refill::Copied
     }
 
     /// A logger does not have `blocks` that the restored checkpoint points into (it was
@@ -639,7 +673,7 @@ impl RecoveryLayer {
                 offload.resends_lost.fetch_add(1, Ordering::Relaxed);
                 counter!(RESENDS_LOST).increment(1);
                 tracing::error!(
-                    "cannot resend message {} of {:?} to node {to}: its payload was at logger {} ({why}); node {to} cannot replay it",
+                    "cannot resend message {} of {:?} to node {to}: its payload was at logger {} ({why}); if node {to} still needs it (its checkpoint does not cover it), its recovery cannot complete",
                     meta.send_index,
                     meta.channel,
                     at.logger

@@ -106,6 +106,10 @@ pub struct SimConfig {
     /// (`on_logger_lost`), and a set restored afterwards finds the blocks it retains
     /// missing there (`on_blocks_lost`). Resends fall back to the copy.
     pub logger_restart: bool,
+    /// With `logger_restart`: once every set has noticed the restart and copied the
+    /// blocks it lost back from the other logger (`refillable_blocks`), the other logger
+    /// restarts too.
+    pub second_logger_restart: bool,
 }
 
 impl SimConfig {
@@ -135,6 +139,7 @@ impl SimConfig {
             },
             log_dump: Rng::new(seed ^ 0x0D0B_10C5).chance(1, 2),
             logger_restart: false,
+            second_logger_restart: false,
         }
     }
 
@@ -225,6 +230,9 @@ struct Node {
     /// The logger processes the set has found (a restart it has not noticed yet is not
     /// here). Volatile.
     known_loggers: [u64; 2],
+    /// Blocks the refill skips: the other logger lacks them too (released since the
+    /// checkpoint that points into them). Volatile.
+    refill_skip: BTreeSet<BlockId>,
 }
 
 /// Counters of one or many runs.
@@ -276,6 +284,11 @@ pub struct SimStats {
     pub resends_from_copy: u64,
     /// Logger restarts.
     pub logger_restarts: u64,
+    /// Blocks copied back to a restarted logger from the other one.
+    pub blocks_refilled: u64,
+    /// Resends skipped because their block was gone (never needed in a run that ends
+    /// with the failure-free result).
+    pub resends_missing: u64,
     /// Checkpoint requests sent because blocks were lost with a logger.
     pub lost_block_requests: u64,
 }
@@ -364,6 +377,8 @@ impl SimStats {
         self.resends_from_logger += o.resends_from_logger;
         self.resends_from_copy += o.resends_from_copy;
         self.logger_restarts += o.logger_restarts;
+        self.blocks_refilled += o.blocks_refilled;
+        self.resends_missing += o.resends_missing;
         self.lost_block_requests += o.lost_block_requests;
     }
 
@@ -396,6 +411,8 @@ enum Act {
     LoggerRestart(u16),
     /// Set `s` learns that a logger restarted.
     LoggerRestartNoticed(u16),
+    /// Set `s` copies a block the restarted logger lost back to it from the other one.
+    Refill(u16),
 }
 
 /// A simulated cluster.
@@ -484,6 +501,7 @@ impl World {
                 checkpoint_wanted: false,
                 dumping: None,
                 known_loggers: [0; 2],
+                refill_skip: BTreeSet::new(),
             });
         }
         // Crash moments spread over the run's expected length.
@@ -584,10 +602,24 @@ impl World {
 
     fn enabled(&self, acts: &mut Vec<(u64, Act)>) {
         acts.clear();
-        if let Some((l, None)) = self.logger_restart {
-            if self.logger.keys().any(|(at, _, _)| *at == l) {
-                acts.push((1, Act::LoggerRestart(l)));
+        match &self.logger_restart {
+            Some((l, None)) if self.logger.keys().any(|(at, _, _)| at == l) => {
+                acts.push((1, Act::LoggerRestart(*l)));
             }
+            // The second restart, of the other logger, once the first is made good.
+            Some((l, Some(unaware)))
+                if unaware.is_empty()
+                    && self.cfg.second_logger_restart
+                    && self.stats.logger_restarts == 1
+                    && self.nodes.iter().all(|n| {
+                        n.proto.as_ref().is_some_and(|p| {
+                            (p.refillable_blocks(*l).iter()).all(|(b, _)| n.refill_skip.contains(b))
+                        })
+                    }) =>
+            {
+                acts.push((1, Act::LoggerRestart(1 - *l)));
+            }
+            _ => {}
         }
         let n = self.cfg.sets;
         for from in 0..n {
@@ -648,9 +680,17 @@ impl World {
             }
             // Like the runtime's dump thread, a set reports a restart it found only
             // after marking the block in flight dumped.
-            if let Some((_, Some(unaware))) = &self.logger_restart {
+            if let Some((l, Some(unaware))) = &self.logger_restart {
                 if unaware.contains(&s) && node.dumping.is_none() {
                     acts.push((3, Act::LoggerRestartNoticed(s)));
+                } else if !unaware.contains(&s)
+                    && self.cfg.second_logger_restart
+                    && proto
+                        .refillable_blocks(*l)
+                        .iter()
+                        .any(|(b, _)| !node.refill_skip.contains(b))
+                {
+                    acts.push((3, Act::Refill(s)));
                 }
             }
         }
@@ -765,6 +805,7 @@ impl World {
         node.pending = None;
         node.checkpoint_wanted = false;
         node.dumping = None;
+        node.refill_skip.clear();
         if let Some(ev) = node.events.take() {
             self.stats.add_events(&ev);
         }
@@ -814,6 +855,7 @@ impl World {
             Act::DumpAcknowledged(s) => self.dump_acknowledged(s),
             Act::LoggerRestart(l) => self.logger_restarts(l),
             Act::LoggerRestartNoticed(s) => self.logger_restart_noticed(s),
+            Act::Refill(s) => self.refill(s),
         }
         self.flush_events();
         self.release_blocks();
@@ -892,6 +934,31 @@ impl World {
         self.stats.lost_block_requests += asks.len() as u64;
         self.note(|| format!("S{s} finds logger {l} restarted: {} requests", asks.len()));
         self.execute(s, asks);
+    }
+
+    /// Set `s` copies one block the restarted logger lost back to it from the other
+    /// logger, as the runtime's dump thread does between dumps.
+    fn refill(&mut self, s: u16) {
+        let Some((l, _)) = self.logger_restart else {
+            return;
+        };
+        let node = &mut self.nodes[usize::from(s)];
+        let Some(p) = node.proto.as_mut() else {
+            return;
+        };
+        let todo = p.refillable_blocks(l);
+        let Some(&(block, from)) = todo.iter().find(|(b, _)| !node.refill_skip.contains(b)) else {
+            return;
+        };
+        let Some(payloads) = self.logger.get(&(from, s, block)).cloned() else {
+            node.refill_skip.insert(block);
+            self.note(|| format!("S{s} skips block {block:?}: logger {from} lacks it too"));
+            return;
+        };
+        self.logger.insert((l, s, block), payloads);
+        p.block_restored(l, block);
+        self.stats.blocks_refilled += 1;
+        self.note(|| format!("S{s} copies block {block:?} back to logger {l} from {from}"));
     }
 
     /// The logger lets go of the blocks the sets no longer point into.
@@ -1537,11 +1604,19 @@ impl World {
                     }
                     let payload = found.map(|(_, p)| p);
                     let Some(payload) = payload else {
-                        return self.fail(format!(
-                            "S{s} must resend {:?}#{} to {to} from block {:?}, which the logger \
-                             no longer has",
-                            meta.channel, meta.send_index, at.block
-                        ));
+                        // Released at the loggers since the checkpoint this set restored
+                        // (a stale ROLLBACK of a peer's older incarnation asks for what
+                        // the peer's newer checkpoint covers): skipped, as the runtime
+                        // does. If the peer did need it, its recovery never completes and
+                        // the run fails at quiescence.
+                        self.stats.resends_missing += 1;
+                        self.note(|| {
+                            format!(
+                                "S{s} cannot resend {:?}#{} to {to}: block {:?} is gone",
+                                meta.channel, meta.send_index, at.block
+                            )
+                        });
+                        continue;
                     };
                     self.stats.resends_from_logger += 1;
                     self.note(|| {
