@@ -168,15 +168,22 @@ fn a_logger_killed_mid_run_is_restarted_and_costs_checkpoints_not_the_answer() {
     assert_eq!(total(&f, 0, "resends_lost"), 0);
 }
 
-#[test]
-fn with_two_copies_of_every_block_a_lost_logger_loses_nothing() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+/// The failure-free checksum of 600 round trips, and a run of them with two loggers
+/// keeping every block, logger 0 SIGKILLed once it holds 10 blocks.
+fn two_copies_and_logger_0_killed() -> (String, Launched) {
     const ROUND_TRIPS: u64 = 600;
     let expected = pingpong(ROUND_TRIPS, false, 0).finish().checksum();
     let mut run = pingpong_with_copies(ROUND_TRIPS, true, 2, 2);
     run.wait_started();
     run.wait_for_logger_blocks(0, 10);
     run.kill_logger(0);
+    (expected, run)
+}
+
+#[test]
+fn with_two_copies_of_every_block_a_lost_logger_loses_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (expected, mut run) = two_copies_and_logger_0_killed();
     // No checkpoint at all: node 1 restarts from the beginning and node 0 resends
     // everything, the blocks logger 0 kept from their copies at logger 1.
     run.kill(1);
@@ -196,12 +203,7 @@ fn with_two_copies_of_every_block_a_lost_logger_loses_nothing() {
 #[test]
 fn a_restarted_logger_gets_its_copies_back_so_a_second_loss_loses_nothing() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    const ROUND_TRIPS: u64 = 600;
-    let expected = pingpong(ROUND_TRIPS, false, 0).finish().checksum();
-    let mut run = pingpong_with_copies(ROUND_TRIPS, true, 2, 2);
-    run.wait_started();
-    run.wait_for_logger_blocks(0, 10);
-    run.kill_logger(0);
+    let (expected, mut run) = two_copies_and_logger_0_killed();
     // Each node copies the blocks logger 0 lost back to its restarted process, from
     // logger 1.
     for rank in 0..2 {

@@ -39,20 +39,12 @@ fn random_seeds_recover_to_the_failure_free_result() {
 /// fails otherwise), and every run ends with the failure-free result.
 #[test]
 fn logs_dumped_to_a_logger_node_are_resent_from_it_exactly() {
-    let (mut dumped, mut served, mut missing) = (0, 0, 0);
-    for seed in 0..500 {
-        let mut cfg = SimConfig::random(seed);
-        cfg.log_dump = true;
-        let stats = run_seed(cfg, false).0.unwrap_or_else(|e| {
-            panic!("seed {seed} (replay: LAZARUS_SIM_SEED={seed} LAZARUS_SIM_DUMP=1): {e}")
-        });
-        dumped += stats.blocks_dumped;
-        served += stats.resends_from_logger;
-        missing += stats.resends_missing;
-    }
+    let stats = dump_sweep(0);
+    let (dumped, served) = (stats.blocks_dumped, stats.resends_from_logger);
     println!(
-        "{dumped} blocks dumped, {served} resends served from the logger, {missing} resends \
-         of released blocks skipped (not needed)"
+        "{dumped} blocks dumped, {served} resends served from the logger, {} resends of \
+         released blocks skipped (not needed)",
+        stats.resends_missing
     );
     assert!(dumped > 1000, "sets dumped often: {dumped} blocks");
     assert!(served > 100, "resends came from the logger: {served}");
@@ -65,25 +57,15 @@ fn logs_dumped_to_a_logger_node_are_resent_from_it_exactly() {
 /// the restart, so no receiver is asked to checkpoint for it.
 #[test]
 fn a_restarted_logger_loses_nothing_that_has_a_copy() {
-    let (mut restarts, mut from_copy, mut requests) = (0, 0, 0);
-    for seed in 0..500 {
-        let mut cfg = SimConfig::random(seed);
-        cfg.log_dump = true;
-        cfg.logger_restart = true;
-        let stats = run_seed(cfg, false).0.unwrap_or_else(|e| {
-            panic!(
-                "seed {seed} (replay: LAZARUS_SIM_SEED={seed} LAZARUS_SIM_DUMP=1 \
-                 LAZARUS_SIM_LOGGER_RESTART=1): {e}"
-            )
-        });
-        restarts += stats.logger_restarts;
-        from_copy += stats.resends_from_copy;
-        requests += stats.lost_block_requests;
-    }
+    let stats = dump_sweep(1);
+    let (restarts, from_copy) = (stats.logger_restarts, stats.resends_from_copy);
     println!("{restarts} logger restarts, {from_copy} resends from copies");
     assert!(restarts > 300, "loggers restarted: {restarts}");
     assert!(from_copy > 50, "resends came from copies: {from_copy}");
-    assert_eq!(requests, 0, "a block with a copy is not lost");
+    assert_eq!(
+        stats.lost_block_requests, 0,
+        "a block with a copy is not lost"
+    );
 }
 
 /// Both loggers restart, one after the other: the sets copy what the first restart lost
@@ -92,30 +74,38 @@ fn a_restarted_logger_loses_nothing_that_has_a_copy() {
 /// crashes of sets around them; every run ends with the failure-free result.
 #[test]
 fn after_refilling_a_restarted_logger_a_second_restart_loses_nothing() {
-    let (mut restarts, mut refilled, mut from_copy) = (0, 0, 0);
-    for seed in 0..500 {
-        let mut cfg = SimConfig::random(seed);
-        cfg.log_dump = true;
-        cfg.logger_restart = true;
-        cfg.second_logger_restart = true;
-        let stats = run_seed(cfg, false).0.unwrap_or_else(|e| {
-            panic!(
-                "seed {seed} (replay: LAZARUS_SIM_SEED={seed} LAZARUS_SIM_DUMP=1 \
-                 LAZARUS_SIM_LOGGER_RESTART=2): {e}"
-            )
-        });
-        restarts += stats.logger_restarts;
-        refilled += stats.blocks_refilled;
-        from_copy += stats.resends_from_copy;
-    }
+    let stats = dump_sweep(2);
+    let (restarts, refilled) = (stats.logger_restarts, stats.blocks_refilled);
     println!(
-        "{restarts} logger restarts, {refilled} blocks refilled, {from_copy} resends from copies"
+        "{restarts} logger restarts, {refilled} blocks refilled, {} resends from copies",
+        stats.resends_from_copy
     );
     assert!(
         restarts > 600,
         "both loggers restarted in most runs: {restarts}"
     );
     assert!(refilled > 200, "blocks were copied back: {refilled}");
+}
+
+/// Seeds 0..500 with every set dumping to logger nodes and `logger_restarts` of them
+/// (0, 1, or 2 one after the other) restarting; the runs' counters summed. Fails with
+/// the replay command of the first seed that does not end with the failure-free result.
+fn dump_sweep(logger_restarts: u64) -> SimStats {
+    let mut total = SimStats::default();
+    for seed in 0..500 {
+        let mut cfg = SimConfig::random(seed);
+        cfg.log_dump = true;
+        cfg.logger_restart = logger_restarts >= 1;
+        cfg.second_logger_restart = logger_restarts >= 2;
+        let stats = run_seed(cfg, false).0.unwrap_or_else(|e| {
+            panic!(
+                "seed {seed} (replay: LAZARUS_SIM_SEED={seed} LAZARUS_SIM_DUMP=1 \
+                 LAZARUS_SIM_LOGGER_RESTART={logger_restarts}): {e}"
+            )
+        });
+        total.absorb(&stats);
+    }
+    total
 }
 
 /// The log's memory quota, on in every seed with a quota of about two messages: sets

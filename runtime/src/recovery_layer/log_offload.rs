@@ -16,7 +16,7 @@ use super::{event, RecoveryLayer};
 use crate::logger_node::client::RequestError;
 use crate::logger_node::{LoggerClient, LoggerRequest, LoggerResponse};
 use crate::payload::Payload;
-use crate::recovery::{BlockId, DumpRef, LogDump, MessageMeta};
+use crate::recovery::{Action, BlockId, DumpRef, LogDump, MessageMeta};
 use crate::transport::frame::{Envelope, FrameBody};
 use metrics::counter;
 use std::collections::{BTreeMap, BTreeSet};
@@ -489,16 +489,7 @@ impl RecoveryLayer {
                     Some(p) => p.on_logger_lost(logger),
                     None => Vec::new(),
                 };
-                event(
-                    self.rank,
-                    &format!(
-                        "logger-restarted logger={logger} checkpoint_requests={}",
-                        asks.len()
-                    ),
-                );
-                if !asks.is_empty() {
-                    self.emit(self.frames(asks));
-                }
+                self.announce_loss(&format!("logger-restarted logger={logger}"), asks);
             }
         }
         for (logger, lost) in offload.lost.iter().enumerate() {
@@ -514,16 +505,19 @@ impl RecoveryLayer {
                     continue;
                 }
             };
-            event(
-                self.rank,
-                &format!(
-                    "logger-lost logger={logger} checkpoint_requests={}",
-                    asks.len()
-                ),
-            );
-            if !asks.is_empty() {
-                self.emit(self.frames(asks));
-            }
+            self.announce_loss(&format!("logger-lost logger={logger}"), asks);
+        }
+    }
+
+    /// Puts a loss of dumped blocks on the timeline (`what`, then how many receivers
+    /// are asked to checkpoint) and sends those CHECKPOINT_REQUESTs.
+    fn announce_loss(&self, what: &str, asks: Vec<Action<Envelope>>) {
+        event(
+            self.rank,
+            &format!("{what} checkpoint_requests={}", asks.len()),
+        );
+        if !asks.is_empty() {
+            self.emit(self.frames(asks));
         }
     }
 
@@ -631,17 +625,10 @@ impl RecoveryLayer {
             Some(p) => p.on_blocks_lost(logger, blocks),
             None => return,
         };
-        event(
-            self.rank,
-            &format!(
-                "logger-blocks-lost logger={logger} blocks={} checkpoint_requests={}",
-                blocks.len(),
-                asks.len()
-            ),
+        self.announce_loss(
+            &format!("logger-blocks-lost logger={logger} blocks={}", blocks.len()),
+            asks,
         );
-        if !asks.is_empty() {
-            self.emit(self.frames(asks));
-        }
     }
 
     fn note_dump(&self, offload: &LogOffload, dump: &LogDump<Envelope>) {
