@@ -78,7 +78,7 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
     let set = format_ident!("__LazarusMessagesOf{}", actor_ident);
     let mut out = TokenStream::new();
 
-    for h in &handlers {
+    for (index, h) in handlers.iter().enumerate() {
         let Handler {
             message,
             vis,
@@ -138,6 +138,30 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
                 }
             }
         });
+        // A message of at most one value can carry the reply of an actor's ask.
+        let wrap = match fields.as_slice() {
+            [] => Some((quote!(()), quote!(#message))),
+            [(name, ty)] => Some((quote!(#ty), quote!(#message { #name: inner }))),
+            _ => None,
+        };
+        if let Some((inner, built)) = wrap {
+            let variant = u32::try_from(index)
+                .map_err(|_| syn::Error::new_spanned(message, "too many handlers in one actor"))?;
+            out.extend(quote! {
+                impl ::lazarus::ReplyMessage<#actor_ty> for #message {
+                    type Inner = #inner;
+                    #[inline]
+                    #[allow(unused_variables)]
+                    fn wrap(inner: #inner) -> Self {
+                        #built
+                    }
+                    #[inline]
+                    fn variant() -> u32 {
+                        #variant
+                    }
+                }
+            });
+        }
     }
 
     let variants = handlers.iter().map(|h| {

@@ -64,6 +64,28 @@ pub trait Message<A: Handlers>: WireMessage {
     fn from_set(set: A::Msg) -> Option<Self>;
 }
 
+/// A message of actor `A` that carries one value and nothing else: what an actor's ask
+/// ([`crate::Context::ask`]) turns the reply into, so that the reply comes back as an
+/// ordinary message to the asker (logged and replayed like any other with recovery on).
+///
+/// `#[messages]` implements it for every handler with at most one argument besides
+/// `ctx` and `ReplyTo`: the argument's type is [`ReplyMessage::Inner`] (`()` for none).
+/// Not meant to be implemented by hand: the reply crosses nodes as the bytes of `A`'s
+/// message set, built from [`ReplyMessage::variant`] and the value's own encoding.
+pub trait ReplyMessage<A: Handlers>: Message<A> {
+    /// The value the message carries: the reply type of the ask it answers.
+    type Inner: WireMessage;
+
+    /// The message holding `inner`.
+    fn wrap(inner: Self::Inner) -> Self;
+
+    /// The position of this message's variant in `A`'s message set. A message of one
+    /// field encodes as that field does (postcard writes a struct's fields one after the
+    /// other, without framing), so `variant`, the reply and an empty reply slot, encoded
+    /// one after the other, decode as this message in `A`'s message set.
+    fn variant() -> u32;
+}
+
 /// An actor: checkpointable state plus handlers, run on one core and never migrated.
 ///
 /// `#[derive(Actor)]` implements this. Lifecycle hooks are named with

@@ -134,21 +134,36 @@ impl<A: Actor> ActorRef<A> {
     /// unreachable.
     #[inline]
     pub fn tell<M: Message<A>>(&self, msg: M) -> Result<(), SendError<M>> {
+        self.tell_with(msg, ReplyTo::none())
+    }
+
+    /// A tell of `msg` with reply slot `reply` (empty for a tell, an actor's route for
+    /// an actor's ask).
+    #[inline]
+    pub(crate) fn tell_with<M: Message<A>>(
+        &self,
+        msg: M,
+        reply: ReplyTo<M::Reply>,
+    ) -> Result<(), SendError<M>> {
         match crate::recovery_layer::tell_hook() {
-            TellHook::None => self.tell_direct(msg),
-            TellHook::Driver => self.driver_tell(msg),
-            TellHook::LogAll(from) => self.logged_local_tell(from, msg),
+            TellHook::None => self.tell_direct(msg, reply),
+            TellHook::Driver => self.driver_tell(msg, reply),
+            TellHook::LogAll(from) => self.logged_local_tell(from, msg, reply),
         }
     }
 
     #[inline]
-    fn tell_direct<M: Message<A>>(&self, msg: M) -> Result<(), SendError<M>> {
+    fn tell_direct<M: Message<A>>(
+        &self,
+        msg: M,
+        reply: ReplyTo<M::Reply>,
+    ) -> Result<(), SendError<M>> {
         match &self.route {
             Route::Local(cell) => cell
-                .send(msg.into_set(ReplyTo::none()))
+                .send(msg.into_set(reply))
                 .map_err(|(set, status)| send_error::<A, M>(cell.mailbox.id, set, status)),
             Route::Remote(t) => {
-                let set = msg.into_set(ReplyTo::none());
+                let set = msg.into_set(reply);
                 t.send(set, None).map_err(|(set, reason)| {
                     telemetry::send_error(A::NAME);
                     SendError::Unreachable {
@@ -171,11 +186,16 @@ impl<A: Actor> ActorRef<A> {
     /// Measurement mode (log everything): a tell inside the node is also serialized and
     /// logged, as it would be without correlated sets.
     #[cold]
-    fn logged_local_tell<M: Message<A>>(&self, from: ActorId, msg: M) -> Result<(), SendError<M>> {
+    fn logged_local_tell<M: Message<A>>(
+        &self,
+        from: ActorId,
+        msg: M,
+        reply: ReplyTo<M::Reply>,
+    ) -> Result<(), SendError<M>> {
         if let (Route::Local(cell), Some(layer)) =
             (&self.route, self.node_handle().recovery_layer())
         {
-            let set = msg.into_set(ReplyTo::none());
+            let set = msg.into_set(reply);
             if let Ok(bytes) = crate::wire::encode(&set) {
                 layer.log_local(from, cell.mailbox.id, bytes.into());
             }
@@ -183,16 +203,20 @@ impl<A: Actor> ActorRef<A> {
                 .send(set)
                 .map_err(|(set, status)| send_error::<A, M>(cell.mailbox.id, set, status));
         }
-        self.tell_direct(msg)
+        self.tell_direct(msg, reply)
     }
 
     /// A tell from the app's main on a node with recovery on: counted, so that a
     /// restarted node's main does not make again the tells its checkpoint contains.
     #[cold]
-    fn driver_tell<M: Message<A>>(&self, msg: M) -> Result<(), SendError<M>> {
+    fn driver_tell<M: Message<A>>(
+        &self,
+        msg: M,
+        reply: ReplyTo<M::Reply>,
+    ) -> Result<(), SendError<M>> {
         let node = self.node_handle().clone();
         let Some(layer) = node.recovery_layer().cloned() else {
-            return self.tell_direct(msg);
+            return self.tell_direct(msg, reply);
         };
         let (mut core, skip) = layer.driver_turn(&node, true);
         if skip {
@@ -209,12 +233,12 @@ impl<A: Actor> ActorRef<A> {
             // message together or neither; logged messages the tell let through (on
             // either route) go in after it.
             Route::Local(_) => {
-                let sent = self.tell_direct(msg);
+                let sent = self.tell_direct(msg, reply);
                 RecoveryLayer::deliver_ready(&mut core, &node);
                 sent
             }
             Route::Remote(t) => {
-                let set = msg.into_set(ReplyTo::none());
+                let set = msg.into_set(reply);
                 let env = match t.envelope(&set, None) {
                     Ok(env) => env,
                     Err(reason) => {
@@ -416,33 +440,31 @@ impl RemoteTarget {
     }
 
     /// Encodes `set` and queues it for the actor's node; hands `set` back on failure.
-    /// With recovery on the message goes through the node's recovery layer (logged,
-    /// indexed, with the dependency vector).
     fn send<S: Serialize>(&self, set: S, request: Option<u64>) -> Result<(), (S, String)> {
-        let Some(transport) = self.node.transport() else {
-            return Err((
-                set,
-                format!(
-                    "node {} is not reachable from a single-node run",
-                    self.id.rank()
-                ),
-            ));
-        };
         let env = match self.envelope(&set, request) {
             Ok(env) => env,
             Err(e) => return Err((set, e)),
         };
-        if let Some(layer) = self.node.recovery_layer() {
-            let from = crate::lifecycle::current_actor()
-                .unwrap_or_else(|| RecoveryLayer::driver_id(self.node.rank()));
-            return layer
-                .send_remote(&self.node, from, env)
-                .map_err(|e| (set, e));
-        }
-        transport
-            .send_envelope(env)
-            .map_err(|e| (set, e.to_string()))
+        send_envelope(&self.node, env).map_err(|e| (set, e))
     }
+}
+
+/// Queues `env` for its addressee's node, from the current actor (or `main`). With
+/// recovery on the message goes through the node's recovery layer (logged, indexed, with
+/// the dependency vector).
+pub(crate) fn send_envelope(node: &NodeHandle, env: Envelope) -> Result<(), String> {
+    let Some(transport) = node.transport() else {
+        return Err(format!(
+            "node {} is not reachable from a single-node run",
+            env.to.rank()
+        ));
+    };
+    if let Some(layer) = node.recovery_layer() {
+        let from = crate::lifecycle::current_actor()
+            .unwrap_or_else(|| RecoveryLayer::driver_id(node.rank()));
+        return layer.send_remote(node, from, env);
+    }
+    transport.send_envelope(env).map_err(|e| e.to_string())
 }
 
 fn take_back<A: Actor, M: Message<A>>(set: A::Msg) -> M {

@@ -1,11 +1,13 @@
 //! What a handler can reach besides its own state: its own reference, its node, its core,
-//! the means to stop itself, timers, and the nondeterministic inputs (time, random
-//! numbers) that recovery logs and replays.
+//! the means to stop itself, asks whose replies come back as messages, timers, and the
+//! nondeterministic inputs (time, random numbers) that recovery logs and replays.
 
-use crate::actor::{Actor, Message};
+use crate::actor::{type_tag, Actor, Message, ReplyMessage};
 use crate::actor_id::ActorId;
 use crate::actor_ref::ActorRef;
+use crate::error::SendError;
 use crate::node::{CoreId, NodeHandle};
+use crate::reply::ActorRoute;
 use crate::reply::ReplyTo;
 use crate::timer::TimerId;
 use std::hash::{BuildHasher, Hasher};
@@ -57,6 +59,33 @@ impl<A: Actor> Context<A> {
     /// [`crate::AskError::ActorStopped`].
     pub fn stop(&mut self) {
         self.stop_requested = true;
+    }
+
+    /// Asks actor `to` with `msg`; [`ActorAsk::reply_as`] names the message of this actor
+    /// that the reply comes back as:
+    ///
+    /// ```ignore
+    /// ctx.ask(&self.block, Multiply { x }).reply_as::<Part>()?;
+    /// // ... and later, a handler of this actor: `fn part(&mut self, product: Product)`
+    /// ```
+    ///
+    /// Unlike [`ActorRef::ask`], nothing waits: `msg` leaves like a tell and the reply is a
+    /// message to this actor, handled like any other (per-sender FIFO with the replier's
+    /// other messages). With recovery on both are logged and replayed like tells, so the
+    /// ask survives a failure of either node, and an asker that is restored gets the
+    /// reply its re-executed handler asked for. A handler that drops its `ReplyTo`
+    /// unanswered sends nothing; there is no timeout (arm one with
+    /// [`Context::send_after`] if needed).
+    pub fn ask<'a, B: Actor, M: Message<B>>(
+        &'a mut self,
+        to: &'a ActorRef<B>,
+        msg: M,
+    ) -> ActorAsk<'a, A, B, M> {
+        ActorAsk {
+            asker: &self.myself,
+            to,
+            msg,
+        }
     }
 
     /// Sends `msg` to this actor after `delay` (a timer). The message is handled like any
@@ -183,5 +212,35 @@ impl<A: Actor> Context<A> {
             Some(layer) => layer.value(self.myself.id(), fresh),
             None => fresh(),
         }
+    }
+}
+
+/// An ask by an actor, waiting to be told which of the asker's messages carries the
+/// reply ([`Context::ask`]).
+#[must_use = "an actor's ask is sent by `reply_as`"]
+pub struct ActorAsk<'a, A: Actor, B: Actor, M: Message<B>> {
+    asker: &'a ActorRef<A>,
+    to: &'a ActorRef<B>,
+    msg: M,
+}
+
+impl<A: Actor, B: Actor, M: Message<B>> ActorAsk<'_, A, B, M> {
+    /// Sends the ask; the reply will come back to the asker as message `H`, whose one
+    /// argument has the reply's type. Fails, handing the message back, like
+    /// [`ActorRef::tell`].
+    pub fn reply_as<H: ReplyMessage<A, Inner = M::Reply>>(self) -> Result<(), SendError<M>> {
+        let route = ActorRoute {
+            to: self.asker.id(),
+            type_tag: type_tag::<A>(),
+            variant: H::variant(),
+        };
+        // Asked inside the node: the reply moves into the asker's mailbox like a tell,
+        // unencoded, unless the slot is checkpointed and restored first.
+        let local = self.to.is_local().then(|| {
+            let asker = self.asker.clone();
+            Box::new(move |reply: M::Reply| asker.tell(H::wrap(reply)).is_ok())
+                as Box<dyn FnOnce(M::Reply) -> bool + Send>
+        });
+        self.to.tell_with(self.msg, ReplyTo::to_actor(route, local))
     }
 }

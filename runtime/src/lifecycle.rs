@@ -590,6 +590,9 @@ pub(crate) trait Control: Send + Sync {
         env: &Envelope,
         stamp: Option<Stamp>,
     ) -> Result<(), RemoteError>;
+    /// Decodes a message from this node and enqueues it like a tell from the current
+    /// thread (an actor's ask answered through an encoded reply slot).
+    fn tell_encoded(self: Arc<Self>, env: &Envelope) -> Result<(), RemoteError>;
     /// Messages waiting in the mailbox.
     fn depth(&self) -> usize;
     /// Graceful stop: messages already enqueued are handled first; new sends fail.
@@ -647,6 +650,16 @@ impl<A: Actor> Control for ActorCell<A> {
             _ => self.mailbox.push_msg(msg).map(|()| self.notify()),
         };
         pushed.map_err(|_| RemoteError::ActorGone(id))
+    }
+
+    fn tell_encoded(self: Arc<Self>, env: &Envelope) -> Result<(), RemoteError> {
+        let id = self.mailbox.id;
+        if env.type_tag != type_tag::<A>() {
+            return Err(RemoteError::WrongType(id));
+        }
+        let msg: A::Msg = crate::wire::decode(&env.payload)
+            .map_err(|e| RemoteError::Undecodable(id, e.to_string()))?;
+        self.send(msg).map_err(|_| RemoteError::ActorGone(id))
     }
 
     fn depth(&self) -> usize {

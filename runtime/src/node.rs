@@ -452,6 +452,17 @@ impl NodeHandle {
         Ok(control.depth())
     }
 
+    /// Enqueues an encoded message for a local actor as if the current thread had told
+    /// it (the reply of an actor's ask whose slot went through an encoding).
+    pub(crate) fn tell_encoded(&self, env: &Envelope) -> Result<(), RemoteError> {
+        let control = self
+            .inner
+            .registry
+            .get(env.to)
+            .ok_or(RemoteError::UnknownActor(env.to))?;
+        control.tell_encoded(env)
+    }
+
     /// Records local actors as exited (see [`NodeHandle::actor_ref`]).
     pub(crate) fn mark_exited(&self, ids: impl IntoIterator<Item = ActorId>) {
         let mut gone = self.inner.gone.lock().unwrap_or_else(|e| e.into_inner());

@@ -4,10 +4,12 @@
 //! parameter may keep it (for example until a token comes back around a ring) and reply
 //! later. For a `tell` the slot is empty and replying is a no-op. A slot that came from
 //! another node replies over the transport; dropping it unanswered tells the asker so.
+//! A slot of an actor's ask ([`crate::Context::ask`]) replies with a message to the
+//! asking actor, sent like a tell from the replier (logged and replayed with recovery on).
 
 use crate::actor_id::ActorId;
 use crate::node::NodeHandle;
-use crate::transport::frame::RemoteError;
+use crate::transport::frame::{Envelope, RemoteError};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio::sync::oneshot;
 
@@ -20,6 +22,36 @@ enum Slot<R> {
     Outgoing { rank: u16, request: u64 },
     /// An asker on node `rank`, waiting for request `request`.
     Remote { rank: u16, request: u64 },
+    /// An actor that asked: the reply goes to it as a message. `local` delivers it
+    /// without encoding while the slot has not left the asker's node.
+    Actor {
+        route: ActorRoute,
+        local: Option<LocalDelivery<R>>,
+    },
+}
+
+/// Hands a reply to an asking actor of this node as its reply message.
+type LocalDelivery<R> = Box<dyn FnOnce(R) -> bool + Send>;
+
+/// Where the reply of an actor's ask goes: the asking actor, as the message at position
+/// `variant` of its message set (see [`crate::ReplyMessage`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ActorRoute {
+    pub(crate) to: ActorId,
+    /// The asker's message-set fingerprint, checked by its node like any message's.
+    pub(crate) type_tag: u64,
+    pub(crate) variant: u32,
+}
+
+/// A slot as it crosses nodes and goes into checkpoints: its route.
+#[derive(Serialize, Deserialize)]
+enum WireRoute {
+    /// Nobody waits.
+    None,
+    /// Request `request` of node `rank`.
+    Request { rank: u16, request: u64 },
+    /// An actor's ask.
+    Actor(ActorRoute),
 }
 
 /// The right to answer one request. Dropping it unanswered makes the asker's `ask` fail
@@ -60,6 +92,14 @@ impl<R> ReplyTo<R> {
         }
     }
 
+    /// The slot of an ask by an actor: the reply goes to the asker along `route`, or
+    /// through `local` while the slot stays on the asker's node.
+    pub(crate) fn to_actor(route: ActorRoute, local: Option<LocalDelivery<R>>) -> Self {
+        ReplyTo {
+            slot: Slot::Actor { route, local },
+        }
+    }
+
     /// Moves the slot out, leaving an empty one (`std::mem::take`).
     pub fn take(&mut self) -> Self {
         std::mem::take(self)
@@ -67,7 +107,10 @@ impl<R> ReplyTo<R> {
 
     /// Whether somebody is waiting for the answer (the message came from `ask`).
     pub fn is_requested(&self) -> bool {
-        matches!(self.slot, Slot::Local(_) | Slot::Remote { .. })
+        matches!(
+            self.slot,
+            Slot::Local(_) | Slot::Remote { .. } | Slot::Actor { .. }
+        )
     }
 }
 
@@ -83,9 +126,46 @@ impl<R: Serialize> ReplyTo<R> {
                 });
                 send_remote(rank, request, outcome)
             }
+            Slot::Actor {
+                local: Some(deliver),
+                ..
+            } => deliver(reply),
+            Slot::Actor { route, local: None } => match send_to_actor(route, &reply) {
+                Ok(()) => true,
+                Err(e) => {
+                    crate::telemetry::send_error("reply");
+                    tracing::warn!(
+                        asker = %route.to,
+                        "the reply to actor {}'s ask was not sent: {e}",
+                        route.to
+                    );
+                    false
+                }
+            },
             Slot::Empty | Slot::Outgoing { .. } => false,
         }
     }
+}
+
+/// Sends `reply` to the actor that asked, as the message `route` names: encoded as that
+/// message of the asker's set (the variant, the value, an empty reply slot), and sent from
+/// the current actor like a tell.
+fn send_to_actor<R: Serialize>(route: ActorRoute, reply: &R) -> Result<(), String> {
+    let node = NodeHandle::current().ok_or("this thread belongs to no node")?;
+    let payload = crate::wire::encode_bytes(&(route.variant, reply, WireRoute::None))
+        .map_err(|e| e.to_string())?;
+    let env = Envelope {
+        to: route.to,
+        from: crate::lifecycle::current_actor()
+            .unwrap_or_else(|| crate::recovery_layer::RecoveryLayer::driver_id(node.rank())),
+        type_tag: route.type_tag,
+        request: None,
+        payload,
+    };
+    if route.to.rank() == node.rank() {
+        return node.tell_encoded(&env).map_err(|e| e.to_string());
+    }
+    crate::actor_ref::send_envelope(&node, env)
 }
 
 fn send_remote(rank: u16, request: u64, outcome: Result<Vec<u8>, RemoteError>) -> bool {
@@ -128,6 +208,12 @@ fn send_remote(rank: u16, request: u64, outcome: Result<Vec<u8>, RemoteError>) -
 
 impl<R> Drop for ReplyTo<R> {
     fn drop(&mut self) {
+        if let Slot::Actor { route, .. } = &self.slot {
+            // Nothing to tell: the asker waits for a message, not a call. Also dropped
+            // with the state a rollback replaces, so not a warning.
+            tracing::debug!(asker = %route.to, "an actor's ask was dropped unanswered");
+            return;
+        }
         if let Slot::Remote { rank, request } = self.slot {
             if crate::recovery_layer::driver::is_driver_request(request)
                 && (std::thread::panicking()
@@ -183,13 +269,18 @@ pub(crate) fn serializing_for_checkpoint<T>(f: impl FnOnce() -> T) -> T {
 impl<R> Serialize for ReplyTo<R> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match &self.slot {
-            Slot::Empty => None::<(u16, u64)>.serialize(s),
+            Slot::Empty => WireRoute::None.serialize(s),
             Slot::Outgoing { rank, request } | Slot::Remote { rank, request } => {
-                Some((*rank, *request)).serialize(s)
+                WireRoute::Request {
+                    rank: *rank,
+                    request: *request,
+                }
+                .serialize(s)
             }
+            Slot::Actor { route, .. } => WireRoute::Actor(*route).serialize(s),
             // A checkpoint keeps the actor's state, not the asker's thread: after a
             // restart the local asker (the app's main) asks again.
-            Slot::Local(_) if CHECKPOINTING.with(|c| c.get()) => None::<(u16, u64)>.serialize(s),
+            Slot::Local(_) if CHECKPOINTING.with(|c| c.get()) => WireRoute::None.serialize(s),
             Slot::Local(_) => Err(serde::ser::Error::custom(
                 "a reply slot of a local asker cannot cross nodes",
             )),
@@ -199,11 +290,12 @@ impl<R> Serialize for ReplyTo<R> {
 
 impl<'de, R> Deserialize<'de> for ReplyTo<R> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(match Option::<(u16, u64)>::deserialize(d)? {
-            None => ReplyTo::none(),
-            Some((rank, request)) => ReplyTo {
+        Ok(match WireRoute::deserialize(d)? {
+            WireRoute::None => ReplyTo::none(),
+            WireRoute::Request { rank, request } => ReplyTo {
                 slot: Slot::Remote { rank, request },
             },
+            WireRoute::Actor(route) => ReplyTo::to_actor(route, None),
         })
     }
 }
