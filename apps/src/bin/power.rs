@@ -1,20 +1,22 @@
 //! `power`: power iteration for the dominant eigenvalue of a dense symmetric matrix whose
-//! row blocks live in actors on every node, driven step by step from node 0's `main`.
+//! row blocks live in actors on every node, driven step by step from node 0.
 //!
-//! Each step, `main` asks every block for its rows of `A·x`, normalises the result and
-//! starts the next step with it: the app's state between steps lives in `main`, and its
-//! data moves as asks and replies, most of them between nodes. That is the pattern of a
-//! coordinator written as a plain loop (a solver's outer iteration, a parameter sweep).
-//! With recovery on, a node that dies mid-run is restored and `main`'s asks and their
-//! replies are replayed (docs/recovery.md, "The app's main"), so the answer is the
-//! failure-free one. The answer is verified against the same iteration computed
-//! sequentially, bit for bit.
+//! Each step, the coordinator asks every block for its rows of `A·x`, normalises the
+//! result and starts the next step with it: its data moves as asks and replies, most of
+//! them between nodes. The coordinator is either node 0's `main`, written as a plain loop
+//! (a solver's outer iteration, a parameter sweep), or with `--coordinator actor` an actor
+//! whose asks (`ctx.ask(..).reply_as::<Part>()`) bring the replies back as its messages.
+//! With recovery on, a node that dies mid-run is restored and the asks and their replies
+//! are replayed (docs/recovery.md, "The app's main" and "Asks between actors"), so the
+//! answer is the failure-free one. The answer is verified against the same iteration
+//! computed sequentially, bit for bit.
 
 use clap::Parser;
-use lazarus::{messages, Actor, ActorId, Cluster, ClusterSpec, Node};
+use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Context, Node, ReplyTo};
 use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Power iteration with `main` as the coordinator.
@@ -33,11 +35,24 @@ struct Args {
     /// Verify the answer against a sequential run of the same iteration.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     check: bool,
+    /// Who drives the iteration: node 0's `main` (a loop of asks) or an actor on node 0
+    /// (asks whose replies are its messages).
+    #[arg(long, value_enum, default_value_t = CoordinatorKind::Main)]
+    coordinator: CoordinatorKind,
     /// Break the determinism contract on purpose: a restarted `main` asks its blocks in
     /// the reverse order, so the replies kept from before the failure answer other
     /// blocks' questions (the runtime must report it).
     #[arg(long)]
     break_contract: bool,
+}
+
+/// Who drives the iteration.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum CoordinatorKind {
+    /// Node 0's `main`.
+    Main,
+    /// The `Coordinator` actor on node 0.
+    Actor,
 }
 
 /// The matrix entry `A[i][j]`: symmetric, diagonally dominant, with a clear dominant
@@ -71,20 +86,24 @@ fn start_vector(n: usize) -> Vec<f64> {
 /// A block of consecutive rows of `A`.
 #[derive(Actor, Serialize, Deserialize)]
 struct Block {
+    /// Its position among the blocks.
+    index: usize,
     n: usize,
     /// Its rows of `A`, row-major.
     matrix: Vec<f64>,
-    /// Products computed so far: `main` checks that every step's ask was handled
-    /// exactly once (a recovery that handled one twice, or skipped one, would show).
+    /// Products computed so far: the coordinator checks that every step's ask was
+    /// handled exactly once (a recovery that handled one twice, or skipped one, would
+    /// show).
     products: u64,
 }
 
 impl Block {
-    fn new(first: usize, rows: usize, n: usize) -> Self {
+    fn new(index: usize, first: usize, rows: usize, n: usize) -> Self {
         let matrix = (first..first + rows)
             .flat_map(|i| (0..n).map(move |j| entry(i, j)))
             .collect();
         Block {
+            index,
             n,
             matrix,
             products: 0,
@@ -92,13 +111,145 @@ impl Block {
     }
 }
 
+/// A block's answer to one step.
+#[derive(Serialize, Deserialize, Debug)]
+struct Product {
+    block: usize,
+    /// The step it answers.
+    step: u64,
+    /// Its rows of `A·x`.
+    rows: Vec<f64>,
+    /// How many products it has computed.
+    products: u64,
+}
+
 #[messages]
 impl Block {
-    /// This block's rows of `A·x`, and how many products it has computed.
+    /// This block's rows of `A·x`.
     #[message]
-    fn multiply(&mut self, x: Vec<f64>) -> (Vec<f64>, u64) {
+    fn multiply(&mut self, step: u64, x: Vec<f64>) -> Product {
         self.products += 1;
-        (multiply_rows(self.n, &self.matrix, &x), self.products)
+        Product {
+            block: self.index,
+            step,
+            rows: multiply_rows(self.n, &self.matrix, &x),
+            products: self.products,
+        }
+    }
+}
+
+/// The iteration's outcome: the last `x`, its Rayleigh quotient, and whether every ask
+/// was handled once.
+type Outcome = (Vec<f64>, f64, bool);
+
+/// The coordinator as an actor: asks every block each step and moves on when the last
+/// part is in. Parts are kept by step and block, so neither the order they arrive in nor
+/// a part of a later step arriving early (a replay keeps only each block's order,
+/// docs/recovery.md) changes the answer.
+#[derive(Actor, Serialize, Deserialize)]
+struct Coordinator {
+    blocks: Vec<ActorRef<Block>>,
+    steps: u64,
+    step: u64,
+    x: Vec<f64>,
+    lambda: f64,
+    /// Parts received, by step, then by block.
+    parts: BTreeMap<u64, Vec<Option<Vec<f64>>>>,
+    handled_once: bool,
+    /// `main`'s ask, answered at the last step.
+    done: ReplyTo<Outcome>,
+}
+
+impl Coordinator {
+    fn new(blocks: Vec<ActorRef<Block>>, n: usize, steps: u64) -> Self {
+        Coordinator {
+            blocks,
+            steps,
+            step: 0,
+            x: start_vector(n),
+            lambda: 0.0,
+            parts: BTreeMap::new(),
+            handled_once: true,
+            done: ReplyTo::none(),
+        }
+    }
+
+    fn ask_all(&mut self, ctx: &mut Context<Self>) {
+        for block in &self.blocks {
+            let ask = Multiply {
+                step: self.step,
+                x: self.x.clone(),
+            };
+            if let Err(e) = ctx.ask(block, ask).reply_as::<Part>() {
+                // Counted against the check: the answer is then not claimed.
+                tracing::error!("block {} did not take its ask: {e}", block.id());
+                self.handled_once = false;
+            }
+        }
+    }
+
+    /// This step's parts, once every block's is in.
+    fn take_complete_step(&mut self) -> Option<Vec<f64>> {
+        let parts = self.parts.get(&self.step)?;
+        if parts.iter().any(Option::is_none) {
+            return None;
+        }
+        let parts = self.parts.remove(&self.step)?;
+        Some(parts.into_iter().flatten().flatten().collect())
+    }
+}
+
+#[messages]
+impl Coordinator {
+    /// Runs the iteration; answers when it is over.
+    #[message]
+    fn run(&mut self, ctx: &mut Context<Self>, reply: ReplyTo<Outcome>) {
+        self.done = reply;
+        if self.steps == 0 {
+            self.finish();
+        } else {
+            self.ask_all(ctx);
+        }
+    }
+
+    /// One block's reply to one step's ask.
+    #[message]
+    fn part(&mut self, product: Product, ctx: &mut Context<Self>) {
+        self.handled_once &= product.products == product.step + 1;
+        let blocks = self.blocks.len();
+        let slot = self
+            .parts
+            .entry(product.step)
+            .or_insert_with(|| vec![None; blocks])
+            .get_mut(product.block);
+        match slot {
+            Some(slot @ None) if product.step >= self.step => *slot = Some(product.rows),
+            _ => {
+                tracing::error!(
+                    "a second, late or unknown part: block {} step {}",
+                    product.block,
+                    product.step
+                );
+                self.handled_once = false;
+                return;
+            }
+        }
+        while let Some(y) = self.take_complete_step() {
+            (self.x, self.lambda) = normalise(&self.x, y);
+            self.step += 1;
+            if self.step == self.steps {
+                self.finish();
+                return;
+            }
+            self.ask_all(ctx);
+        }
+    }
+}
+
+impl Coordinator {
+    fn finish(&mut self) {
+        let outcome = (std::mem::take(&mut self.x), self.lambda, self.handled_once);
+        let _ = self.done.take().send(outcome);
     }
 }
 
@@ -141,42 +292,27 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let id_of = |b: usize| ActorId::new((b % size) as u16, (b / size) as u64).ok_or("too many");
     for b in (0..blocks).filter(|b| b % size == rank) {
         let (first, rows) = block_rows(b, blocks, n);
-        let block = cluster.spawn(Block::new(first, rows, n))?;
+        let block = cluster.spawn(Block::new(b, first, rows, n))?;
         expect_id(block, id_of(b)?, format!("block {b}"))?;
     }
+    let refs = (0..blocks)
+        .map(|b| Ok(cluster.handle().actor_ref::<Block>(id_of(b)?)?))
+        .collect::<Result<Vec<_>, Box<dyn std::error::Error>>>()?;
+    // Spawned with the blocks, before `main` first talks to anyone: a restarted `main`
+    // must spawn again every actor its checkpoint holds by then.
+    let coordinator = (rank == 0 && args.coordinator == CoordinatorKind::Actor)
+        .then(|| cluster.spawn(Coordinator::new(refs.clone(), n, args.steps)))
+        .transpose()?;
     // Nobody asks a block that does not exist yet.
     cluster.barrier()?;
     if rank != 0 {
         return ending::leave_after_rank0(cluster);
     }
-    let refs = (0..blocks)
-        .map(|b| Ok(cluster.handle().actor_ref::<Block>(id_of(b)?)?))
-        .collect::<Result<Vec<_>, Box<dyn std::error::Error>>>()?;
     let started = Instant::now();
-    let mut x = start_vector(n);
-    let mut lambda = 0.0;
-    let mut handled_once = true;
-    let restarted = std::env::var("LAZARUS_INCARNATION").is_ok_and(|i| i != "0");
-    let order: Vec<usize> = if args.break_contract && restarted {
-        (0..blocks).rev().collect()
-    } else {
-        (0..blocks).collect()
+    let (x, lambda, handled_once) = match coordinator {
+        None => main_drives(&cluster, &refs, &args)?,
+        Some(coordinator) => cluster.block_on(coordinator.ask(Run).no_timeout())?,
     };
-    for step in 0..args.steps {
-        // Every block's ask is out before the first reply is awaited.
-        let asks: Vec<_> = order
-            .iter()
-            .map(|&b| (b, refs[b].ask(Multiply { x: x.clone() }).no_timeout()))
-            .collect();
-        let mut parts = vec![Vec::new(); blocks];
-        for (b, ask) in asks {
-            let (rows, products) = cluster.block_on(ask)?;
-            handled_once &= products == step + 1;
-            parts[b] = rows;
-        }
-        let y: Vec<f64> = parts.concat();
-        (x, lambda) = normalise(&x, y);
-    }
     let elapsed = started.elapsed().as_secs_f64();
     let checksum = x
         .iter()
@@ -192,6 +328,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .field("blocks", blocks)
             .field("n", n)
             .field("steps", args.steps)
+            .field(
+                "coordinator",
+                format!("{:?}", args.coordinator).to_lowercase(),
+            )
             .field("lambda", format!("{lambda:.15e}"))
             .hex("checksum", checksum)
             .elapsed(elapsed)
@@ -200,6 +340,43 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         verified,
         failure: "the answer differs from the sequential iteration's".into(),
     })
+}
+
+/// The iteration as a loop of `main`'s asks.
+fn main_drives(
+    cluster: &Cluster,
+    refs: &[ActorRef<Block>],
+    args: &Args,
+) -> Result<Outcome, Box<dyn std::error::Error>> {
+    let blocks = refs.len();
+    let mut x = start_vector(args.n);
+    let mut lambda = 0.0;
+    let mut handled_once = true;
+    let restarted = std::env::var("LAZARUS_INCARNATION").is_ok_and(|i| i != "0");
+    let order: Vec<usize> = if args.break_contract && restarted {
+        (0..blocks).rev().collect()
+    } else {
+        (0..blocks).collect()
+    };
+    for step in 0..args.steps {
+        // Every block's ask is out before the first reply is awaited.
+        let asks: Vec<_> = order
+            .iter()
+            .map(|&b| {
+                let ask = Multiply { step, x: x.clone() };
+                (b, refs[b].ask(ask).no_timeout())
+            })
+            .collect();
+        let mut parts = vec![Vec::new(); blocks];
+        for (b, ask) in asks {
+            let product = cluster.block_on(ask)?;
+            handled_once &= product.products == step + 1 && product.block == b;
+            parts[b] = product.rows;
+        }
+        let y: Vec<f64> = parts.concat();
+        (x, lambda) = normalise(&x, y);
+    }
+    Ok((x, lambda, handled_once))
 }
 
 #[cfg(test)]
