@@ -72,9 +72,14 @@ pub trait Message<A: Handlers>: WireMessage {
 /// `ctx` and `ReplyTo`: the argument's type is [`ReplyMessage::Inner`] (`()` for none).
 /// Not meant to be implemented by hand: the reply crosses nodes as the bytes of `A`'s
 /// message set, built from [`ReplyMessage::variant`] and the value's own encoding.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot carry the reply of an ask to `{A}`",
+    label = "not a reply message of `{A}`",
+    note = "the reply comes back as a message of the asker: name a handler of `{A}` that takes one argument of the reply's type (besides `ctx`), e.g. `fn got(&mut self, value: R)` and `reply_as::<Got>()`"
+)]
 pub trait ReplyMessage<A: Handlers>: Message<A> {
     /// The value the message carries: the reply type of the ask it answers.
-    type Inner: WireMessage;
+    type Inner;
 
     /// The message holding `inner`.
     fn wrap(inner: Self::Inner) -> Self;
