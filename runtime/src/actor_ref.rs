@@ -290,6 +290,10 @@ impl<A: Actor> ActorRef<A> {
                 }
             }
             Route::Remote(t) => {
+                if crate::recovery_layer::is_active() && crate::lifecycle::current_actor().is_some()
+                {
+                    telemetry::ask_unrecovered(A::NAME);
+                }
                 let state = match t.node.transport() {
                     None => AskState::Failed(Some(AskError::Unreachable {
                         id,

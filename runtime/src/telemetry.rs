@@ -32,6 +32,11 @@ pub const SPAWN_ERRORS: &str = "lazarus_spawn_errors_total";
 /// a restart to rebuild (label `actor`; see [`crate::register_actor`]).
 pub const SPAWN_UNREGISTERED: &str = "lazarus_spawn_unregistered_total";
 
+/// `ActorRef::ask`s made by actors to other nodes with recovery on, whose replies a
+/// failure loses (label `actor`: the asked actor's type; `Context::ask` is the recovered
+/// form).
+pub const ASKS_UNRECOVERED: &str = "lazarus_asks_unrecovered_total";
+
 /// One handler in this many is timed.
 pub const HANDLER_TIME_SAMPLE_EVERY: u64 = 64;
 
@@ -75,6 +80,11 @@ pub fn describe() {
         Unit::Count,
         "actors spawned by actors whose type a restart could not rebuild"
     );
+    describe_counter!(
+        ASKS_UNRECOVERED,
+        Unit::Count,
+        "asks by actors to other nodes, with recovery on, whose replies a failure loses (use Context::ask)"
+    );
 }
 
 pub(crate) fn send_error(actor_type: &'static str) {
@@ -83,6 +93,22 @@ pub(crate) fn send_error(actor_type: &'static str) {
 
 pub(crate) fn ask_timeout(actor_type: &'static str) {
     counter!(ASK_TIMEOUTS, "actor_type" => actor_type).increment(1);
+}
+
+/// Counts an actor's `ActorRef::ask` to another node with recovery on, and warns once
+/// per process: its reply is a frame to a per-process request number, which a failure
+/// of either node loses.
+pub(crate) fn ask_unrecovered(asked_type: &'static str) {
+    counter!(ASKS_UNRECOVERED, "actor" => asked_type).increment(1);
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(
+            asked = asked_type,
+            "an actor awaits ActorRef::ask to another node with recovery on: its reply is \
+             lost if either node fails. Ask with ctx.ask(&to, msg).reply_as::<H>() (the \
+             reply comes back as message H, logged and replayed)"
+        );
+    });
 }
 
 pub(crate) fn spawn_error(reason: &'static str) {

@@ -17,7 +17,7 @@ use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Power iteration with `main` as the coordinator.
 #[derive(Parser, Debug)]
@@ -35,6 +35,10 @@ struct Args {
     /// Verify the answer against a sequential run of the same iteration.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     check: bool,
+    /// Blocks answer each ask this many microseconds later, from a timer's handler,
+    /// keeping its reply slot in their state meanwhile (so checkpoints hold slots).
+    #[arg(long)]
+    reply_after_us: Option<u64>,
     /// Who drives the iteration: node 0's `main` (a loop of asks) or an actor on node 0
     /// (asks whose replies are its messages).
     #[arg(long, value_enum, default_value_t = CoordinatorKind::Main)]
@@ -79,6 +83,11 @@ fn normalise(x: &[f64], y: Vec<f64>) -> (Vec<f64>, f64) {
     (y.into_iter().map(|v| v / norm).collect(), lambda)
 }
 
+/// Whether this process is a restarted node's.
+fn restarted() -> bool {
+    std::env::var("LAZARUS_INCARNATION").is_ok_and(|i| i != "0")
+}
+
 fn start_vector(n: usize) -> Vec<f64> {
     vec![1.0 / (n as f64).sqrt(); n]
 }
@@ -95,10 +104,24 @@ struct Block {
     /// handled exactly once (a recovery that handled one twice, or skipped one, would
     /// show).
     products: u64,
+    /// Answer this long later, from a timer's handler (`--reply-after-us`).
+    reply_after: Option<Duration>,
+    /// With `reply_after`: the answer and its slot, kept until the block's timer
+    /// fires (a checkpoint in between holds the slot).
+    waiting: Option<(ReplyTo<Product>, Product)>,
+    /// This process has run a handler of the block.
+    #[serde(skip)]
+    ran: bool,
 }
 
 impl Block {
-    fn new(index: usize, first: usize, rows: usize, n: usize) -> Self {
+    fn new(
+        index: usize,
+        first: usize,
+        rows: usize,
+        n: usize,
+        reply_after: Option<Duration>,
+    ) -> Self {
         let matrix = (first..first + rows)
             .flat_map(|i| (0..n).map(move |j| entry(i, j)))
             .collect();
@@ -107,6 +130,9 @@ impl Block {
             n,
             matrix,
             products: 0,
+            reply_after,
+            waiting: None,
+            ran: false,
         }
     }
 }
@@ -127,13 +153,44 @@ struct Product {
 impl Block {
     /// This block's rows of `A·x`.
     #[message]
-    fn multiply(&mut self, step: u64, x: Vec<f64>) -> Product {
+    fn multiply(
+        &mut self,
+        step: u64,
+        x: Vec<f64>,
+        ctx: &mut Context<Self>,
+        reply: ReplyTo<Product>,
+    ) {
+        self.ran = true;
         self.products += 1;
-        Product {
+        let product = Product {
             block: self.index,
             step,
             rows: multiply_rows(self.n, &self.matrix, &x),
             products: self.products,
+        };
+        let Some(delay) = self.reply_after else {
+            reply.send(product);
+            return;
+        };
+        // One ask at a time: the coordinator asks again only after every answer.
+        if let Some((earlier, product)) = self.waiting.replace((reply, product)) {
+            earlier.send(product);
+        }
+        ctx.send_after(delay, Answer);
+    }
+
+    /// Answers the kept ask.
+    #[message]
+    fn answer(&mut self) {
+        if let Some((reply, product)) = self.waiting.take() {
+            if !std::mem::replace(&mut self.ran, true) && restarted() {
+                tracing::info!(
+                    "block {} answers a slot its checkpoint held (step {})",
+                    self.index,
+                    product.step
+                );
+            }
+            reply.send(product);
         }
     }
 }
@@ -292,7 +349,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let id_of = |b: usize| ActorId::new((b % size) as u16, (b / size) as u64).ok_or("too many");
     for b in (0..blocks).filter(|b| b % size == rank) {
         let (first, rows) = block_rows(b, blocks, n);
-        let block = cluster.spawn(Block::new(b, first, rows, n))?;
+        let block = cluster.spawn(Block::new(
+            b,
+            first,
+            rows,
+            n,
+            args.reply_after_us.map(Duration::from_micros),
+        ))?;
         expect_id(block, id_of(b)?, format!("block {b}"))?;
     }
     let refs = (0..blocks)
@@ -332,6 +395,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 "coordinator",
                 format!("{:?}", args.coordinator).to_lowercase(),
             )
+            .field("reply_after_us", args.reply_after_us.unwrap_or(0))
             .field("lambda", format!("{lambda:.15e}"))
             .hex("checksum", checksum)
             .elapsed(elapsed)
@@ -352,8 +416,7 @@ fn main_drives(
     let mut x = start_vector(args.n);
     let mut lambda = 0.0;
     let mut handled_once = true;
-    let restarted = std::env::var("LAZARUS_INCARNATION").is_ok_and(|i| i != "0");
-    let order: Vec<usize> = if args.break_contract && restarted {
+    let order: Vec<usize> = if args.break_contract && restarted() {
         (0..blocks).rev().collect()
     } else {
         (0..blocks).collect()

@@ -18,7 +18,11 @@
 //!    bandwidth against off, each node's log peak and what went to the logger. And
 //!    logger nodes at a moderate log rate: jacobi2d at the fine grain on 2 nodes, on
 //!    against on with an 8 MiB quota and a logger node (`logger`).
-//! 3. Recovery of a node holding ~100 MB of set state (jacobi2d n=5000 on 4 nodes): time
+//! 3. Asks between nodes (`asks`): `power` on 4 nodes, its iteration driven by node 0's
+//!    `main` (asks recovered through the reply journal) or by an actor whose asks'
+//!    replies are its messages (`ctx.ask(..).reply_as`), each with recovery off and on:
+//!    what recovery costs each, and the actor against `main`.
+//! 4. Recovery of a node holding ~100 MB of set state (jacobi2d n=5000 on 4 nodes): time
 //!    from the supervisor seeing the SIGKILL to the restored set resuming, its phases,
 //!    and how fast the survivors learned of the failure.
 //!
@@ -31,7 +35,7 @@
 //!
 //! Writes `<criterion dir>/lazarus-recovery-summary.md`. `LAZARUS_BENCH_REPS` sets the
 //! repetitions (default 5; a verdict needs 6 or more); `LAZARUS_BENCH_ONLY` one part
-//! (`fine`, `fine-long`, `coarse`, `coarse-long`, `quota`, `logger`, `restore`). Running the apps and
+//! (`fine`, `fine-long`, `coarse`, `coarse-long`, `quota`, `logger`, `asks`, `restore`). Running the apps and
 //! reading their output is the library's (`lazarus_benches::runs`), shared with the
 //! results report (`lazarus-report`).
 
@@ -394,6 +398,69 @@ fn quota_cost(bins: &Bins, reps: usize, md: &mut String) -> Result<()> {
     Ok(())
 }
 
+fn asks_cost(bins: &Bins, reps: usize, md: &mut String) -> Result<()> {
+    const STEPS: &str = "3000";
+    let second = Duration::from_secs(1);
+    // (label, coordinator, checkpoint period; `None`: recovery off).
+    let modes: [(&str, &str, Option<Duration>); 4] = [
+        ("main asks, recovery off", "main", None),
+        ("main asks, on, 1 s checkpoints", "main", Some(second)),
+        ("an actor asks, recovery off", "actor", None),
+        ("an actor asks, on, 1 s checkpoints", "actor", Some(second)),
+    ];
+    let mut elapsed: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    for rep in 0..reps {
+        let mut order: Vec<usize> = (0..modes.len()).collect();
+        if rep % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let (label, coordinator, every) = modes[i];
+            let app_args = ["--n", "512", "--steps", STEPS, "--coordinator", coordinator];
+            let mut launch = Launch::new("power", 4, &app_args);
+            launch.recovery = every;
+            let r = run(bins, &launch, |_| None)?;
+            let result = r.result()?;
+            if !result.verified() {
+                return Err(lazarus_benches::Error::new(format!(
+                    "power {label}: the answer was not verified"
+                )));
+            }
+            let e = result.number("elapsed_s")?;
+            eprintln!("asks rep {rep} {label}: {e:.3} s");
+            elapsed[i].push(e);
+        }
+    }
+    let med = |v: &[f64]| median(v).unwrap_or(f64::NAN);
+    let ratio = |a: usize, b: usize| {
+        let r: Vec<f64> = elapsed[a]
+            .iter()
+            .zip(&elapsed[b])
+            .map(|(x, y)| x / y)
+            .collect();
+        med(&r)
+    };
+    md.push_str(&format!(
+        "### Asks between nodes (power, 4 nodes, n=512, {STEPS} steps of 8 asks; medians of {reps}, ratios the medians of per-repetition ratios)
+
+| mode | time (s) | vs recovery off, same coordinator | vs `main` asking, same recovery |
+|---|---|---|---|
+"
+    ));
+    for (i, (label, _, _)) in modes.iter().enumerate() {
+        let off = i - i % 2;
+        let main = i % 2;
+        md.push_str(&format!(
+            "| {label} | {:.3} | {:.3}× | {:.3}× |\n",
+            med(&elapsed[i]),
+            ratio(i, off),
+            ratio(i, main),
+        ));
+    }
+    md.push('\n');
+    Ok(())
+}
+
 fn restore_time(bins: &Bins, reps: usize, md: &mut String) -> Result<()> {
     // n=5000: each node's tiles hold 5000²/4 points × 2 grids × 8 B = 100 MB.
     let app_args = ["--n", "5000", "--iters", "300", "--check", "bounds"];
@@ -472,7 +539,7 @@ fn measure() -> Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
     let mut md = format!("## Rollback recovery ({})\n\n", Machine::this().describe());
-    // `LAZARUS_BENCH_ONLY=fine|fine-long|coarse|coarse-long|quota|logger|restore` runs one
+    // `LAZARUS_BENCH_ONLY=fine|fine-long|coarse|coarse-long|quota|logger|asks|restore` runs one
     // part.
     let only = std::env::var("LAZARUS_BENCH_ONLY").ok();
     let part = |name: &str| only.as_deref().is_none_or(|o| o == name);
@@ -546,6 +613,9 @@ fn measure() -> Result<()> {
     }
     if part("quota") {
         quota_cost(&bins, reps, &mut md)?;
+    }
+    if part("asks") {
+        asks_cost(&bins, reps, &mut md)?;
     }
     if part("restore") {
         restore_time(&bins, reps.min(3), &mut md)?;
