@@ -94,6 +94,17 @@ pub const REGENERATIONS_CHECKED: &str = "lazarus_recovery_regenerations_checked_
 /// determinism contract was broken (label `found_by`: `receiver` or `sender`).
 pub const CONTRACT_VIOLATIONS: &str = "lazarus_recovery_contract_violations_total";
 
+/// Seconds an actor's send waited for the dump to loggers to bring its node's log back
+/// under the quota (see `RecoveryLayer::wait_for_dump`).
+pub const QUOTA_WAIT_SECONDS: &str = "lazarus_log_quota_wait_seconds";
+/// Such waits that ended at [`QUOTA_WAIT_MAX`] with the log still over the quota.
+pub const QUOTA_WAITS_CUT_SHORT: &str = "lazarus_log_quota_waits_cut_short_total";
+/// The longest an actor's send waits for the dump to loggers: bounded, so that a dump
+/// that cannot catch up (or a logger that stalls) slows senders instead of stopping them.
+pub const QUOTA_WAIT_MAX: Duration = Duration::from_millis(100);
+/// How often a waiting sender looks at the log again.
+const QUOTA_WAIT_POLL: Duration = Duration::from_micros(200);
+
 /// Exit status of a node process that ended because one of its actors failed.
 pub const ACTOR_FAILED_EXIT: i32 = 70;
 
@@ -905,12 +916,13 @@ impl RecoveryLayer {
         env: Envelope,
     ) -> Result<(), String> {
         let rank = env.to.rank();
-        let frame = {
+        let (frame, over_quota) = {
             let mut core = self.lock();
-            Self::log_send(&mut core, node, from, env)
-                .and_then(|f| self.gate(&mut core, from, rank, f))
+            let frame = Self::log_send(&mut core, node, from, env)
+                .and_then(|f| self.gate(&mut core, from, rank, f));
+            (frame, self.over_quota(&core))
         };
-        match (frame, self.transport()) {
+        let sent = match (frame, self.transport()) {
             (Some(frame), Some(t)) => match t.send_body(rank, &frame) {
                 Ok(()) => Ok(()),
                 // Logged: the peer gets it again when its replacement rolls back.
@@ -919,6 +931,46 @@ impl RecoveryLayer {
             },
             (None, _) => Ok(()),
             (Some(_), None) => Err("no transport".into()),
+        };
+        if over_quota {
+            self.wait_for_dump();
+        }
+        sent
+    }
+
+    /// Whether the log holds more than its quota (`--log-quota`).
+    fn over_quota(&self, core: &Core) -> bool {
+        self.config.log_quota.is_some_and(|quota| {
+            (core.protocol.as_ref()).is_some_and(|p| p.log_stats().bytes() > quota)
+        })
+    }
+
+    /// Backpressure of the log's quota while loggers take its excess: an actor whose send
+    /// left the log over the quota waits, up to [`QUOTA_WAIT_MAX`], for the dump to bring
+    /// it back under, so that a sender faster than the dump does not grow the log far
+    /// past its quota. Only actors wait (not `main`, not the network), and only while
+    /// some logger takes blocks; without loggers the quota asks peers to checkpoint
+    /// instead.
+    #[cold]
+    fn wait_for_dump(&self) {
+        if crate::lifecycle::current_actor().is_none() || !self.dumps_to_loggers() {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let mut waited = false;
+        loop {
+            if !self.over_quota(&self.lock()) || !self.dumps_to_loggers() {
+                break;
+            }
+            if started.elapsed() >= QUOTA_WAIT_MAX {
+                counter!(QUOTA_WAITS_CUT_SHORT).increment(1);
+                break;
+            }
+            waited = true;
+            std::thread::sleep(QUOTA_WAIT_POLL);
+        }
+        if waited {
+            histogram!(QUOTA_WAIT_SECONDS).record(started.elapsed().as_secs_f64());
         }
     }
 
