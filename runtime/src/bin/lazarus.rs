@@ -108,8 +108,10 @@ struct RunArgs {
     log_quota: u64,
     /// Logger nodes, with `--log-quota` (on this host): processes that keep in their
     /// memory what a node's log holds over three quarters of its quota, dumped to them
-    /// in blocks, and serve it back when a peer rolls back. A node whose loggers are
-    /// gone falls back to asking its peers for checkpoints.
+    /// in blocks, and serve it back when a peer rolls back. While they take blocks, an
+    /// actor whose send leaves the log over the quota waits (at most 100 ms) for the
+    /// dump. A node whose loggers are gone or full falls back to asking its peers for
+    /// checkpoints.
     #[arg(long, default_value_t = 0)]
     loggers: u16,
     /// Loggers that keep each block (1 or 2, at most `--loggers`): with 2, losing one
