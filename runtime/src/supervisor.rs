@@ -253,6 +253,10 @@ pub fn describe_event(e: &NodeEvent) -> String {
             "logger-refilled: copied back to a restarted logger node the blocks it lost, \
              from their other copies"
         }
+        "logger-refill-abandoned" => {
+            "logger-refill-abandoned: the refill stopped (the logger is full, or a copy \
+             failed); asked the receivers of the blocks left with one copy to checkpoint"
+        }
         "logger-back" => "logger-back: a lost logger node answers again; blocks go to it",
         "rolling-back" => "rolls back in place: its process re-executes itself",
         "driver-threads" => {

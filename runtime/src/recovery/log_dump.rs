@@ -175,7 +175,17 @@ impl<P: LogPayload> SenderLog<P> {
 
     /// Sets with logged entries whose payloads are only in `lost` blocks (by logger).
     pub fn peers_depending_on(&self, lost: &BTreeSet<(u16, BlockId)>) -> Vec<SetId> {
-        let gone = |at: &DumpRef| at.locations().all(|l| lost.contains(&(l, at.block)));
+        self.peers_with_dumped(|at| at.locations().all(|l| lost.contains(&(l, at.block))))
+    }
+
+    /// Sets with logged entries that have a payload in one of `blocks` (by logger).
+    pub fn peers_pointing_into(&self, blocks: &BTreeSet<(u16, BlockId)>) -> Vec<SetId> {
+        self.peers_with_dumped(|at| at.locations().any(|l| blocks.contains(&(l, at.block))))
+    }
+
+    /// Sets with a logged entry whose dumped payload `pick` accepts.
+    fn peers_with_dumped(&self, pick: impl Fn(&DumpRef) -> bool) -> Vec<SetId> {
+        let gone = pick;
         (0..self.peer_bytes.len() as u16)
             .map(SetId)
             .filter(|&to| {

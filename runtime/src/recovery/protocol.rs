@@ -660,6 +660,27 @@ impl<P: LogPayload> SetProtocol<P> {
             .collect()
     }
 
+    /// The driver stopped copying lost blocks back to `logger` with some left (it is
+    /// full, or a copy failed): their entries are at one logger only now. Their
+    /// receivers are asked to checkpoint (unless asked already), which releases them,
+    /// so that losing the logger with the other copy too does not lose what a peer may
+    /// still need.
+    pub fn on_refill_abandoned(&mut self, logger: u16) -> Vec<Action<P>> {
+        let single: BTreeSet<(u16, BlockId)> = (self.refillable_blocks(logger).into_iter())
+            .map(|(block, _)| (logger, block))
+            .collect();
+        if single.is_empty() {
+            return Vec::new();
+        }
+        let mut actions = Vec::new();
+        for peer in self.log.peers_pointing_into(&single) {
+            if !self.asked[peer.index()] {
+                actions.push(self.ask_for_checkpoint(peer));
+            }
+        }
+        actions
+    }
+
     /// Logger `logger` keeps `block` again (the driver copied it back there from its
     /// other logger): it is no longer lost.
     pub fn block_restored(&mut self, logger: u16, block: BlockId) {
@@ -1519,6 +1540,37 @@ mod tests {
             asks.iter()
                 .all(|a| !matches!(a, Action::Control { to: SetId(1), .. })),
             "{asks:?}"
+        );
+    }
+
+    #[test]
+    fn an_abandoned_refill_asks_the_receivers_of_the_blocks_left_with_one_copy_to_checkpoint() {
+        let mut f = SetProtocol::<Bytes>::new(SetId(0), 3).unwrap();
+        f.on_send(SetId(1), ch(0, 1), vec![1; 10]).unwrap();
+        let copied = f.take_log_dump(100).unwrap();
+        f.log_dumped(&copied, 0, Some(1));
+        f.on_send(SetId(2), ch(0, 2), vec![2; 5]).unwrap();
+        let restored = f.take_log_dump(100).unwrap();
+        f.log_dumped(&restored, 0, Some(1));
+        assert!(
+            f.on_logger_lost(0).is_empty(),
+            "both blocks have their copy at logger 1"
+        );
+        // Set 2's block is copied back; then logger 0 is full and the refill stops.
+        f.block_restored(0, restored.block);
+        let asks = f.on_refill_abandoned(0);
+        assert_eq!(
+            requests(&asks),
+            vec![1],
+            "set 1's block is at logger 1 only: set 1 checkpoints and releases it"
+        );
+        assert!(
+            f.on_refill_abandoned(0).is_empty(),
+            "asked once until it checkpoints"
+        );
+        assert!(
+            f.on_refill_abandoned(1).is_empty(),
+            "nothing lost at logger 1"
         );
     }
 

@@ -531,7 +531,8 @@ impl RecoveryLayer {
 
     /// Copies back up to [`REFILL_PER_TURN`] lost blocks to each logger being refilled:
     /// fetched from the logger with the other copy, stored as they are (the same id),
-    /// then no longer lost. A logger that declines or fails ends its refill.
+    /// then no longer lost. A logger that declines or fails ends its refill, and the
+    /// receivers of what is left with one copy are asked to checkpoint.
     fn refill(&self, offload: &LogOffload) {
         let targets: Vec<u16> = lock(&offload.refilling).iter().copied().collect();
         for logger in targets {
@@ -563,14 +564,23 @@ impl RecoveryLayer {
                 lock(&offload.refilling).remove(&logger);
                 lock(&offload.refill_skip).retain(|&(l, _)| l != logger);
                 let n = lock(&offload.refilled).remove(&logger).unwrap_or(0);
-                let left = match self.lock().protocol.as_ref() {
-                    Some(p) => p.refillable_blocks(logger).len(),
-                    None => 0,
+                let (left, asks) = match self.lock().protocol.as_mut() {
+                    Some(p) => (
+                        p.refillable_blocks(logger).len(),
+                        p.on_refill_abandoned(logger),
+                    ),
+                    None => (0, Vec::new()),
                 };
                 event(
                     self.rank,
                     &format!("logger-refilled logger={logger} blocks={n} left={left}"),
                 );
+                if left > 0 {
+                    self.announce_loss(
+                        &format!("logger-refill-abandoned logger={logger} single_copy={left}"),
+                        asks,
+                    );
+                }
             }
         }
     }
