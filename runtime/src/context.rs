@@ -7,8 +7,7 @@ use crate::actor_id::ActorId;
 use crate::actor_ref::ActorRef;
 use crate::error::SendError;
 use crate::node::{CoreId, NodeHandle};
-use crate::reply::ActorRoute;
-use crate::reply::ReplyTo;
+use crate::reply::{ActorRoute, LocalDelivery, ReplyTo};
 use crate::timer::TimerId;
 use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -239,7 +238,7 @@ impl<A: Actor, B: Actor, M: Message<B>> ActorAsk<'_, A, B, M> {
         let local = self.to.is_local().then(|| {
             let asker = self.asker.clone();
             Box::new(move |reply: M::Reply| asker.tell(H::wrap(reply)).is_ok())
-                as Box<dyn FnOnce(M::Reply) -> bool + Send>
+                as LocalDelivery<M::Reply>
         });
         self.to.tell_with(self.msg, ReplyTo::to_actor(route, local))
     }

@@ -31,7 +31,7 @@ enum Slot<R> {
 }
 
 /// Hands a reply to an asking actor of this node as its reply message.
-type LocalDelivery<R> = Box<dyn FnOnce(R) -> bool + Send>;
+pub(crate) type LocalDelivery<R> = Box<dyn FnOnce(R) -> bool + Send>;
 
 /// Where the reply of an actor's ask goes: the asking actor, as the message at position
 /// `variant` of its message set (see [`crate::ReplyMessage`]).

@@ -185,7 +185,6 @@ impl<P: LogPayload> SenderLog<P> {
 
     /// Sets with a logged entry whose dumped payload `pick` accepts.
     fn peers_with_dumped(&self, pick: impl Fn(&DumpRef) -> bool) -> Vec<SetId> {
-        let gone = pick;
         (0..self.peer_bytes.len() as u16)
             .map(SetId)
             .filter(|&to| {
@@ -193,7 +192,7 @@ impl<P: LogPayload> SenderLog<P> {
                     chs.values().any(|out| {
                         out.entries
                             .iter()
-                            .any(|e| matches!(&e.payload, Held::Dumped(at) if gone(at)))
+                            .any(|e| matches!(&e.payload, Held::Dumped(at) if pick(at)))
                     })
                 })
             })
