@@ -14,6 +14,9 @@ export LAZARUS_TEST_SLURM=1
 scripts/netns-setup.sh
 export LAZARUS_TEST_NETNS=1
 
+# A clean build gains nothing from incremental caches, which double target/'s size.
+export CARGO_INCREMENTAL=0
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
