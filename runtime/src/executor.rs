@@ -46,7 +46,7 @@ pub(crate) struct PauseGate {
 
 impl PauseGate {
     #[inline]
-    fn is_requested(&self) -> bool {
+    pub(crate) fn is_requested(&self) -> bool {
         self.requested.load(Ordering::Relaxed)
     }
 

@@ -252,8 +252,10 @@ impl<A: Actor> ActorCell<A> {
 
     fn turn(self: &Arc<Self>, state: &mut State<A>) {
         CURRENT_ACTOR.with(|c| c.set(Some(self.mailbox.id)));
-        let entered =
-            crate::recovery_layer::is_active().then(|| dependence::enter(&self.dependence));
+        let entered = crate::recovery_layer::is_active().then(|| {
+            crate::recovery_layer::turn_begins();
+            dependence::enter(&self.dependence)
+        });
         self.turn_inner(state);
         drop(entered);
         CURRENT_ACTOR.with(|c| c.set(None));
@@ -659,6 +661,12 @@ impl<A: Actor> Control for ActorCell<A> {
         }
         let msg: A::Msg = crate::wire::decode(&env.payload)
             .map_err(|e| RemoteError::Undecodable(id, e.to_string()))?;
+        // Measurement mode (log everything): logged like any other tell inside the node.
+        if let crate::recovery_layer::TellHook::LogAll(from) = crate::recovery_layer::tell_hook() {
+            if let Some(layer) = self.node().recovery_layer() {
+                layer.log_local(from, id, env.payload.clone());
+            }
+        }
         self.send(msg).map_err(|_| RemoteError::ActorGone(id))
     }
 

@@ -424,6 +424,12 @@ impl NodeHandle {
         Some(started.elapsed())
     }
 
+    /// Whether a checkpoint is stopping the cores (a handler that waits should stop
+    /// waiting).
+    pub(crate) fn pause_requested(&self) -> bool {
+        self.inner.gate.is_requested()
+    }
+
     /// Lets the cores run again after [`NodeHandle::pause_cores`].
     pub(crate) fn resume_cores(&self) {
         self.inner.gate.open();

@@ -31,7 +31,7 @@ enum Slot<R> {
 }
 
 /// Hands a reply to an asking actor of this node as its reply message.
-pub(crate) type LocalDelivery<R> = Box<dyn FnOnce(R) -> bool + Send>;
+pub(crate) type LocalDelivery<R> = Box<dyn FnOnce(R) -> bool + Send + Sync>;
 
 /// Where the reply of an actor's ask goes: the asking actor, as the message at position
 /// `variant` of its message set (see [`crate::ReplyMessage`]).
@@ -55,8 +55,9 @@ enum WireRoute {
 }
 
 /// The right to answer one request. Dropping it unanswered makes the asker's `ask` fail
-/// with [`crate::AskError::NoReply`].
-#[must_use = "dropping a ReplyTo fails the asker's request"]
+/// with [`crate::AskError::NoReply`]; an actor that asked with
+/// [`Context::ask`](crate::Context::ask) waits for a message instead, and gets none.
+#[must_use = "dropping a ReplyTo leaves the asker without an answer"]
 pub struct ReplyTo<R> {
     slot: Slot<R>,
 }
@@ -164,6 +165,16 @@ fn send_to_actor<R: Serialize>(route: ActorRoute, reply: &R) -> Result<(), Strin
     };
     if route.to.rank() == node.rank() {
         return node.tell_encoded(&env).map_err(|e| e.to_string());
+    }
+    // The route came from a message or an image: it may name a node the cluster lacks.
+    if let Some(size) = node.transport().map(|t| t.size()) {
+        if usize::from(route.to.rank()) >= size {
+            return Err(format!(
+                "the asker {} names node {} but the cluster has {size} nodes",
+                route.to,
+                route.to.rank()
+            ));
+        }
     }
     crate::actor_ref::send_envelope(&node, env)
 }
@@ -297,5 +308,19 @@ impl<'de, R> Deserialize<'de> for ReplyTo<R> {
             },
             WireRoute::Actor(route) => ReplyTo::to_actor(route, None),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slot may be kept in anything shared between threads, as before actor asks gave
+    /// it a local delivery: the type checks it, so this compiles or it does not.
+    #[test]
+    fn a_reply_slot_can_be_shared_between_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<ReplyTo<u64>>();
+        shareable::<ReplyTo<Vec<u8>>>();
     }
 }

@@ -257,6 +257,10 @@ pub fn describe_event(e: &NodeEvent) -> String {
             "logger-refill-abandoned: the refill stopped (the logger is full, or a copy \
              failed); asked the receivers of the blocks left with one copy to checkpoint"
         }
+        "logger-refill-missing" => {
+            "logger-refill-missing: blocks a restarted logger lost are missing at their \
+             other logger too; asked their receivers to checkpoint"
+        }
         "logger-back" => "logger-back: a lost logger node answers again; blocks go to it",
         "rolling-back" => "rolls back in place: its process re-executes itself",
         "driver-threads" => {

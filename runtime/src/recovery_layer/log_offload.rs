@@ -85,6 +85,10 @@ pub(crate) struct LogOffload {
     /// When every logger last declined a block (all full): for [`FULL_BACKOFF`] the quota
     /// is kept by checkpoint requests, whose releases make room at the loggers.
     all_declined: Mutex<Option<Instant>>,
+    /// Whether the dump thread dumps: from its start, or in a restored node once the
+    /// loggers were told which blocks its image points into (until then the quota is
+    /// kept by checkpoint requests and no sender waits for a dump).
+    dumping: AtomicBool,
     /// The last block fetched, for the resends that follow it in the same block.
     fetched: Mutex<Option<FetchedBlock>>,
     pub(crate) blocks_dumped: AtomicU64,
@@ -115,6 +119,7 @@ impl LogOffload {
             refilled: Mutex::new(BTreeMap::new()),
             refill_skip: Mutex::new(BTreeSet::new()),
             all_declined: Mutex::new(None),
+            dumping: AtomicBool::new(false),
             fetched: Mutex::new(None),
             blocks_dumped: AtomicU64::new(0),
             bytes_dumped: AtomicU64::new(0),
@@ -362,7 +367,7 @@ impl RecoveryLayer {
 
     /// Whether the quota is kept by dumping to loggers (else by checkpoint requests).
     pub(crate) fn dumps_to_loggers(&self) -> bool {
-        self.offload.get().is_some_and(LogOffload::available)
+        (self.offload.get()).is_some_and(|o| o.dumping.load(Ordering::Acquire) && o.available())
     }
 
     fn dump_loop(&self, quota: usize) {
@@ -373,6 +378,7 @@ impl RecoveryLayer {
         let target = quota / 2;
         let first = self.rank % offload.client.loggers().max(1);
         let mut retained = self.config.incarnation == 0;
+        offload.dumping.store(retained, Ordering::Release);
         while !self.stop.load(Ordering::Acquire) {
             self.report_lost_loggers(offload);
             if !retained {
@@ -402,6 +408,7 @@ impl RecoveryLayer {
                         }
                     }
                     retained = true;
+                    offload.dumping.store(true, Ordering::Release);
                 }
             }
             for logger in offload.probe_lost() {
@@ -420,11 +427,13 @@ impl RecoveryLayer {
                 std::thread::sleep(DUMP_POLL);
                 continue;
             }
-            let over = self
-                .lock()
-                .protocol
-                .as_ref()
-                .is_some_and(|p| p.log_stats().bytes() > threshold);
+            // Only payloads can go: while the vectors alone keep the log over its
+            // threshold (many small messages), a dump waits for a quarter of the quota in
+            // payloads instead of shipping a block of a few bytes every poll.
+            let over = self.lock().protocol.as_ref().is_some_and(|p| {
+                let stats = p.log_stats();
+                stats.bytes() > threshold && stats.payload_bytes > quota / 4
+            });
             if over {
                 self.dump_until(offload, target, first);
             }
@@ -562,24 +571,35 @@ impl RecoveryLayer {
             }
             if ended {
                 lock(&offload.refilling).remove(&logger);
-                lock(&offload.refill_skip).retain(|&(l, _)| l != logger);
+                let skipped: BTreeSet<(u16, BlockId)> = {
+                    let mut all = lock(&offload.refill_skip);
+                    let mine = all.iter().filter(|&&(l, _)| l == logger).copied().collect();
+                    all.retain(|&(l, _)| l != logger);
+                    mine
+                };
                 let n = lock(&offload.refilled).remove(&logger).unwrap_or(0);
                 let (left, asks) = match self.lock().protocol.as_mut() {
-                    Some(p) => (
-                        p.refillable_blocks(logger).len(),
-                        p.on_refill_abandoned(logger),
-                    ),
-                    None => (0, Vec::new()),
+                    Some(p) => (p.refillable_blocks(logger), p.on_refill_abandoned(logger)),
+                    None => (Vec::new(), Vec::new()),
                 };
+                // Skipped blocks are missing at the other logger too: no copy at all.
+                let missing = (left.iter())
+                    .filter(|&&(b, _)| skipped.contains(&(logger, b)))
+                    .count();
+                let single = left.len() - missing;
                 event(
                     self.rank,
-                    &format!("logger-refilled logger={logger} blocks={n} left={left}"),
+                    &format!(
+                        "logger-refilled logger={logger} blocks={n} left={single} missing={missing}"
+                    ),
                 );
-                if left > 0 {
-                    self.announce_loss(
-                        &format!("logger-refill-abandoned logger={logger} single_copy={left}"),
-                        asks,
-                    );
+                let what = if single > 0 {
+                    format!("logger-refill-abandoned logger={logger} single_copy={single}")
+                } else {
+                    format!("logger-refill-missing logger={logger} blocks={missing}")
+                };
+                if !left.is_empty() {
+                    self.announce_loss(&what, asks);
                 }
             }
         }

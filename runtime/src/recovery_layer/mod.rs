@@ -40,6 +40,7 @@ use crate::recovery::{
 use crate::transport::frame::{Envelope, FrameBody};
 use crate::transport::Transport;
 use metrics::{counter, gauge, histogram};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -99,11 +100,23 @@ pub const CONTRACT_VIOLATIONS: &str = "lazarus_recovery_contract_violations_tota
 pub const QUOTA_WAIT_SECONDS: &str = "lazarus_log_quota_wait_seconds";
 /// Such waits that ended at [`QUOTA_WAIT_MAX`] with the log still over the quota.
 pub const QUOTA_WAITS_CUT_SHORT: &str = "lazarus_log_quota_waits_cut_short_total";
-/// The longest an actor's send waits for the dump to loggers: bounded, so that a dump
-/// that cannot catch up (or a logger that stalls) slows senders instead of stopping them.
+/// The longest an actor waits for the dump to loggers over one turn (all its sends in
+/// it): bounded, so that a dump that cannot catch up (or a logger that stalls) slows
+/// senders instead of stopping them, and a turn of many sends cannot hold its core for
+/// longer than a checkpoint waits for it.
 pub const QUOTA_WAIT_MAX: Duration = Duration::from_millis(100);
 /// How often a waiting sender looks at the log again.
 const QUOTA_WAIT_POLL: Duration = Duration::from_micros(200);
+
+thread_local! {
+    /// What is left of the current actor turn's [`QUOTA_WAIT_MAX`].
+    static QUOTA_WAIT_LEFT: Cell<Duration> = const { Cell::new(QUOTA_WAIT_MAX) };
+}
+
+/// An actor turn begins on this thread: its sends may wait for the dump again.
+pub(crate) fn turn_begins() {
+    QUOTA_WAIT_LEFT.with(|left| left.set(QUOTA_WAIT_MAX));
+}
 
 /// Exit status of a node process that ended because one of its actors failed.
 pub const ACTOR_FAILED_EXIT: i32 = 70;
@@ -933,44 +946,58 @@ impl RecoveryLayer {
             (Some(_), None) => Err("no transport".into()),
         };
         if over_quota {
-            self.wait_for_dump();
+            self.wait_for_dump(node);
         }
         sent
     }
 
-    /// Whether the log holds more than its quota (`--log-quota`).
+    /// Whether the log holds more than its quota (`--log-quota`) and a dump could bring
+    /// it back: more than a quarter of the quota is payloads in memory. What a dump
+    /// cannot move (the vectors) is kept down by checkpoint requests instead
+    /// (`enforce_log_quota`), so a sender is not held back for it.
     fn over_quota(&self, core: &Core) -> bool {
         self.config.log_quota.is_some_and(|quota| {
-            (core.protocol.as_ref()).is_some_and(|p| p.log_stats().bytes() > quota)
+            (core.protocol.as_ref()).is_some_and(|p| {
+                let stats = p.log_stats();
+                stats.bytes() > quota && stats.payload_bytes > quota / 4
+            })
         })
     }
 
     /// Backpressure of the log's quota while loggers take its excess: an actor whose send
-    /// left the log over the quota waits, up to [`QUOTA_WAIT_MAX`], for the dump to bring
-    /// it back under, so that a sender faster than the dump does not grow the log far
-    /// past its quota. Only actors wait (not `main`, not the network), and only while
-    /// some logger takes blocks; without loggers the quota asks peers to checkpoint
-    /// instead.
+    /// left the log over the quota waits for the dump to bring it back under, so that a
+    /// sender faster than the dump does not grow the log far past its quota. Only actors
+    /// wait (not `main`, not the network), only while the dump thread takes blocks to a
+    /// logger (without loggers the quota asks peers to checkpoint instead), at most
+    /// [`QUOTA_WAIT_MAX`] over a whole actor turn (a turn handles many messages), and
+    /// never while a checkpoint waits for the cores.
     #[cold]
-    fn wait_for_dump(&self) {
+    fn wait_for_dump(&self, node: &NodeHandle) {
         if crate::lifecycle::current_actor().is_none() || !self.dumps_to_loggers() {
+            return;
+        }
+        let budget = QUOTA_WAIT_LEFT.with(Cell::get);
+        if budget.is_zero() {
             return;
         }
         let started = std::time::Instant::now();
         let mut waited = false;
         loop {
-            if !self.over_quota(&self.lock()) || !self.dumps_to_loggers() {
+            if !self.over_quota(&self.lock()) || !self.dumps_to_loggers() || node.pause_requested()
+            {
                 break;
             }
-            if started.elapsed() >= QUOTA_WAIT_MAX {
+            if started.elapsed() >= budget {
                 counter!(QUOTA_WAITS_CUT_SHORT).increment(1);
                 break;
             }
             waited = true;
             std::thread::sleep(QUOTA_WAIT_POLL);
         }
+        let spent = started.elapsed();
+        QUOTA_WAIT_LEFT.with(|left| left.set(budget.saturating_sub(spent)));
         if waited {
-            histogram!(QUOTA_WAIT_SECONDS).record(started.elapsed().as_secs_f64());
+            histogram!(QUOTA_WAIT_SECONDS).record(spent.as_secs_f64());
         }
     }
 

@@ -484,13 +484,17 @@ impl RecoveryLayer {
             });
     }
 
-    /// Sends the CHECKPOINT_REQUESTs the log's quota calls for (nothing without a quota,
-    /// nor while logger nodes take what is over it).
+    /// Sends the CHECKPOINT_REQUESTs the log's quota calls for (nothing without a quota).
+    /// While logger nodes take the payloads over it, only when what a dump cannot move,
+    /// the entries' vectors, holds more than half the quota: many small messages and no
+    /// period would otherwise keep the log over its quota for good.
     fn enforce_log_quota(&self) {
-        if self.config.log_quota.is_none() || self.dumps_to_loggers() {
+        let Some(quota) = self.config.log_quota else {
             return;
-        }
+        };
+        let dumping = self.dumps_to_loggers();
         let asks = match self.lock().protocol.as_mut() {
+            Some(p) if dumping && p.log_stats().vector_bytes <= quota / 2 => return,
             Some(protocol) => protocol.poll_log_quota(),
             None => return,
         };
