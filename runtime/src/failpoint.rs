@@ -9,6 +9,7 @@
 //! | `stall-on:RANK:MESSAGE:MILLIS` | node `RANK` sleeps `MILLIS` ms before handling its first message of type `MESSAGE` (e.g. `Finished`), in the first incarnation only: a phase of the app a test can SIGKILL the node in |
 //! | `before-finished:RANK` | node `RANK` SIGKILLs itself once its `main` has finished and its mailboxes are drained, right before it announces it has finished (the others are about to finish, and must wait for its replacement), in the first incarnation only |
 //! | `after-final:RANK` | node `RANK` SIGKILLs itself right after it reported its final recovery totals (the supervisor has let it leave: every node had finished), in the first incarnation only |
+//! | `logger-full:INDEX:K` | logger node `INDEX`, in its `K`-th start (0 the first; the launcher restarts a logger that dies), declines every block as if it were full |
 //!
 //! Some faults cannot be hit from outside at a precise moment (a SIGKILL "during a
 //! checkpoint" from a test races the checkpoint); a failpoint hits it every time. With no
@@ -66,6 +67,13 @@ pub enum Failpoint {
         /// The node.
         rank: u16,
     },
+    /// Logger node `index` declines every block in its start number `incarnation`.
+    LoggerFull {
+        /// The logger.
+        index: u16,
+        /// Which start of it (0 the first).
+        incarnation: u32,
+    },
     /// Node `rank` stalls before handling its first message of type `message`.
     StallOn {
         /// The node.
@@ -93,6 +101,11 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
             n: num(n)?,
         }),
         ["after-final", r] => Ok(Failpoint::AfterFinal { rank: rank(r)? }),
+        ["logger-full", i, k] => Ok(Failpoint::LoggerFull {
+            index: rank(i)?,
+            incarnation: u32::try_from(num(k)?)
+                .map_err(|_| format!("failpoint `{spec}`: incarnation too large"))?,
+        }),
         ["before-finished", r] => Ok(Failpoint::BeforeFinished { rank: rank(r)? }),
         ["stall", r, k, millis] => Ok(Failpoint::Stall {
             rank: rank(r)?,
@@ -117,7 +130,7 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
         _ => Err(format!(
             "failpoint `{spec}`: expected checkpoint:RANK:N, panic:RANK:SEQ:K, \
              panic-always:RANK:SEQ:K, stall:RANK:K:MILLIS, stall-on:RANK:MESSAGE:MILLIS, \
-             before-finished:RANK or after-final:RANK"
+             before-finished:RANK, after-final:RANK or logger-full:INDEX:K"
         )),
     }
 }
@@ -144,10 +157,26 @@ pub(crate) fn arm(point: Failpoint, rank: u16, incarnation: u32) {
         | Failpoint::BeforeFinished { rank: r }
         | Failpoint::Stall { rank: r, .. }
         | Failpoint::StallOn { rank: r, .. } => *r == rank && incarnation == 0,
+        // A logger's, not a node's.
+        Failpoint::LoggerFull { .. } => false,
     };
     if fires && POINT.set(point).is_ok() {
         ARMED.store(true, Ordering::Release);
     }
+}
+
+/// Whether this process is logger node `index` in the start that `logger-full` names
+/// (`LAZARUS_LOGGER_INCARNATION`, set by the launcher, says which start it is).
+pub(crate) fn logger_full(index: u16) -> bool {
+    let Ok(spec) = std::env::var("LAZARUS_FAILPOINT") else {
+        return false;
+    };
+    let start = std::env::var("LAZARUS_LOGGER_INCARNATION")
+        .ok()
+        .and_then(|k| k.parse::<u32>().ok())
+        .unwrap_or(0);
+    matches!(parse(&spec), Ok(Failpoint::LoggerFull { index: i, incarnation })
+        if i == index && incarnation == start)
 }
 
 /// Called before each handler call of `actor` for a message of type `message`: panics or
@@ -291,6 +320,13 @@ mod tests {
                 rank: 0,
                 message: "Finished".into(),
                 millis: 60000
+            })
+        );
+        assert_eq!(
+            parse("logger-full:0:1"),
+            Ok(Failpoint::LoggerFull {
+                index: 0,
+                incarnation: 1
             })
         );
         assert!(parse("stall-on:0::10").is_err(), "a message type is needed");

@@ -290,3 +290,55 @@ fn a_restarted_logger_gets_its_copies_back_so_a_second_loss_loses_nothing() {
         "every block was at two loggers again when the second one died"
     );
 }
+
+#[test]
+fn a_restarted_logger_without_room_has_its_lost_blocks_copied_to_a_third_logger() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    const ROUND_TRIPS: u64 = 600;
+    let expected = pingpong(ROUND_TRIPS, false, 0).finish().checksum();
+    // Three loggers, each block at two of them; logger 0's second process declines
+    // every block, as a logger that filled up with new blocks before the refill would.
+    let mut cmd = Command::new(bin("lazarus"));
+    cmd.args(["run", "-n", "2"])
+        .args(NO_PERIOD_16MIB_QUOTA)
+        .args([
+            "--loggers",
+            "3",
+            "--logger-copies",
+            "2",
+            "--logger-memory",
+            "2GiB",
+        ])
+        .env("LAZARUS_FAILPOINT", "logger-full:0:1")
+        .arg("--")
+        .arg(bin("pingpong"))
+        .args(pingpong_mib_args(ROUND_TRIPS));
+    let mut run = Launched::spawn(cmd, 2);
+    run.wait_started();
+    run.wait_for_logger_blocks(0, 10);
+    run.kill_logger(0);
+    // Node 0 (its blocks go to loggers 0 and 1 first) copies what logger 0 lost from
+    // logger 1 to logger 2.
+    run.wait_for_seen("node 0's refill of logger 0", |l| {
+        l.contains("node 0: logger-refilled")
+    });
+    // Then logger 1 dies too, and node 1 (no checkpoint at all): node 0 resends
+    // everything, from logger 2.
+    run.kill_logger(1);
+    run.kill(1);
+    let f = run.finish();
+    assert_eq!(f.checksum(), expected);
+    assert_only_restarted(&f, &[1]);
+    let node0 = &f.finals()[&0];
+    assert!(node0["blocks_relocated"] > 0, "{node0:?}");
+    assert_eq!(node0["resends_lost"], 0, "{node0:?}");
+    assert_eq!(
+        node0["checkpoint_requests_sent"], 0,
+        "every block was at two loggers again when the second one died: {node0:?}"
+    );
+    assert!(
+        f.has("failpoint: logger 0 declines every block"),
+        "the restarted logger was full; output:\n{}",
+        f.lines.join("\n")
+    );
+}

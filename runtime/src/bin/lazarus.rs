@@ -310,6 +310,7 @@ impl Loggers {
         let mut cmd = Command::new(&words[0]);
         cmd.args(&words[1..])
             .env("LAZARUS_SECRET", &self.secret)
+            .env("LAZARUS_LOGGER_INCARNATION", incarnation.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -49,7 +49,14 @@ pub fn server_name(index: u16) -> String {
 }
 
 /// Runs a logger until its standard input closes.
-pub fn serve(options: LoggerOptions) -> Result<(), LoggerError> {
+pub fn serve(mut options: LoggerOptions) -> Result<(), LoggerError> {
+    if crate::failpoint::logger_full(options.index) {
+        eprintln!(
+            "failpoint: logger {} declines every block (no capacity)",
+            options.index
+        );
+        options.capacity = 0;
+    }
     // Leave when the launcher closes our standard input (or dies).
     let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
     std::thread::spawn(move || {

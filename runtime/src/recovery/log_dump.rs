@@ -168,6 +168,45 @@ impl<P: LogPayload> SenderLog<P> {
         changed.len()
     }
 
+    /// Block `block` moved from logger `from` to logger `to` (a restarted logger that
+    /// lost it had no room for its copy, and a third logger took it): the entries that
+    /// pointed into it at `from` point into it at `to`. Block `(from, block)` is then
+    /// released like any block nothing points into. Returns how many entries moved.
+    pub fn relocate_block(&mut self, block: BlockId, from: u16, to: u16) -> usize {
+        let mut changed = Vec::new();
+        for dst in 0..self.peer_bytes.len() as u16 {
+            let dst = SetId(dst);
+            let Some(peer) = self.peer_channels_mut(dst) else {
+                continue;
+            };
+            for out in peer.values_mut() {
+                for e in out.entries.iter_mut() {
+                    let Held::Dumped(at) = &mut e.payload else {
+                        continue;
+                    };
+                    if at.block != block || at.locations().any(|l| l == to) {
+                        continue;
+                    }
+                    let old = *at;
+                    if at.logger == from {
+                        at.logger = to;
+                    } else if at.copy == Some(from) {
+                        at.copy = Some(to);
+                    } else {
+                        continue;
+                    }
+                    changed.push((dst, Held::Dumped(old), Held::Dumped(*at)));
+                }
+            }
+        }
+        // Counted once the channels are no longer borrowed.
+        for (dst, old, new) in &changed {
+            self.count_payload_in(*dst, new);
+            self.count_payload_out(*dst, old);
+        }
+        changed.len()
+    }
+
     /// Blocks that no entry points into any more since the last call, with their loggers.
     pub fn take_released_blocks(&mut self) -> Vec<(u16, BlockId)> {
         std::mem::take(&mut self.released_blocks)

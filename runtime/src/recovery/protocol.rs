@@ -681,6 +681,16 @@ impl<P: LogPayload> SetProtocol<P> {
         actions
     }
 
+    /// Logger `to` keeps `block`, which logger `lost_at` lost and had no room for
+    /// again: the driver copied it there from its other logger. The log's entries point
+    /// into it at `to` from now on, so it has two copies again. Returns how many entries
+    /// moved.
+    pub fn block_relocated(&mut self, lost_at: u16, to: u16, block: BlockId) -> usize {
+        let moved = self.log.relocate_block(block, lost_at, to);
+        self.lost_blocks.remove(&(lost_at, block));
+        moved
+    }
+
     /// Logger `logger` keeps `block` again (the driver copied it back there from its
     /// other logger): it is no longer lost.
     pub fn block_restored(&mut self, logger: u16, block: BlockId) {
@@ -1541,6 +1551,51 @@ mod tests {
                 .all(|a| !matches!(a, Action::Control { to: SetId(1), .. })),
             "{asks:?}"
         );
+    }
+
+    #[test]
+    fn a_lost_block_the_restarted_logger_has_no_room_for_moves_to_a_third_logger() {
+        let mut f = SetProtocol::<Vec<u8>>::new(SetId(0), 3).unwrap();
+        f.on_send(SetId(1), ch(0, 1), vec![1; 10]).unwrap();
+        f.on_send(SetId(1), ch(0, 1), vec![1; 10]).unwrap();
+        let block = f.take_log_dump(100).unwrap();
+        f.log_dumped(&block, 0, Some(1));
+        f.on_logger_lost(0);
+        assert_eq!(f.refillable_blocks(0), vec![(block.block, 1)]);
+        // Logger 0 declines the copy; logger 2 takes it.
+        assert_eq!(
+            f.block_relocated(0, 2, block.block),
+            2,
+            "both entries moved"
+        );
+        assert!(
+            f.refillable_blocks(0).is_empty(),
+            "nothing left to copy back"
+        );
+        let mut at = f.dumped_blocks();
+        at.sort();
+        assert_eq!(at, vec![(1, block.block), (2, block.block)]);
+        assert_eq!(
+            f.take_released_blocks(),
+            vec![(0, block.block)],
+            "nothing points into it at logger 0 any more"
+        );
+        // Losing logger 1 now loses nothing: logger 2 has the copy.
+        assert!(f.on_logger_lost(1).is_empty());
+        assert!(f.refillable_blocks(1).iter().all(|&(_, from)| from == 2));
+        // A resend names the new place.
+        let r = SetProtocol::<Vec<u8>>::new(SetId(1), 3).unwrap();
+        let resent = f
+            .on_control(SetId(1), ControlMessage::Rollback(r.report_for(SetId(0))))
+            .unwrap();
+        let places: Vec<u16> = resent
+            .iter()
+            .filter_map(|a| match a {
+                Action::SendDumped { at, .. } => Some(at.logger),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(places, vec![2, 2]);
     }
 
     #[test]

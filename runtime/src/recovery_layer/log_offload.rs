@@ -38,6 +38,8 @@ pub const LOGGERS_LOST: &str = "lazarus_loggers_lost_total";
 pub const LOGGERS_RESTARTED: &str = "lazarus_loggers_restarted_total";
 /// Blocks copied back to a restarted logger from their other logger (with copies).
 pub const BLOCKS_REFILLED: &str = "lazarus_log_blocks_refilled_total";
+/// Of those, blocks the restarted logger had no room for, copied to a third logger.
+pub const BLOCKS_RELOCATED: &str = "lazarus_log_blocks_relocated_total";
 
 /// Blocks copied back to a restarted logger per turn of the dump thread, so that the
 /// dumps go on meanwhile.
@@ -82,6 +84,9 @@ pub(crate) struct LogOffload {
     /// Blocks the refill of a logger skips: their other logger does not have them
     /// either (released since the checkpoint a restored node points into them from).
     refill_skip: Mutex<BTreeSet<(u16, BlockId)>>,
+    /// Loggers being refilled that declined a copy (full): the rest of their refill goes
+    /// to third loggers.
+    refill_full: Mutex<BTreeSet<u16>>,
     /// When every logger last declined a block (all full): for [`FULL_BACKOFF`] the quota
     /// is kept by checkpoint requests, whose releases make room at the loggers.
     all_declined: Mutex<Option<Instant>>,
@@ -95,6 +100,7 @@ pub(crate) struct LogOffload {
     pub(crate) bytes_dumped: AtomicU64,
     pub(crate) blocks_fetched: AtomicU64,
     pub(crate) blocks_refilled: AtomicU64,
+    pub(crate) blocks_relocated: AtomicU64,
     pub(crate) resends_lost: AtomicU64,
 }
 
@@ -118,6 +124,7 @@ impl LogOffload {
             refilling: Mutex::new(BTreeSet::new()),
             refilled: Mutex::new(BTreeMap::new()),
             refill_skip: Mutex::new(BTreeSet::new()),
+            refill_full: Mutex::new(BTreeSet::new()),
             all_declined: Mutex::new(None),
             dumping: AtomicBool::new(false),
             fetched: Mutex::new(None),
@@ -125,6 +132,7 @@ impl LogOffload {
             bytes_dumped: AtomicU64::new(0),
             blocks_fetched: AtomicU64::new(0),
             blocks_refilled: AtomicU64::new(0),
+            blocks_relocated: AtomicU64::new(0),
             resends_lost: AtomicU64::new(0),
         })
     }
@@ -320,13 +328,22 @@ impl LogOffload {
     }
 }
 
+/// How a store of a block's copy went.
+enum Stored {
+    Yes,
+    /// The logger is full.
+    Declined,
+    /// The logger answered something else, or is lost.
+    Failed,
+}
+
 /// How the copy of one block back to a restarted logger went.
 enum Refill {
     Copied,
     /// The other logger does not have it either: released since the checkpoint that
     /// points into it (or lost too); skipped.
     NotThere,
-    /// A logger declined, failed or is gone: the refill ends.
+    /// No logger took the copy, or one failed or is gone: the refill ends.
     Failed,
 }
 
@@ -540,8 +557,9 @@ impl RecoveryLayer {
 
     /// Copies back up to [`REFILL_PER_TURN`] lost blocks to each logger being refilled:
     /// fetched from the logger with the other copy, stored as they are (the same id),
-    /// then no longer lost. A logger that declines or fails ends its refill, and the
-    /// receivers of what is left with one copy are asked to checkpoint.
+    /// then no longer lost. A logger that declines (full) has the rest of its blocks
+    /// copied to third loggers instead; when none takes one, or a copy fails, the refill
+    /// ends, and the receivers of what is left with one copy are asked to checkpoint.
     fn refill(&self, offload: &LogOffload) {
         let targets: Vec<u16> = lock(&offload.refilling).iter().copied().collect();
         for logger in targets {
@@ -571,6 +589,7 @@ impl RecoveryLayer {
             }
             if ended {
                 lock(&offload.refilling).remove(&logger);
+                lock(&offload.refill_full).remove(&logger);
                 let skipped: BTreeSet<(u16, BlockId)> = {
                     let mut all = lock(&offload.refill_skip);
                     let mine = all.iter().filter(|&&(l, _)| l == logger).copied().collect();
@@ -605,7 +624,9 @@ impl RecoveryLayer {
         }
     }
 
-    /// Copies `block` from logger `from` to logger `to`.
+    /// Copies `block` from logger `from` back to logger `to`, which lost it; if `to` has
+    /// no room for it (it declined once in this refill), to a third logger instead,
+    /// which the block's references then name in `to`'s place.
     fn refill_block(&self, offload: &LogOffload, to: u16, block: BlockId, from: u16) -> Refill {
         let fetch = LoggerRequest::Fetch {
             rank: self.rank,
@@ -623,25 +644,61 @@ impl RecoveryLayer {
                 return Refill::Failed;
             }
         };
+        let full = lock(&offload.refill_full).contains(&to);
+        if !full {
+            match self.store_copy(offload, to, block, &bytes) {
+                Stored::Yes => {
+                    if let Some(p) = self.lock().protocol.as_mut() {
+                        p.block_restored(to, block);
+                    }
+                    return self.refilled(offload, to);
+                }
+                Stored::Declined => {
+                    // Full: this and the refill's next blocks go to a third logger.
+                    lock(&offload.refill_full).insert(to);
+                }
+                Stored::Failed => return Refill::Failed,
+            }
+        }
+        let third = (0..offload.client.loggers()).filter(|&l| {
+            l != to && l != from && !offload.lost[usize::from(l)].load(Ordering::Acquire)
+        });
+        for other in third {
+            if let Stored::Yes = self.store_copy(offload, other, block, &bytes) {
+                if let Some(p) = self.lock().protocol.as_mut() {
+                    p.block_relocated(to, other, block);
+                }
+                offload.blocks_relocated.fetch_add(1, Ordering::Relaxed);
+                counter!(BLOCKS_RELOCATED).increment(1);
+                return self.refilled(offload, to);
+            }
+        }
+        Refill::Failed
+    }
+
+    /// Stores a copy of `block` at logger `at`.
+    fn store_copy(&self, offload: &LogOffload, at: u16, block: BlockId, bytes: &Payload) -> Stored {
         let store = LoggerRequest::Store {
             rank: self.rank,
             block,
-            bytes,
+            bytes: bytes.clone(),
         };
-        match offload.client.request(to, store, STORE_TIMEOUT) {
-            Ok(LoggerResponse::Stored) => {}
+        match offload.client.request(at, store, STORE_TIMEOUT) {
+            Ok(LoggerResponse::Stored) => Stored::Yes,
+            Ok(LoggerResponse::Declined { .. }) => Stored::Declined,
             Ok(other) => {
-                tracing::warn!("refill of logger {to}: it answered {other:?}");
-                return Refill::Failed;
+                tracing::warn!("a copy of block {block:?} to logger {at}: it answered {other:?}");
+                Stored::Failed
             }
             Err(e) => {
-                offload.lose(to, &e);
-                return Refill::Failed;
+                offload.lose(at, &e);
+                Stored::Failed
             }
         }
-        if let Some(p) = self.lock().protocol.as_mut() {
-            p.block_restored(to, block);
-        }
+    }
+
+    /// One more block of logger `to`'s refill has two copies again.
+    fn refilled(&self, offload: &LogOffload, to: u16) -> Refill {
         offload.blocks_refilled.fetch_add(1, Ordering::Relaxed);
         counter!(BLOCKS_REFILLED).increment(1);
         *lock(&offload.refilled).entry(to).or_default() += 1;
@@ -701,19 +758,23 @@ impl RecoveryLayer {
     }
 
     /// `blocks_dumped=.. bytes_dumped=.. blocks_fetched=.. resends_lost=..
-    /// blocks_refilled=..` for the final report (zeros without loggers).
+    /// blocks_refilled=.. blocks_relocated=..` for the final report (zeros without
+    /// loggers).
     pub(crate) fn offload_report(&self) -> String {
-        let (d, b, f, l, r) = self.offload.get().map_or((0, 0, 0, 0, 0), |o| {
-            (
-                o.blocks_dumped.load(Ordering::Relaxed),
-                o.bytes_dumped.load(Ordering::Relaxed),
-                o.blocks_fetched.load(Ordering::Relaxed),
-                o.resends_lost.load(Ordering::Relaxed),
-                o.blocks_refilled.load(Ordering::Relaxed),
-            )
+        let [d, b, f, l, r, m] = self.offload.get().map_or([0; 6], |o| {
+            [
+                &o.blocks_dumped,
+                &o.bytes_dumped,
+                &o.blocks_fetched,
+                &o.resends_lost,
+                &o.blocks_refilled,
+                &o.blocks_relocated,
+            ]
+            .map(|n| n.load(Ordering::Relaxed))
         });
         format!(
-            "blocks_dumped={d} bytes_dumped={b} blocks_fetched={f} resends_lost={l} blocks_refilled={r}"
+            "blocks_dumped={d} bytes_dumped={b} blocks_fetched={f} resends_lost={l} \
+             blocks_refilled={r} blocks_relocated={m}"
         )
     }
 }
