@@ -254,7 +254,7 @@ pub fn describe_event(e: &NodeEvent) -> String {
              from their other copies"
         }
         "logger-refill-abandoned" => {
-            "logger-refill-abandoned: the refill stopped (the logger is full, or a copy \
+            "logger-refill-abandoned: the refill stopped (no logger had room, or a copy \
              failed); asked the receivers of the blocks left with one copy to checkpoint"
         }
         "logger-refill-missing" => {
