@@ -687,7 +687,10 @@ impl<P: LogPayload> SetProtocol<P> {
     /// moved.
     pub fn block_relocated(&mut self, lost_at: u16, to: u16, block: BlockId) -> usize {
         let moved = self.log.relocate_block(block, lost_at, to);
-        self.lost_blocks.remove(&(lost_at, block));
+        // Nothing moved: released meanwhile (and no longer lost), or already at `to`.
+        if moved > 0 {
+            self.lost_blocks.remove(&(lost_at, block));
+        }
         moved
     }
 
