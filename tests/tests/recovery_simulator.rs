@@ -87,20 +87,49 @@ fn after_refilling_a_restarted_logger_a_second_restart_loses_nothing() {
     assert!(refilled > 200, "blocks were copied back: {refilled}");
 }
 
+/// A restarted logger with no room for some of its lost blocks: the sets copy those to
+/// a third logger instead (`block_relocated`), and the references name it; the second
+/// restart still loses nothing, and every run ends with the failure-free result.
+#[test]
+fn blocks_a_restarted_logger_has_no_room_for_are_relocated_and_a_second_restart_loses_nothing() {
+    let stats = dump_sweep_with(2, true);
+    let (relocated, refilled) = (stats.blocks_relocated, stats.blocks_refilled);
+    println!(
+        "{relocated} of {refilled} refilled blocks relocated, {} resends from copies",
+        stats.resends_from_copy
+    );
+    assert!(
+        relocated > 100,
+        "blocks went to the third logger: {relocated}"
+    );
+    assert!(
+        relocated < refilled,
+        "others went back to the restarted logger"
+    );
+}
+
 /// Seeds 0..500 with every set dumping to logger nodes and `logger_restarts` of them
 /// (0, 1, or 2 one after the other) restarting; the runs' counters summed. Fails with
 /// the replay command of the first seed that does not end with the failure-free result.
 fn dump_sweep(logger_restarts: u64) -> SimStats {
+    dump_sweep_with(logger_restarts, false)
+}
+
+/// [`dump_sweep`], with about half the refills relocated to a third logger.
+fn dump_sweep_with(logger_restarts: u64, relocate: bool) -> SimStats {
     let mut total = SimStats::default();
     for seed in 0..500 {
         let mut cfg = SimConfig::random(seed);
         cfg.log_dump = true;
         cfg.logger_restart = logger_restarts >= 1;
         cfg.second_logger_restart = logger_restarts >= 2;
+        cfg.relocate_refills = relocate;
         let stats = run_seed(cfg, false).0.unwrap_or_else(|e| {
             panic!(
                 "seed {seed} (replay: LAZARUS_SIM_SEED={seed} LAZARUS_SIM_DUMP=1 \
-                 LAZARUS_SIM_LOGGER_RESTART={logger_restarts}): {e}"
+                 LAZARUS_SIM_LOGGER_RESTART={logger_restarts} \
+                 LAZARUS_SIM_RELOCATE={}): {e}",
+                u8::from(relocate)
             )
         });
         total.absorb(&stats);
@@ -184,7 +213,8 @@ fn order_sensitive_actors_replay_their_determinants_exactly() {
 /// Runs `default_seeds` seeds (or `LAZARUS_SIM_SEEDS` from `LAZARUS_SIM_SEED_BASE`), or
 /// replays `LAZARUS_SIM_SEED` alone with its trace (`LAZARUS_SIM_QUOTA=BYTES` forces a
 /// log quota, `LAZARUS_SIM_DUMP=1` dumps to a logger node, `LAZARUS_SIM_LOGGER_RESTART=1`
-/// with a copy at a second logger, one of which restarts, `=2` then the other one too).
+/// with a copy at a second logger, one of which restarts, `=2` then the other one too,
+/// `LAZARUS_SIM_RELOCATE=1` with half the refills relocated to a third logger).
 fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
     if let Some(seed) = env_u64("LAZARUS_SIM_SEED") {
         let mut cfg = config(seed);
@@ -201,6 +231,7 @@ fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
         let restarts = env_u64("LAZARUS_SIM_LOGGER_RESTART").unwrap_or(0);
         cfg.logger_restart = restarts >= 1;
         cfg.second_logger_restart = restarts >= 2;
+        cfg.relocate_refills = env_u64("LAZARUS_SIM_RELOCATE").is_some_and(|r| r > 0);
         println!("seed {seed}: {cfg:?}");
         let (result, trace) = run_seed(cfg, true);
         for line in &trace {
@@ -583,6 +614,7 @@ fn piggyback_size_is_bounded_by_sets_not_actors() {
             log_dump: false,
             logger_restart: false,
             second_logger_restart: false,
+            relocate_refills: false,
         };
         let stats = run_seed(cfg, false).0.expect("failure-free run");
         let msgs = stats.proto.sent + stats.proto.resent;

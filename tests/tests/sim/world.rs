@@ -110,6 +110,10 @@ pub struct SimConfig {
     /// blocks it lost back from the other logger (`refillable_blocks`), the other logger
     /// restarts too.
     pub second_logger_restart: bool,
+    /// With `second_logger_restart`: about half the refilled blocks go to a third logger
+    /// (which never restarts) instead, as when the restarted logger has no room
+    /// (`block_relocated`).
+    pub relocate_refills: bool,
 }
 
 impl SimConfig {
@@ -140,6 +144,7 @@ impl SimConfig {
             log_dump: Rng::new(seed ^ 0x0D0B_10C5).chance(1, 2),
             logger_restart: false,
             second_logger_restart: false,
+            relocate_refills: false,
         }
     }
 
@@ -173,6 +178,12 @@ enum Packet {
 /// `timer::source_of`), whose send index is the timer's arm number.
 const TIMER: usize = usize::MAX;
 
+/// Logger processes: two that keep every block (one of them may restart, then the
+/// other), and a third that only takes the copies a refill relocates.
+const LOGGERS: usize = 3;
+/// The logger that takes relocated copies; it never restarts.
+const THIRD_LOGGER: u16 = 2;
+
 /// Inter-set messages delivered by the protocol to an order-sensitive actor that may not
 /// handle them yet (its replay names another message first), and fired timers, per local
 /// actor: `(sender, send index, payload)` in delivery order.
@@ -199,7 +210,7 @@ struct Stored {
     /// Per local actor, its timers' image (pending ones with the delay left).
     timers: Vec<TimerImage<u64>>,
     /// The logger processes the set knew (as the runtime's image records them).
-    loggers: [u64; 2],
+    loggers: [u64; LOGGERS],
 }
 
 /// One correlated set.
@@ -229,7 +240,7 @@ struct Node {
     dumping: Option<(LogDump<Vec<u8>>, u32)>,
     /// The logger processes the set has found (a restart it has not noticed yet is not
     /// here). Volatile.
-    known_loggers: [u64; 2],
+    known_loggers: [u64; LOGGERS],
     /// Blocks the refill skips: the other logger lacks them too (released since the
     /// checkpoint that points into them). Volatile.
     refill_skip: BTreeSet<BlockId>,
@@ -286,6 +297,8 @@ pub struct SimStats {
     pub logger_restarts: u64,
     /// Blocks copied back to a restarted logger from the other one.
     pub blocks_refilled: u64,
+    /// Of those, blocks copied to the third logger instead (`relocate_refills`).
+    pub blocks_relocated: u64,
     /// Resends skipped because their block was gone (never needed in a run that ends
     /// with the failure-free result).
     pub resends_missing: u64,
@@ -378,6 +391,7 @@ impl SimStats {
         self.resends_from_copy += o.resends_from_copy;
         self.logger_restarts += o.logger_restarts;
         self.blocks_refilled += o.blocks_refilled;
+        self.blocks_relocated += o.blocks_relocated;
         self.resends_missing += o.resends_missing;
         self.lost_block_requests += o.lost_block_requests;
     }
@@ -442,7 +456,7 @@ pub struct World {
     /// have not learnt of its restart yet (`None`: it has not restarted).
     logger_restart: Option<(u16, Option<BTreeSet<u16>>)>,
     /// Each logger's process: a restart starts another.
-    logger_instances: [u64; 2],
+    logger_instances: [u64; LOGGERS],
 }
 
 const STEP_LIMIT: u64 = 2_000_000;
@@ -482,7 +496,7 @@ impl World {
                 events: events.checkpoint(|_| 0),
                 mailbox: BTreeMap::new(),
                 timers: vec![TimerImage::default(); actors.len()],
-                loggers: [0; 2],
+                loggers: [0; LOGGERS],
             };
             nodes.push(Node {
                 proto: Some(proto),
@@ -500,7 +514,7 @@ impl World {
                 incarnation: 0,
                 checkpoint_wanted: false,
                 dumping: None,
-                known_loggers: [0; 2],
+                known_loggers: [0; LOGGERS],
                 refill_skip: BTreeSet::new(),
             });
         }
@@ -528,7 +542,7 @@ impl World {
             left: BTreeMap::new(),
             logger: BTreeMap::new(),
             logger_restart: cfg_logger_restart,
-            logger_instances: [0; 2],
+            logger_instances: [0; LOGGERS],
         }
     }
 
@@ -955,9 +969,19 @@ impl World {
             self.note(|| format!("S{s} skips block {block:?}: logger {from} lacks it too"));
             return;
         };
+        self.stats.blocks_refilled += 1;
+        if self.cfg.relocate_refills && self.rng.chance(1, 2) {
+            // The restarted logger has no room: the copy goes to the third logger.
+            self.logger.insert((THIRD_LOGGER, s, block), payloads);
+            p.block_relocated(l, THIRD_LOGGER, block);
+            self.stats.blocks_relocated += 1;
+            self.note(|| {
+                format!("S{s} copies block {block:?} to logger {THIRD_LOGGER} from {from}")
+            });
+            return;
+        }
         self.logger.insert((l, s, block), payloads);
         p.block_restored(l, block);
-        self.stats.blocks_refilled += 1;
         self.note(|| format!("S{s} copies block {block:?} back to logger {l} from {from}"));
     }
 
