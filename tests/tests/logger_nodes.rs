@@ -25,7 +25,21 @@ fn pingpong(round_trips: u64, ft: bool, loggers: u16) -> Launched {
 
 /// With `copies` loggers keeping each block (`--logger-copies`).
 fn pingpong_with_copies(round_trips: u64, ft: bool, loggers: u16, copies: u16) -> Launched {
+    pingpong_with_failpoint(round_trips, ft, loggers, copies, None)
+}
+
+/// [`pingpong_with_copies`] with `LAZARUS_FAILPOINT` set to `failpoint`.
+fn pingpong_with_failpoint(
+    round_trips: u64,
+    ft: bool,
+    loggers: u16,
+    copies: u16,
+    failpoint: Option<&str>,
+) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
+    if let Some(point) = failpoint {
+        cmd.env("LAZARUS_FAILPOINT", point);
+    }
     cmd.args(["run", "-n", "2"]);
     if ft {
         cmd.args(NO_PERIOD_16MIB_QUOTA);
@@ -274,21 +288,30 @@ fn a_restarted_logger_gets_its_copies_back_so_a_second_loss_loses_nothing() {
             l.contains(&format!("node {rank}: logger-refilled"))
         });
     }
-    // Then logger 1 dies too, and node 1 (no checkpoint at all): node 0 resends
-    // everything, what logger 1 kept from logger 0.
+    // Then logger 1 dies too, and node 1: node 0 resends everything, what logger 1
+    // kept from logger 0.
+    let f = second_logger_loss_loses_nothing(run, &expected);
+    let node0 = &f.finals()[&0];
+    assert!(node0["blocks_refilled"] > 0, "{node0:?}");
+    assert!(node0["blocks_fetched"] > 0, "{node0:?}");
+}
+
+/// Kills logger 1 and node 1 (which has no checkpoint at all): node 0 resends
+/// everything node 1 was sent, from the blocks' other copies, with none lost and no
+/// checkpoint asked for, and the answer is `expected`.
+fn second_logger_loss_loses_nothing(mut run: Launched, expected: &str) -> Finished {
     run.kill_logger(1);
     run.kill(1);
     let f = run.finish();
     assert_eq!(f.checksum(), expected);
     assert_only_restarted(&f, &[1]);
     let node0 = &f.finals()[&0];
-    assert!(node0["blocks_refilled"] > 0, "{node0:?}");
-    assert!(node0["blocks_fetched"] > 0, "{node0:?}");
     assert_eq!(node0["resends_lost"], 0, "{node0:?}");
     assert_eq!(
         node0["checkpoint_requests_sent"], 0,
-        "every block was at two loggers again when the second one died"
+        "every block was at two loggers again when the second one died: {node0:?}"
     );
+    f
 }
 
 #[test]
@@ -298,22 +321,7 @@ fn a_restarted_logger_without_room_has_its_lost_blocks_copied_to_a_third_logger(
     let expected = pingpong(ROUND_TRIPS, false, 0).finish().checksum();
     // Three loggers, each block at two of them; logger 0's second process declines
     // every block, as a logger that filled up with new blocks before the refill would.
-    let mut cmd = Command::new(bin("lazarus"));
-    cmd.args(["run", "-n", "2"])
-        .args(NO_PERIOD_16MIB_QUOTA)
-        .args([
-            "--loggers",
-            "3",
-            "--logger-copies",
-            "2",
-            "--logger-memory",
-            "2GiB",
-        ])
-        .env("LAZARUS_FAILPOINT", "logger-full:0:1")
-        .arg("--")
-        .arg(bin("pingpong"))
-        .args(pingpong_mib_args(ROUND_TRIPS));
-    let mut run = Launched::spawn(cmd, 2);
+    let mut run = pingpong_with_failpoint(ROUND_TRIPS, true, 3, 2, Some("logger-full:0:1"));
     run.wait_started();
     run.wait_for_logger_blocks(0, 10);
     run.kill_logger(0);
@@ -322,20 +330,10 @@ fn a_restarted_logger_without_room_has_its_lost_blocks_copied_to_a_third_logger(
     run.wait_for_seen("node 0's refill of logger 0", |l| {
         l.contains("node 0: logger-refilled")
     });
-    // Then logger 1 dies too, and node 1 (no checkpoint at all): node 0 resends
-    // everything, from logger 2.
-    run.kill_logger(1);
-    run.kill(1);
-    let f = run.finish();
-    assert_eq!(f.checksum(), expected);
-    assert_only_restarted(&f, &[1]);
+    // Then logger 1 dies too, and node 1: node 0 resends everything, from logger 2.
+    let f = second_logger_loss_loses_nothing(run, &expected);
     let node0 = &f.finals()[&0];
     assert!(node0["blocks_relocated"] > 0, "{node0:?}");
-    assert_eq!(node0["resends_lost"], 0, "{node0:?}");
-    assert_eq!(
-        node0["checkpoint_requests_sent"], 0,
-        "every block was at two loggers again when the second one died: {node0:?}"
-    );
     assert!(
         f.has("failpoint: logger 0 declines every block"),
         "the restarted logger was full; output:\n{}",
