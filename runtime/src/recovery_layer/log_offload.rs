@@ -41,6 +41,19 @@ pub const BLOCKS_REFILLED: &str = "lazarus_log_blocks_refilled_total";
 /// Of those, blocks the restarted logger had no room for, copied to a third logger.
 pub const BLOCKS_RELOCATED: &str = "lazarus_log_blocks_relocated_total";
 
+/// Whether the log holds more than `limit` bytes in a way a dump can help with: more
+/// than a quarter of `quota` is payloads in memory. Only payloads can go; the entries'
+/// vectors are kept down by checkpoint requests instead (a run of small messages whose
+/// vectors alone are over the limit would otherwise dump blocks of a few bytes, and
+/// hold its senders back for good).
+pub(super) fn dump_would_help(
+    stats: &crate::recovery::LogStats,
+    limit: usize,
+    quota: usize,
+) -> bool {
+    stats.bytes() > limit && stats.payload_bytes > quota / 4
+}
+
 /// Blocks copied back to a restarted logger per turn of the dump thread, so that the
 /// dumps go on meanwhile.
 const REFILL_PER_TURN: usize = 4;
@@ -444,13 +457,8 @@ impl RecoveryLayer {
                 std::thread::sleep(DUMP_POLL);
                 continue;
             }
-            // Only payloads can go: while the vectors alone keep the log over its
-            // threshold (many small messages), a dump waits for a quarter of the quota in
-            // payloads instead of shipping a block of a few bytes every poll.
-            let over = self.lock().protocol.as_ref().is_some_and(|p| {
-                let stats = p.log_stats();
-                stats.bytes() > threshold && stats.payload_bytes > quota / 4
-            });
+            let over = (self.lock().protocol.as_ref())
+                .is_some_and(|p| dump_would_help(&p.log_stats(), threshold, quota));
             if over {
                 self.dump_until(offload, target, first);
             }

@@ -951,16 +951,12 @@ impl RecoveryLayer {
         sent
     }
 
-    /// Whether the log holds more than its quota (`--log-quota`) and a dump could bring
-    /// it back: more than a quarter of the quota is payloads in memory. What a dump
-    /// cannot move (the vectors) is kept down by checkpoint requests instead
-    /// (`enforce_log_quota`), so a sender is not held back for it.
+    /// Whether the log holds more than its quota (`--log-quota`) in a way the dump to
+    /// loggers can bring back ([`log_offload::dump_would_help`]).
     fn over_quota(&self, core: &Core) -> bool {
         self.config.log_quota.is_some_and(|quota| {
-            (core.protocol.as_ref()).is_some_and(|p| {
-                let stats = p.log_stats();
-                stats.bytes() > quota && stats.payload_bytes > quota / 4
-            })
+            (core.protocol.as_ref())
+                .is_some_and(|p| log_offload::dump_would_help(&p.log_stats(), quota, quota))
         })
     }
 
