@@ -11,6 +11,7 @@ use crate::actor_ref::ActorRef;
 use crate::error::{NodeError, SpawnError};
 use crate::executor::CoreExecutor;
 use crate::executor::{CoreQueue, PauseGate};
+use crate::exited_actors::ExitedActors;
 use crate::lifecycle::ActorCell;
 use crate::mailbox::Mailbox;
 use crate::recovery_layer::RecoveryLayer;
@@ -21,7 +22,6 @@ use crate::topology::{self, HwCore};
 use crate::transport::frame::{Envelope, RemoteError};
 use crate::transport::Transport;
 use std::cell::RefCell;
-use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -152,7 +152,7 @@ impl NodeBuilder {
             ask_timeout: self.ask_timeout,
             live: AtomicUsize::new(0),
             exited: tokio::sync::Notify::new(),
-            gone: Mutex::new(BTreeSet::new()),
+            gone: Mutex::new(ExitedActors::default()),
             transport: OnceLock::new(),
             recovery: OnceLock::new(),
             gate,
@@ -186,9 +186,8 @@ struct NodeInner {
     exited: tokio::sync::Notify,
     /// Local actors known to have exited (in this process, or before the checkpoint a
     /// restarted node came back from): a reference to one resolves to a stopped actor,
-    /// as the reference its holder kept did, instead of failing to decode. One id per
-    /// exited actor.
-    gone: Mutex<BTreeSet<ActorId>>,
+    /// as the reference its holder kept did, instead of failing to decode.
+    gone: Mutex<ExitedActors>,
     transport: OnceLock<Arc<Transport>>,
     recovery: OnceLock<Arc<RecoveryLayer>>,
     gate: Arc<PauseGate>,
@@ -472,13 +471,21 @@ impl NodeHandle {
     /// Records local actors as exited (see [`NodeHandle::actor_ref`]).
     pub(crate) fn mark_exited(&self, ids: impl IntoIterator<Item = ActorId>) {
         let mut gone = self.inner.gone.lock().unwrap_or_else(|e| e.into_inner());
-        gone.extend(ids);
+        for id in ids {
+            gone.insert(id);
+        }
+    }
+
+    /// Records every actor of `exited` as exited (a restored checkpoint's).
+    pub(crate) fn mark_all_exited(&self, exited: &ExitedActors) {
+        let mut gone = self.inner.gone.lock().unwrap_or_else(|e| e.into_inner());
+        gone.merge(exited);
     }
 
     /// Whether local actor `id` is known to have exited.
     pub(crate) fn has_exited(&self, id: ActorId) -> bool {
         let gone = self.inner.gone.lock().unwrap_or_else(|e| e.into_inner());
-        gone.contains(&id)
+        gone.contains(id)
     }
 
     /// A reference to local actor `id`, which has exited: a cell that is never
@@ -497,12 +504,12 @@ impl NodeHandle {
         ActorRef::from_cell(cell)
     }
 
-    /// Every local actor known to have exited, in id order: those `main` spawned and
-    /// those spawned by actors, whose parents may have exited too, so their ids cannot
-    /// be derived from a checkpointed parent.
-    pub(crate) fn exited_ids(&self) -> Vec<ActorId> {
+    /// Every local actor known to have exited: those `main` spawned and those spawned
+    /// by actors, whose parents may have exited too, so their ids cannot be derived
+    /// from a checkpointed parent.
+    pub(crate) fn exited_actors(&self) -> ExitedActors {
         let gone = self.inner.gone.lock().unwrap_or_else(|e| e.into_inner());
-        gone.iter().copied().collect()
+        gone.clone()
     }
 
     /// The control of live local actor `id`.

@@ -21,6 +21,7 @@
 
 use crate::actor_id::ActorId;
 use crate::node::NodeHandle;
+use crate::range_set::RangeSet;
 use crate::transport::frame::{outcome_bytes, Envelope, RemoteError};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -171,7 +172,7 @@ pub(crate) struct DriverState {
     pub(crate) diverged: u64,
     /// Positions of the asks answered so far, in any incarnation: a second reply to one
     /// is refused.
-    answered: Answered,
+    answered: RangeSet,
     /// Replies kept over the run.
     kept: u64,
     /// Bytes of the node's reply journal holding every kept reply not in `unjournaled`.
@@ -194,46 +195,7 @@ pub(crate) struct DriverImage {
     /// Bytes of the reply journal that belong to this image.
     pub(crate) journal_len: u64,
     /// Positions of the answered asks, as half-open ranges.
-    pub(crate) answered: Vec<(u64, u64)>,
-}
-
-/// A set of ask positions, as disjoint half-open ranges (`main`'s asks are mostly
-/// consecutive, so a run's worth takes a few ranges, not one entry per reply).
-#[derive(Debug, Default)]
-struct Answered(BTreeMap<u64, u64>);
-
-impl Answered {
-    /// Adds `p`; false if it was there.
-    fn insert(&mut self, p: u64) -> bool {
-        let below = self.0.range(..=p).next_back().map(|(s, e)| (*s, *e));
-        if below.is_some_and(|(_, e)| p < e) {
-            return false;
-        }
-        let mut start = p;
-        if let Some((s, e)) = below.filter(|(_, e)| *e == p) {
-            start = s;
-            self.0.remove(&s);
-            debug_assert_eq!(e, p);
-        }
-        let end = match self.0.remove(&(p + 1)) {
-            Some(e) => e,
-            None => p + 1,
-        };
-        self.0.insert(start, end);
-        true
-    }
-
-    fn contains(&self, p: u64) -> bool {
-        self.0.range(..=p).next_back().is_some_and(|(_, e)| p < *e)
-    }
-
-    fn ranges(&self) -> Vec<(u64, u64)> {
-        self.0.iter().map(|(s, e)| (*s, *e)).collect()
-    }
-
-    fn from_ranges(ranges: &[(u64, u64)]) -> Self {
-        Answered(ranges.iter().filter(|(s, e)| s < e).copied().collect())
-    }
+    pub(crate) answered: RangeSet,
 }
 
 /// The asked actor (if known) and the encoded outcome of a kept reply.
@@ -406,7 +368,7 @@ impl DriverState {
                 sent: self.sent.max(self.replayed_upto),
                 kept: self.kept,
                 journal_len: self.journal_len,
-                answered: self.answered.ranges(),
+                answered: self.answered.clone(),
             },
             self.unjournaled.clone(),
         )
@@ -436,7 +398,7 @@ impl DriverState {
             replayed_upto: image.sent,
             awaiting_ask: journal.into_iter().collect(),
             unjournaled: Vec::new(),
-            answered: Answered::from_ranges(&image.answered),
+            answered: image.answered,
             kept: image.kept,
             journal_len: image.journal_len,
             thread: None,
@@ -551,7 +513,7 @@ mod tests {
             crate::checkpoint::journal::encode_records(&pending, &mut journal);
             state.journaled(pending.len(), journal.len() as u64);
             image.journal_len = journal.len() as u64;
-            assert_eq!(image.answered, vec![(1, 4 * u64::from(round) + 5)]);
+            assert_eq!(image.answered.ranges(), vec![(1, 4 * u64::from(round) + 5)]);
         }
         assert!(state.image().1.is_empty());
         let mut restored = restart(&mut journal, &mut state);

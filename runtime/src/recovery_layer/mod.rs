@@ -513,7 +513,7 @@ pub(crate) struct Core {
     /// Actor images of the checkpoint being restored, by actor.
     pub(crate) images: HashMap<ActorId, ActorImage>,
     /// Every actor that had exited at the checkpoint being restored.
-    pub(crate) exited: Vec<ActorId>,
+    pub(crate) exited: crate::exited_actors::ExitedActors,
     /// The logger processes the node knew at the checkpoint being restored.
     pub(crate) logger_instances: Vec<Option<u64>>,
     /// When the rollback was sent (for the replay phase's duration).
@@ -706,7 +706,7 @@ impl RecoveryLayer {
                 driver: Default::default(),
                 deferred: Vec::new(),
                 images: HashMap::new(),
-                exited: Vec::new(),
+                exited: Default::default(),
                 logger_instances: Vec::new(),
                 rollback_at: None,
                 forced_log: ForcedLog::default(),

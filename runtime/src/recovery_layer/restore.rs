@@ -168,7 +168,7 @@ impl RecoveryLayer {
                     Vec::new(),
                     super::driver::DriverState::default(),
                     Default::default(),
-                    Vec::new(),
+                    Default::default(),
                     Vec::new(),
                 )
             }
@@ -231,7 +231,8 @@ impl RecoveryLayer {
         }
         let mut deferred = std::mem::take(&mut core.deferred);
         let mut images = std::mem::take(&mut core.images);
-        Self::retire_exited(node, &mut deferred, &images, &core.exited);
+        let exited = std::mem::take(&mut core.exited);
+        Self::retire_exited(node, &mut deferred, &images, &exited);
         // Children of actors (spawned from handlers) are not spawned again by `main`:
         // rebuild them, all before any state is decoded, since states hold references to
         // them.
@@ -289,9 +290,9 @@ impl RecoveryLayer {
         node: &NodeHandle,
         deferred: &mut Vec<Arc<dyn Control>>,
         images: &std::collections::HashMap<crate::ActorId, crate::lifecycle::ActorImage>,
-        exited: &[crate::ActorId],
+        exited: &crate::exited_actors::ExitedActors,
     ) {
-        node.mark_exited(exited.iter().copied());
+        node.mark_all_exited(exited);
         deferred.retain(|cell| {
             let gone = node.has_exited(cell.id()) && !images.contains_key(&cell.id());
             if gone {
@@ -391,7 +392,7 @@ mod tests {
             &h,
             &mut deferred,
             &images,
-            &[gone, exited_child, grandchild],
+            &[gone, exited_child, grandchild].into_iter().collect(),
         );
 
         let left: Vec<ActorId> = deferred.iter().map(|c| c.id()).collect();

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 /// Version of the layout of a node's checkpoint image (`SetImage`). 6: actor images
 /// record their core and their count of children. 7: the actors `main` spawned that
 /// have exited. 8: every actor that has exited. 9: the logger processes the node knew.
-pub const SET_IMAGE_FORMAT: u16 = 9;
+/// 10: the exited actors `main` spawned as ranges of ids.
+pub const SET_IMAGE_FORMAT: u16 = 10;
 
 /// Everything a node's checkpoint holds.
 #[derive(Debug, Serialize, Deserialize)]
@@ -41,7 +42,7 @@ pub(crate) struct SetImage {
     /// it had spawned, and the restore ends them before they run; references to any of
     /// them (an exited worker's exited child too, which no checkpointed parent's count
     /// of children names) resolve to stopped actors.
-    pub(crate) exited: Vec<crate::ActorId>,
+    pub(crate) exited: crate::exited_actors::ExitedActors,
     /// Per logger node, the process (its `Hello` number) the node had last connected to:
     /// a restored node that finds another one there knows the blocks missing there were
     /// lost with a restart, not released since the checkpoint.
@@ -56,7 +57,7 @@ struct Captured {
     /// Replies to `main` kept since the last append to the reply journal.
     unjournaled: Vec<(u64, bytes::Bytes)>,
     events: EventImage,
-    exited: Vec<crate::ActorId>,
+    exited: crate::exited_actors::ExitedActors,
     logger_instances: Vec<Option<u64>>,
     pause: Duration,
     /// The part of `pause` spent waiting for the cores to reach a pause point (their
@@ -146,7 +147,7 @@ impl RecoveryLayer {
             }
             // No handler runs while the cores are paused, so no actor is exiting: every
             // actor is either in `controls` or in `exited`.
-            let exited = node.exited_ids();
+            let exited = node.exited_actors();
             let mut actors = Vec::new();
             for control in node.controls() {
                 if let Some(image) = control
