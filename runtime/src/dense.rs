@@ -114,7 +114,8 @@ impl<'de, T: Dense> Visitor<'de> for DenseVisitor<T> {
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
         // Formats without byte strings hand them over as a sequence of bytes.
-        let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        // The hint comes from the input: capped, as in `payload.rs`.
+        let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
         while let Some(b) = seq.next_element::<u8>()? {
             bytes.push(b);
         }

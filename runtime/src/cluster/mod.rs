@@ -192,10 +192,10 @@ impl ClusterSpec {
             }
             let base = match num("LAZARUS_BASE_PORT")? {
                 Some(p) => p,
-                None => 20_000 + ((job * 7 + step) % 1_000) * 32,
+                None => 20_000 + (job.wrapping_mul(7).wrapping_add(step) % 1_000) * 32,
             };
             // Block distribution (srun's default): ranks fill hosts in order.
-            let mut addrs = Vec::with_capacity(ntasks);
+            let mut addrs = Vec::with_capacity(ntasks.min(slurm::MAX_TASKS));
             let mut local = (0, 0); // (tasks on my host, my index on it)
             for (host, &count) in hosts.iter().zip(&per_node) {
                 let ip = resolve(&format!("{host}:0"))?.ip();
@@ -225,6 +225,14 @@ impl ClusterSpec {
                     spec.idle_spin = Some(Duration::ZERO);
                 }
             }
+        }
+        if spec.addrs.len() > slurm::MAX_TASKS {
+            // Ranks and cluster sizes are 16-bit on the wire.
+            return Err(ClusterError::Environment(format!(
+                "{} nodes: a cluster has at most {}",
+                spec.addrs.len(),
+                slurm::MAX_TASKS
+            )));
         }
         if let Some(rc) = spec.recovery.as_mut() {
             rc.buddy = rc.buddy_mode.resolve(&spec.addrs, spec.rank);

@@ -12,6 +12,7 @@ pub fn expand_hostlist(list: &str) -> Result<Vec<String>, String> {
         };
         let close = item
             .rfind(']')
+            .filter(|close| *close > open)
             .ok_or_else(|| format!("unbalanced brackets in host list `{list}`"))?;
         let (prefix, ranges, suffix) = (&item[..open], &item[open + 1..close], &item[close + 1..]);
         for range in ranges.split(',') {
@@ -53,6 +54,9 @@ fn split_top_level(list: &str) -> Vec<&str> {
     out
 }
 
+/// The most tasks a job step may have (ranks are 16-bit), and the most hosts.
+pub const MAX_TASKS: usize = u16::MAX as usize;
+
 /// Expands `SLURM_STEP_TASKS_PER_NODE` such as `2(x3),1` into per-host task counts.
 pub fn expand_tasks_per_node(spec: &str) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();
@@ -67,6 +71,12 @@ pub fn expand_tasks_per_node(spec: &str) -> Result<Vec<usize>, String> {
         let repeat: usize = repeat
             .parse()
             .map_err(|_| format!("bad tasks-per-node `{spec}`"))?;
+        // Ranks are 16-bit: larger counts are a malformed variable, not a job.
+        if count > MAX_TASKS || repeat > MAX_TASKS - out.len() {
+            return Err(format!(
+                "tasks-per-node `{spec}` describes more than {MAX_TASKS} tasks or hosts"
+            ));
+        }
         out.extend(std::iter::repeat_n(count, repeat));
     }
     Ok(out)
@@ -85,6 +95,10 @@ mod tests {
         assert_eq!(expand_hostlist("localhost").unwrap(), ["localhost"]);
         assert!(expand_hostlist("n[1-").is_err());
         assert!(expand_hostlist("n[5-1]").is_err());
+        assert!(
+            expand_hostlist("a]b[c").is_err(),
+            "a bracket closed before it opens"
+        );
     }
 
     #[test]
@@ -92,5 +106,11 @@ mod tests {
         assert_eq!(expand_tasks_per_node("2(x3),1").unwrap(), [2, 2, 2, 1]);
         assert_eq!(expand_tasks_per_node("4").unwrap(), [4]);
         assert!(expand_tasks_per_node("x").is_err());
+        assert!(
+            expand_tasks_per_node("1(x99999999999)").is_err(),
+            "refused, not allocated"
+        );
+        assert!(expand_tasks_per_node("99999999999").is_err());
+        assert!(expand_tasks_per_node("1(x65535),1").is_err());
     }
 }

@@ -142,7 +142,7 @@ impl<P: LogPayload> Inbox<P> {
             let c = peer.entry(channel).or_default();
             c.last_deliver = delivered;
             c.last_checkpointed = delivered;
-            c.digests = DigestWindow::starting_at(delivered + 1);
+            c.digests = DigestWindow::starting_at(delivered.saturating_add(1));
         }
     }
 

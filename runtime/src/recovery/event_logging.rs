@@ -129,16 +129,24 @@ impl Kept {
     fn held_below(&self) -> u64 {
         // Usually the run is gap-free: check the last key before walking.
         let n = self.dets.len() as u64;
+        // Sequence numbers come from the network: near `u64::MAX` the sums saturate
+        // rather than overflow (such a run is never acknowledged past its gap anyway).
         match self.dets.last_key_value() {
             None => self.base,
-            Some((&last, _)) if last + 1 == self.base + n => last + 1,
+            Some((&last, _))
+                if last
+                    .checked_add(1)
+                    .is_some_and(|e| Some(e) == self.base.checked_add(n)) =>
+            {
+                last + 1
+            }
             _ => {
                 let mut next = self.base;
                 for &seq in self.dets.keys() {
                     if seq != next {
                         break;
                     }
-                    next += 1;
+                    next = next.saturating_add(1);
                 }
                 next
             }
@@ -1030,5 +1038,29 @@ mod tests {
         pump(&mut sets, &mut stores, old_batch, &[]);
         assert_eq!(stores[1].len(), 0);
         assert!(sets[1].stats().stale >= 1);
+    }
+
+    #[test]
+    fn sequence_numbers_at_the_top_of_the_range_are_kept_without_overflow() {
+        // A peer's frames choose the numbers; neither a release nor a determinant at
+        // `u64::MAX` may panic the logger (its journal would replay the panic forever).
+        let mut store = EventStore::new();
+        let log = |seq| EventMessage::Log {
+            incarnation: Incarnation(0),
+            dets: vec![(seq, det(1, 1))],
+        };
+        let held = |answer: Option<EventMessage>| match answer {
+            Some(EventMessage::Ack { held_below, .. }) => held_below,
+            other => panic!("not an ack: {other:?}"),
+        };
+        assert_eq!(held(store.apply(SetId(1), log(u64::MAX))), 0, "a gap at 0");
+        store.apply(
+            SetId(1),
+            EventMessage::Release {
+                incarnation: Incarnation(0),
+                below: u64::MAX - 1,
+            },
+        );
+        assert_eq!(held(store.apply(SetId(1), log(u64::MAX - 1))), u64::MAX);
     }
 }

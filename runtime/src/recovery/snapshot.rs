@@ -99,6 +99,11 @@ impl<P> Snapshot<P> {
             if !peer_ok(*to) {
                 return bad(format!("send state towards {to}"));
             }
+            // Indices of u64::MAX leave no room for a next message: refused here, so the
+            // sums below and in the restore cannot overflow.
+            if out.released == u64::MAX || out.last_send == u64::MAX {
+                return bad(format!("send index of channel {channel:?} at its limit"));
+            }
             let mut expected = out.released + 1;
             for e in &out.entries {
                 if e.send_index != expected || e.send_index > out.last_send {

@@ -58,17 +58,32 @@ struct Assembly {
 
 impl Assembly {
     /// Adds `chunk`; returns the whole image once its last piece arrived in order.
+    /// Memory grows with the pieces received, never with the total a piece announces;
+    /// a piece that runs past that total ends the transfer (counted and logged).
     fn add(&mut self, chunk: ReplicaChunk) -> Option<Image> {
         if chunk.offset == 0 {
             self.id = chunk.id;
-            self.bytes = Vec::with_capacity(usize::try_from(chunk.total).unwrap_or(0).min(1 << 32));
+            self.bytes = Vec::new();
         }
         if chunk.id != self.id || chunk.offset != self.bytes.len() as u64 {
             // A piece of another (or a restarted) transfer: wait for its next start.
             return None;
         }
+        let len = self.bytes.len() as u64 + chunk.bytes.len() as u64;
+        if len > chunk.total {
+            metrics::counter!(crate::checkpoint::CORRUPT_CHECKPOINTS, "reason" => "replica_overrun")
+                .increment(1);
+            tracing::warn!(
+                id = chunk.id,
+                total = chunk.total,
+                len,
+                "a replica's pieces run past its announced size; dropped"
+            );
+            self.bytes = Vec::new();
+            return None;
+        }
         self.bytes.extend_from_slice(&chunk.bytes);
-        (self.bytes.len() as u64 == chunk.total).then(|| (self.id, std::mem::take(&mut self.bytes)))
+        (len == chunk.total).then(|| (self.id, std::mem::take(&mut self.bytes)))
     }
 }
 
@@ -211,6 +226,17 @@ impl RecoveryLayer {
     /// A piece of node `from`'s replica arrived; returns the checkpoint id to acknowledge
     /// once the whole image is here (kept if it is the newest).
     pub(crate) fn replica_chunk(&self, from: u16, chunk: ReplicaChunk) -> Option<u64> {
+        if (u32::from(from) + 1) % u32::from(self.size) != u32::from(self.rank) {
+            // Only the previous rank keeps its replica here: anything else would hold an
+            // image for a node that never fetches it from this one.
+            metrics::counter!(crate::checkpoint::CORRUPT_CHECKPOINTS, "reason" => "replica_not_buddy")
+                .increment(1);
+            tracing::warn!(
+                from,
+                "a replica from a node this one is not the buddy of; dropped"
+            );
+            return None;
+        }
         let (id, image) = self
             .replicas
             .incoming
@@ -414,5 +440,28 @@ mod tests {
             done = a.add(c);
         }
         assert_eq!(done, Some((3, image)));
+    }
+
+    #[test]
+    fn a_piece_announcing_a_huge_image_reserves_nothing_and_pieces_past_the_total_are_dropped() {
+        let mut a = Assembly::default();
+        let piece = |offset: u64, total: u64, bytes: Vec<u8>| ReplicaChunk {
+            id: 9,
+            offset,
+            total,
+            bytes,
+        };
+        assert_eq!(a.add(piece(0, u64::MAX, vec![1; 16])), None);
+        assert!(
+            a.bytes.capacity() < 1 << 20,
+            "memory follows the bytes received"
+        );
+        // A first piece longer than the total it announces can never complete.
+        assert_eq!(a.add(piece(0, 4, vec![1; 16])), None);
+        assert!(a.bytes.is_empty(), "the overrun transfer is dropped");
+        assert_eq!(a.add(piece(16, 4, vec![1; 16])), None, "and not continued");
+        assert!(a.bytes.is_empty());
+        // A transfer that starts again afterwards is reassembled.
+        assert_eq!(a.add(piece(0, 3, vec![7; 3])), Some((9, vec![7; 3])));
     }
 }

@@ -42,16 +42,20 @@ impl RecoveryLayer {
                 match img.protocol.validate(SetId(self.rank), self.size) {
                     Ok(()) => Some(img),
                     Err(e) => {
+                        counter!(crate::checkpoint::CORRUPT_CHECKPOINTS, "reason" => "invalid")
+                            .increment(1);
                         tracing::warn!("checkpoint refused: {e}");
                         None
                     }
                 }
             }
             Ok(img) => {
+                counter!(crate::checkpoint::CORRUPT_CHECKPOINTS, "reason" => "format").increment(1);
                 tracing::warn!(format = img.format, "checkpoint of another format");
                 None
             }
             Err(e) => {
+                counter!(crate::checkpoint::CORRUPT_CHECKPOINTS, "reason" => "decode").increment(1);
                 tracing::warn!("checkpoint does not decode: {e}");
                 None
             }

@@ -524,13 +524,27 @@ pub(crate) const QUOTA_POLL: Duration = Duration::from_millis(10);
 /// between them. It also keeps the nodes' checkpoint writes from contending at once.
 pub(crate) fn first_checkpoint_after(every: Duration, rank: u16, size: u16) -> Duration {
     let size = u32::from(size.max(1));
-    every + every * (u32::from(rank) % size) / size
+    // The period comes from the command line or the environment: a huge one must not
+    // overflow (it means "practically never" either way).
+    every
+        .checked_mul(u32::from(rank) % size)
+        .and_then(|spread| every.checked_add(spread / size))
+        .unwrap_or(every)
 }
 
 #[cfg(test)]
 mod tests {
     use super::first_checkpoint_after;
     use std::time::Duration;
+
+    #[test]
+    fn a_period_too_long_to_spread_is_kept_as_it_is() {
+        assert_eq!(
+            first_checkpoint_after(Duration::MAX, 3, 4),
+            Duration::MAX,
+            "no overflow"
+        );
+    }
 
     #[test]
     fn nodes_started_together_checkpoint_spread_over_one_period() {

@@ -375,7 +375,11 @@ pub fn encode(body: &FrameBody, out: &mut Vec<u8>) -> Result<(), postcard::Error
     out.extend_from_slice(&[MAGIC[0], MAGIC[1], VERSION, 0, 0, 0, 0, 0]);
     let encoded = postcard::to_extend(body, std::mem::take(out))?;
     *out = encoded;
-    let len = (out.len() - start - HEADER_LEN) as u32;
+    // A body past 4 GiB would wrap its length and misframe the whole stream.
+    let Ok(len) = u32::try_from(out.len() - start - HEADER_LEN) else {
+        out.truncate(start);
+        return Err(postcard::Error::SerializeBufferFull);
+    };
     out[start + 4..start + 8].copy_from_slice(&len.to_le_bytes());
     Ok(())
 }

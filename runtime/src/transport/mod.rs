@@ -639,7 +639,7 @@ impl Transport {
             set.insert(rank);
             let complete = set.len() == self.size;
             if complete {
-                b.released_below = b.released_below.max(epoch + 1);
+                b.released_below = b.released_below.max(epoch.saturating_add(1));
             }
             complete
         };
@@ -649,6 +649,13 @@ impl Transport {
             }
             self.barrier_release(epoch);
         }
+    }
+
+    /// A well-formed frame that node `from` had no business sending (`what`): counted
+    /// and logged, and otherwise ignored.
+    fn misdirected(&self, from: u16, what: &'static str) {
+        counter!(BAD_FRAMES, "kind" => what).increment(1);
+        tracing::warn!(from, "refused a {what} frame from node {from}");
     }
 
     fn barrier_release(&self, epoch: u64) {
@@ -853,15 +860,21 @@ impl Transport {
                         "unlogged reply to main's request from node {from} refused"
                     );
                 } else if let Some((_, p)) = self.pending.remove(&request) {
+                    // Any node may answer: a reply slot travels in messages.
                     let _ = p.tx.send(outcome);
                 }
             }
             FrameBody::BarrierArrive { epoch, rank } => {
-                if self.rank == 0 && (rank as usize) < self.size {
+                // Only rank 0 counts arrivals, and each node arrives for itself.
+                if self.rank == 0 && rank == from {
                     self.barrier_arrive(epoch, rank);
+                } else {
+                    self.misdirected(from, "barrier_arrive");
                 }
             }
-            FrameBody::BarrierRelease { epoch } => self.barrier_release(epoch),
+            // Only rank 0 releases barriers.
+            FrameBody::BarrierRelease { epoch } if from == 0 => self.barrier_release(epoch),
+            FrameBody::BarrierRelease { .. } => self.misdirected(from, "barrier_release"),
             FrameBody::Goodbye => {
                 self.detector
                     .lock()
