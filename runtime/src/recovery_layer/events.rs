@@ -595,7 +595,26 @@ impl Journal {
             if let Ok(mut f) = std::fs::File::open(path) {
                 let mut bytes = Vec::new();
                 f.read_to_end(&mut bytes)?;
-                replay_journal(&bytes, &mut store);
+                if let Some(at) = replay_journal(&bytes, &mut store) {
+                    // Not a torn tail: a whole record that does not verify. What follows
+                    // it is lost; the file is kept aside for a post-mortem.
+                    counter!(crate::checkpoint::CORRUPT_CHECKPOINTS, "reason" => "events_journal")
+                        .increment(1);
+                    let aside = path.with_extension("journal.damaged");
+                    let kept = std::fs::write(&aside, &bytes).is_ok();
+                    tracing::error!(
+                        at,
+                        len = bytes.len(),
+                        "the event-logger journal {} is damaged at byte {at}: the records from \
+                         there on are lost{}",
+                        path.display(),
+                        if kept {
+                            format!(" (kept as {})", aside.display())
+                        } else {
+                            String::new()
+                        }
+                    );
+                }
             }
         }
         // The store as read becomes the journal's first record; written aside and renamed
@@ -639,27 +658,28 @@ impl Journal {
     }
 }
 
-/// Rebuilds a store from journal bytes; a torn or corrupt tail (the process died while
-/// writing) ends the replay.
-fn replay_journal(mut bytes: &[u8], store: &mut EventStore) {
-    while bytes.len() >= 8 {
-        let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
-        let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-        let Some(body) = bytes.get(8..8 + len) else {
-            break;
-        };
+/// Rebuilds a store from journal bytes. A torn tail (a record cut short: the host died
+/// while writing) ends the replay quietly; a whole record that does not verify ends it
+/// too, and its offset is returned.
+fn replay_journal(bytes: &[u8], store: &mut EventStore) -> Option<usize> {
+    let mut at = 0;
+    while let Some(head) = bytes.get(at..at + 8) {
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+        let body = bytes.get(at + 8..)?.get(..len)?;
         if crc32c::crc32c(body) != crc {
-            break;
+            return Some(at);
         }
         match crate::wire::decode::<JournalRecord>(body) {
             Ok(JournalRecord::Whole(s)) => *store = s,
             Ok(JournalRecord::Applied(from, msg)) => {
                 store.apply(SetId(from), msg);
             }
-            Err(_) => break,
+            Err(_) => return Some(at),
         }
-        bytes = &bytes[8 + len..];
+        at += 8 + len;
     }
+    None
 }
 
 #[cfg(test)]
@@ -702,6 +722,44 @@ mod tests {
         let (back, _) = Journal::open(&path, false).unwrap();
         assert_eq!(back, store);
         assert_eq!(back.len(), 3);
+        assert!(
+            !path.with_extension("journal.damaged").exists(),
+            "a torn tail is no damage"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_damaged_record_ends_the_replay_and_the_journal_is_kept_aside() {
+        let dir = std::env::temp_dir().join(format!("lazarus-damaged-{}", std::process::id()));
+        let path = dir.join("events-2.journal");
+        let (mut store, mut journal) = Journal::open(&path, true).unwrap();
+        let first_record_ends = journal.len as usize;
+        for seq in 0..3 {
+            let log = EventMessage::Log {
+                incarnation: crate::recovery::Incarnation(0),
+                dets: vec![(seq, det(seq + 1))],
+            };
+            journal.append(0, &log, &store).unwrap();
+            store.apply(SetId(0), log);
+        }
+        drop(journal);
+        let mut bytes = std::fs::read(&path).unwrap();
+        // Flip a bit in the body of the first determinant's record.
+        bytes[first_record_ends + 9] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let mut replayed = EventStore::new();
+        assert_eq!(
+            replay_journal(&bytes, &mut replayed),
+            Some(first_record_ends)
+        );
+        let (back, _) = Journal::open(&path, false).unwrap();
+        assert_eq!(back.len(), 0, "nothing past the damage is taken");
+        assert_eq!(
+            std::fs::read(path.with_extension("journal.damaged")).unwrap(),
+            bytes,
+            "the damaged journal is kept for a post-mortem"
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 }

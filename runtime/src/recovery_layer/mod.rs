@@ -1006,6 +1006,19 @@ impl RecoveryLayer {
         meta: MessageMeta,
         env: Envelope,
     ) -> usize {
+        // Sets are nodes: a message node `from` logged comes from one of its actors, to
+        // one of ours. Anything else would queue on, and be checkpointed with, a channel
+        // that does not exist.
+        let channel = meta.channel;
+        if channel.from.rank() != from || channel.to.rank() != self.rank || env.to != channel.to {
+            counter!(BAD_RECOVERY_FRAMES, "reason" => "channel").increment(1);
+            tracing::warn!(
+                from,
+                "refused a logged message from node {from} on channel {channel:?} to {}",
+                env.to
+            );
+            return 0;
+        }
         let mut core = self.lock_from_network();
         let Some(protocol) = core.protocol.as_mut() else {
             core.early.push((from, FrameBody::Logged { meta, env }));
@@ -1587,6 +1600,55 @@ mod tests {
         assert!(p.poll_delivery().is_some());
         assert!(!local.rearm(&p));
         assert!(!local.count(), "nothing waits: no lock");
+    }
+
+    #[test]
+    fn a_logged_message_on_a_channel_the_sending_node_does_not_own_is_refused() {
+        let dir = std::env::temp_dir().join(format!("lazarus-channel-{}", std::process::id()));
+        let layer = RecoveryLayer::new(0, 3, RecoveryConfig::for_tests(dir.clone()));
+        let node = crate::Node::builder().cores(1).pin(false).build().unwrap();
+        let (ours, node1, node2) = (
+            ActorId::new(0, 0).unwrap(),
+            ActorId::new(1, 0).unwrap(),
+            ActorId::new(2, 0).unwrap(),
+        );
+        let logged = |channel: ChannelId, to: ActorId| {
+            let meta = MessageMeta {
+                channel,
+                send_index: 1,
+                sender_incarnation: Incarnation(0),
+                depend: DepVector::new(),
+            };
+            let env = Envelope {
+                to,
+                from: channel.from,
+                type_tag: 0,
+                request: None,
+                payload: Default::default(),
+            };
+            (meta, env)
+        };
+        // Node 1 speaking for node 2's actor, to another node's actor, or with an
+        // envelope addressed elsewhere than its channel: nothing is kept.
+        for (channel, to) in [
+            (ChannelId::new(node2, ours), ours),
+            (ChannelId::new(node1, node2), node2),
+            (ChannelId::new(node1, ours), ActorId::new(0, 1).unwrap()),
+        ] {
+            let (meta, env) = logged(channel, to);
+            layer.on_logged(node.handle(), 1, meta, env);
+        }
+        let taken = || {
+            let core = layer.lock();
+            let received = core.protocol.as_ref().map_or(0, |p| p.stats().received);
+            core.early.len() as u64 + received
+        };
+        assert_eq!(taken(), 0, "refused before the protocol sees it");
+        let (meta, env) = logged(ChannelId::new(node1, ours), ours);
+        layer.on_logged(node.handle(), 1, meta, env);
+        assert_eq!(taken(), 1, "a well-formed one is taken");
+        node.shutdown();
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
