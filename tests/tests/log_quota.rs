@@ -66,7 +66,23 @@ fn without_a_quota_or_periodic_checkpoints_the_log_keeps_every_message() {
 fn a_log_quota_keeps_each_log_near_it_through_requested_checkpoints() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let expected = pingpong(false, None).finish().checksum();
-    let f = pingpong(true, Some("16MiB")).finish();
+    // How far the log overshoots is what the node sends while its peer writes an image:
+    // on this VM's disk, right after the other kill suites' writes, one run saw 4
+    // checkpoints instead of 15-21 and a 185 MiB peak. The mechanism is what is tested
+    // here, so the images go to memory (tmpfs) when the host has one.
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = shm.join(format!("lazarus-log-quota-{}", std::process::id()));
+    let mut cmd = Command::new(bin("lazarus"));
+    cmd.args(["run", "-n", "2", "--ft", "on", "--checkpoint-every", "0"]);
+    cmd.args(["--log-quota", "16MiB"]);
+    if shm.is_dir() {
+        cmd.arg("--checkpoint-dir").arg(&dir);
+    }
+    cmd.arg("--")
+        .arg(bin("pingpong"))
+        .args(pingpong_mib_args(ROUND_TRIPS));
+    let f = Launched::spawn(cmd, 2).finish();
+    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(
         f.checksum(),
         expected,
@@ -90,9 +106,11 @@ fn a_log_quota_keeps_each_log_near_it_through_requested_checkpoints() {
         );
         // The log outgrows its quota by what the node sends until its peer has
         // checkpointed (the peer's image holds its own log): 29-42 MiB in the runs
-        // docs/recovery.md cites, at about 450 MB/s. Unreleased it would reach 400 MiB.
+        // docs/recovery.md cites, at about 450 MB/s, on disk; 23-25 MiB on tmpfs.
+        // Unreleased it would reach 400 MiB.
+        let bound = if shm.is_dir() { 64 * MIB } else { 160 * MIB };
         assert!(
-            log_peak(&f, rank) < 160 * MIB,
+            log_peak(&f, rank) < bound,
             "node {rank}: log peak {} MiB with a 16 MiB quota",
             log_peak(&f, rank) / MIB
         );
