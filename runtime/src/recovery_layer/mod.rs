@@ -1169,6 +1169,15 @@ impl RecoveryLayer {
 
     /// A control message from node `from` arrived.
     pub(crate) fn on_control(&self, node: &NodeHandle, from: u16, message: ControlMessage) {
+        if !channels_fit(self.rank, from, &message) {
+            counter!(BAD_RECOVERY_FRAMES, "reason" => "channel").increment(1);
+            tracing::warn!(
+                from,
+                "refused a {} from node {from} naming channels between other nodes",
+                message.kind()
+            );
+            return;
+        }
         let mut core = self.lock_from_network();
         let Some(protocol) = core.protocol.as_mut() else {
             core.early.push((from, FrameBody::Recovery(message)));
@@ -1567,10 +1576,35 @@ pub struct LayerStats {
     pub driver_off_thread_sends: u64,
 }
 
+/// Whether every channel a control message from node `from` names runs between node `me`
+/// and `from`, in the direction its field means. Sets are nodes here: the indices and
+/// digests of deliveries are of channels from our actors to `from`'s, the sent indices of
+/// a CHECKPOINT_ADVANCE of channels the other way. Otherwise the protocol would keep
+/// state (and checkpoint it) for channels that do not exist.
+fn channels_fit(me: u16, from: u16, message: &ControlMessage) -> bool {
+    let towards_them = |c: &ChannelId| c.from.rank() == me && c.to.rank() == from;
+    let towards_us = |c: &ChannelId| c.from.rank() == from && c.to.rank() == me;
+    let report_fits = |r: &crate::recovery::RecoveryReport| {
+        r.delivered.iter().all(|(c, _)| towards_them(&c))
+            && r.checkpointed.iter().all(|(c, _)| towards_them(&c))
+    };
+    match message {
+        ControlMessage::Rollback(report) => report_fits(report),
+        ControlMessage::Response {
+            report, digests, ..
+        } => report_fits(report) && digests.runs().iter().all(|r| towards_them(&r.channel)),
+        ControlMessage::CheckpointAdvance { checkpointed, sent } => {
+            checkpointed.iter().all(|(c, _)| towards_them(&c))
+                && sent.iter().all(|(c, _)| towards_us(&c))
+        }
+        ControlMessage::CheckpointRequest => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recovery::{Config, DepVector};
+    use crate::recovery::{ChannelIndices, Config, DepVector};
 
     #[test]
     fn local_messages_take_the_lock_only_once_they_let_a_waiting_message_through() {
@@ -1649,6 +1683,43 @@ mod tests {
         assert_eq!(taken(), 1, "a well-formed one is taken");
         node.shutdown();
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn control_messages_naming_channels_between_other_nodes_are_refused() {
+        let a = |rank: u16| ActorId::new(rank, 7).unwrap();
+        let indices = |c: ChannelId| -> ChannelIndices { [(c, 3)].into_iter().collect() };
+        let report = |delivered: ChannelIndices| crate::recovery::RecoveryReport {
+            incarnation: Incarnation(1),
+            delivered,
+            checkpointed: ChannelIndices::default(),
+        };
+        // Node 0 hears from node 1.
+        let ours_to_theirs = ChannelId::new(a(0), a(1));
+        let theirs_to_ours = ChannelId::new(a(1), a(0));
+        let elsewhere = ChannelId::new(a(2), a(1));
+        let fits = |m: ControlMessage| channels_fit(0, 1, &m);
+        assert!(fits(ControlMessage::Rollback(report(indices(
+            ours_to_theirs
+        )))));
+        assert!(!fits(ControlMessage::Rollback(report(indices(
+            theirs_to_ours
+        )))));
+        assert!(!fits(ControlMessage::Rollback(report(indices(elsewhere)))));
+        let advance = |checkpointed, sent| ControlMessage::CheckpointAdvance { checkpointed, sent };
+        assert!(fits(advance(
+            indices(ours_to_theirs),
+            indices(theirs_to_ours)
+        )));
+        assert!(!fits(advance(
+            indices(ours_to_theirs),
+            indices(ours_to_theirs)
+        )));
+        assert!(!fits(advance(
+            indices(elsewhere),
+            ChannelIndices::default()
+        )));
+        assert!(fits(ControlMessage::CheckpointRequest));
     }
 
     #[test]
