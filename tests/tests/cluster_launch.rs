@@ -254,4 +254,14 @@ fn bad_host_lists_are_refused_with_a_reason_before_anything_starts() {
         ],
         "both a host and a spare",
     );
+    // Numbers that leave no room for the run: refused here, not by every node.
+    refused(
+        &["--cores-per-node", "0"],
+        "--cores-per-node must be at least 1",
+    );
+    refused(&["--base-port", "65535"], "past 65535");
+    refused(
+        &["--base-port", "65535", "--hosts", "a=10.0.0.1"],
+        "past 65535",
+    );
 }

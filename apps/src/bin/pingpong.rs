@@ -267,6 +267,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if args.min_size == 0 || args.min_size > args.max_size {
         return Err("need 0 < --min-size <= --max-size".into());
     }
+    if args.iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
     let cluster = Cluster::start()?;
     let (rank, nodes) = (cluster.rank(), cluster.size());
     // Alone (or `--same-node`): ping on core 0, pong on the last core of node 0. In a
@@ -387,7 +390,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("# size_bytes iters latency_us bandwidth_MB_per_s");
     while size <= args.max_size {
         // Scale iterations down for big payloads (the flip is O(size)).
-        let iters = (args.iters * 8 / size as u64).clamp(20, args.iters);
+        let iters =
+            (args.iters.saturating_mul(8) / size as u64).clamp(20.min(args.iters), args.iters);
         let (ns, payload) = cluster.block_on(
             ping.ask(Run {
                 pong: pong.clone(),

@@ -400,11 +400,14 @@ impl Loggers {
         if hosts.is_empty() {
             return Err("--logger-hosts names no host".into());
         }
-        let base = hosts_base_port(args).saturating_add(1_000);
+        let base = hosts_base_port(args)
+            .checked_add(1_000)
+            .ok_or("--base-port leaves no room for the loggers' ports (base + 1000 on)")?;
+        ports_from(base, n, "loggers")?;
         Ok((0..n)
             .map(|i| {
                 let host = &hosts[i % hosts.len()];
-                let port = base.saturating_add(i as u16);
+                let port = base + i as u16;
                 (
                     Some(host.name.clone()),
                     std::net::SocketAddr::new(host.ip, port),
@@ -478,6 +481,17 @@ fn die_with_launcher(cmd: &mut Command) {
 fn hosts_base_port(args: &RunArgs) -> u16 {
     args.base_port
         .unwrap_or(20_000 + (std::process::id() % 1_000) as u16 * 32)
+}
+
+/// Checks that `count` consecutive ports from `base` exist (`what` they are for).
+fn ports_from(base: u16, count: usize, what: &str) -> Result<(), String> {
+    let last = usize::from(base) + count.saturating_sub(1);
+    if last > usize::from(u16::MAX) {
+        return Err(format!(
+            "--base-port {base}: {count} {what} need ports {base}-{last}, past 65535"
+        ));
+    }
+    Ok(())
 }
 
 fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
@@ -743,6 +757,9 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     if n == 0 {
         return Err("-n must be at least 1".into());
     }
+    if args.cores_per_node == Some(0) {
+        return Err("--cores-per-node must be at least 1".into());
+    }
     if let Some(k) = args
         .kill
         .iter()
@@ -783,9 +800,18 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             }
             let spares = if ft { usize::from(args.spares) } else { 0 };
             let ports = match args.base_port {
-                Some(p) => (0..(n + spares) as u16)
-                    .map(|i| p.saturating_add(i))
-                    .collect(),
+                Some(p) => {
+                    ports_from(
+                        p,
+                        n + spares,
+                        if spares > 0 {
+                            "nodes and spares"
+                        } else {
+                            "nodes"
+                        },
+                    )?;
+                    (0..(n + spares) as u16).map(|i| p + i).collect()
+                }
                 None => free_ports(n + spares)?,
             };
             placement::on_this_host(n, &ports)
@@ -807,6 +833,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 _ => Vec::new(),
             };
             let base = hosts_base_port(&args);
+            ports_from(base, n, "nodes")?;
             placement::on_hosts(n, &hosts, &spare_hosts, base)?
         }
     };
