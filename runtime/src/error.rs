@@ -136,6 +136,9 @@ pub enum NodeError {
     /// hwloc could not describe the machine.
     #[error("topology discovery failed: {0}")]
     Topology(String),
+    /// Zero cores were requested.
+    #[error("a node needs at least one core (0 requested)")]
+    NoCores,
     /// More cores were requested than the process may use.
     #[error("{requested} cores requested but only {available} are available to this process")]
     NotEnoughCores {

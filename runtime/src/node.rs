@@ -120,7 +120,10 @@ impl NodeBuilder {
         let offset = self.core_offset % hw.len();
         hw.rotate_left(offset);
         let n = self.cores.unwrap_or(hw.len());
-        if n == 0 || n > hw.len() {
+        if n == 0 {
+            return Err(NodeError::NoCores);
+        }
+        if n > hw.len() {
             return Err(NodeError::NotEnoughCores {
                 requested: n,
                 available: hw.len(),

@@ -138,6 +138,13 @@ fn asking_for_more_cores_than_the_machine_has_fails_to_build() {
 }
 
 #[test]
+fn asking_for_no_cores_fails_to_build_with_that_reason() {
+    let err = Node::builder().cores(0).build().err().unwrap();
+    assert_eq!(err, lazarus::NodeError::NoCores);
+    assert!(err.to_string().contains("at least one core"), "{err}");
+}
+
+#[test]
 fn sending_to_a_stopped_actor_returns_the_message_to_the_sender() {
     let node = node();
     let a = node.spawn(Counter::default()).unwrap();
