@@ -810,7 +810,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                             "nodes"
                         },
                     )?;
-                    (0..(n + spares) as u16).map(|i| p + i).collect()
+                    (0..n + spares).map(|i| p + i as u16).collect()
                 }
                 None => free_ports(n + spares)?,
             };
@@ -833,7 +833,8 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 _ => Vec::new(),
             };
             let base = hosts_base_port(&args);
-            ports_from(base, n, "nodes")?;
+            // Each host's nodes take consecutive ports from the base.
+            ports_from(base, n.div_ceil(hosts.len().max(1)), "nodes per host")?;
             placement::on_hosts(n, &hosts, &spare_hosts, base)?
         }
     };

@@ -175,6 +175,12 @@ impl ClusterSpec {
                 })?;
             let per_node =
                 slurm::expand_tasks_per_node(&per_node).map_err(ClusterError::Environment)?;
+            if ntasks > slurm::MAX_TASKS {
+                return Err(ClusterError::Environment(format!(
+                    "SLURM_NTASKS={ntasks}: a cluster has at most {} nodes",
+                    slurm::MAX_TASKS
+                )));
+            }
             if per_node.len() != hosts.len() || per_node.iter().sum::<usize>() != ntasks {
                 return Err(ClusterError::Environment(format!(
                     "Slurm says {ntasks} tasks on {} hosts but tasks-per-node is {per_node:?}",
@@ -720,6 +726,16 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("3 tasks"), "{err}");
+        // Sizes beyond 16-bit ranks are refused before anything is built for them.
+        let err = spec(&[
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "99999999"),
+            ("SLURM_STEP_NODELIST", "localhost"),
+            ("SLURM_STEP_TASKS_PER_NODE", "1"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("at most 65535 nodes"), "{err}");
         assert!(decode_secret("xyz").is_err());
     }
 }
