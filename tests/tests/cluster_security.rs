@@ -208,6 +208,17 @@ fn the_cluster_rejects_outsiders_and_bad_frames_and_keeps_running() {
         s.write_all(&encoded(&FrameBody::Envelope(mistyped)))
             .await
             .unwrap();
+        // Well-formed frames this member may not send: a barrier release (only rank 0
+        // releases) and an arrival in another node's name.
+        s.write_all(&encoded(&FrameBody::BarrierRelease { epoch: 0 }))
+            .await
+            .unwrap();
+        s.write_all(&encoded(&FrameBody::BarrierArrive {
+            epoch: u64::MAX,
+            rank: 1,
+        }))
+        .await
+        .unwrap();
     });
     // Nothing else is lost: a member's valid message still arrives and counts.
     assert_eq!(node1.block_on(remote.ask(Add { n: 10 })).unwrap(), 11);
@@ -273,6 +284,14 @@ fn the_cluster_rejects_outsiders_and_bad_frames_and_keeps_running() {
         1
     );
     assert_eq!(counter_value(&snapshot, BAD_FRAMES, ("kind", "version")), 1);
+    assert_eq!(
+        counter_value(&snapshot, BAD_FRAMES, ("kind", "barrier_release")),
+        1
+    );
+    assert_eq!(
+        counter_value(&snapshot, BAD_FRAMES, ("kind", "barrier_arrive")),
+        1
+    );
     assert_eq!(
         counter_value(&snapshot, UNDELIVERABLE, ("reason", "unknown_actor")),
         2
