@@ -1010,7 +1010,7 @@ impl RecoveryLayer {
         // one of ours. Anything else would queue on, and be checkpointed with, a channel
         // that does not exist.
         let channel = meta.channel;
-        if channel.from.rank() != from || channel.to.rank() != self.rank || env.to != channel.to {
+        if !runs_between(&channel, from, self.rank) || env.to != channel.to {
             counter!(BAD_RECOVERY_FRAMES, "reason" => "channel").increment(1);
             tracing::warn!(
                 from,
@@ -1576,14 +1576,19 @@ pub struct LayerStats {
     pub driver_off_thread_sends: u64,
 }
 
+/// Whether `channel` runs from an actor of node `sender` to an actor of node `receiver`.
+fn runs_between(channel: &ChannelId, sender: u16, receiver: u16) -> bool {
+    channel.from.rank() == sender && channel.to.rank() == receiver
+}
+
 /// Whether every channel a control message from node `from` names runs between node `me`
 /// and `from`, in the direction its field means. Sets are nodes here: the indices and
 /// digests of deliveries are of channels from our actors to `from`'s, the sent indices of
 /// a CHECKPOINT_ADVANCE of channels the other way. Otherwise the protocol would keep
 /// state (and checkpoint it) for channels that do not exist.
 fn channels_fit(me: u16, from: u16, message: &ControlMessage) -> bool {
-    let towards_them = |c: &ChannelId| c.from.rank() == me && c.to.rank() == from;
-    let towards_us = |c: &ChannelId| c.from.rank() == from && c.to.rank() == me;
+    let towards_them = |c: &ChannelId| runs_between(c, me, from);
+    let towards_us = |c: &ChannelId| runs_between(c, from, me);
     let report_fits = |r: &crate::recovery::RecoveryReport| {
         r.delivered.iter().all(|(c, _)| towards_them(&c))
             && r.checkpointed.iter().all(|(c, _)| towards_them(&c))
