@@ -9,7 +9,7 @@ mod support;
 
 use lazarus::{messages, Actor, ActorRef, Context, Node, ReplyTo, SendError};
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use support::in_process::{checkpoint_dir, two_nodes};
 
 /// A value with the number of the ask it answers.
@@ -73,6 +73,25 @@ impl Holder {
     #[message]
     fn adopt(&mut self, ask: u64, slot: Slot) {
         self.waiting.push((ask, slot.0));
+    }
+
+    /// How many slots it holds.
+    #[message]
+    fn held(&mut self) -> usize {
+        self.waiting.len()
+    }
+}
+
+/// Waits until `holder` holds `count` slots.
+fn wait_until_held(node: &Node, holder: &ActorRef<Holder>, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let held = node.block_on(holder.ask(Held)).unwrap();
+        if held == count {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{held} slots held, not {count}");
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -270,10 +289,10 @@ fn a_reply_slot_sent_to_another_node_and_back_still_reaches_the_asker() {
                 count: 4,
             })
             .unwrap();
-        // Told by main after the asker's handler ran: the slots are at `far` first.
-        std::thread::sleep(Duration::from_millis(100));
+        // The slots are at `far` first, then at `near`.
+        wait_until_held(&node0, &far, 4);
         far.tell(PassOn { to: near.clone() }).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
+        wait_until_held(&node0, &near, 4);
         near.tell(Release { value: 10 }).unwrap();
         let got = answers_of(|| node0.block_on(asker.ask(Answers)), 4);
         let want: Vec<_> = (1..=4)

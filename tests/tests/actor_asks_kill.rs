@@ -43,6 +43,8 @@ fn launch_delayed(ft: bool) -> Launched {
 
 fn launch_with(ft: bool, app: &[&str]) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
+    // `power` reports at info when a restored block answers a slot its image held.
+    cmd.env("RUST_LOG", "warn,power=info");
     cmd.args(["run", "-n", "4"]);
     if ft {
         cmd.args(["--ft", "on", "--checkpoint-every", "500ms"]);
@@ -168,9 +170,12 @@ fn the_asking_and_an_asked_node_killed_together_end_with_the_failure_free_answer
 fn slots_held_in_checkpointed_state_are_answered_after_the_asking_and_an_asked_node_die() {
     // Blocks 0 and 4 (node 0) hold slots of the coordinator's asks on their own node;
     // blocks 2 and 6 (node 2) hold slots of asks from node 0. A restored block answers
-    // the slot its image held through the encoded route (manually: every restored block
-    // of node 0 did, "answers a slot its checkpoint held" with `RUST_LOG=power=info`).
+    // the slot its image held through the encoded route.
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let f = kill_after_second_checkpoints(launch_delayed(true), &[0, 2]);
     assert_same_answer(&f, delayed_reference(), &[0, 2]);
+    assert!(
+        f.has("answers a slot its checkpoint held"),
+        "a restored block found a slot in its image and answered it"
+    );
 }

@@ -57,15 +57,24 @@ fn lazarus_run_starts_the_nodes_prints_their_pids_and_ends_with_the_result() {
 
 #[test]
 fn the_app_exit_status_is_the_launchers_exit_status() {
-    let status = Command::new(bin("lazarus"))
-        .args(["run", "-n", "2", "--"])
-        .arg(bin("ring"))
-        .args(["--cores", "999"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert_eq!(status.code(), Some(1));
+    // A status no generic failure path produces, so a launcher that maps every failure
+    // to 1 fails this.
+    let out = support::output(
+        Command::new(bin("lazarus"))
+            .args(["run", "-n", "2", "--"])
+            .args(["sh", "-c", "exit 7"]),
+    )
+    .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    // An app that refuses its arguments fails the run with its own status too.
+    let out = support::output(
+        Command::new(bin("lazarus"))
+            .args(["run", "-n", "2", "--"])
+            .arg(bin("ring"))
+            .args(["--cores", "999"]),
+    )
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
 }
 
 #[test]

@@ -115,6 +115,11 @@ fn the_masters_node_and_one_of_its_loggers_killed_together_still_agree() {
     let f = killed_mid_run(&[0, 1], &[], TASKS);
     assert_eq!(f.verified()["consistent"], "true");
     assert_only_restarted(&f, &[0, 1]);
+    assert!(
+        f.finals()[&0]["determinants_replayed"] > 0,
+        "the restored master replayed the hand-outs node 2 and node 1's journal kept: {:?}",
+        f.finals()[&0]
+    );
 }
 
 #[test]
@@ -123,6 +128,12 @@ fn a_workers_node_sigkilled_mid_run_changes_nothing_the_master_saw() {
     let f = killed_mid_run(&[2], &[], TASKS);
     assert_eq!(f.verified()["consistent"], "true");
     assert_only_restarted(&f, &[2]);
+    let finals = f.finals();
+    let resent: u64 = [0, 1, 3].iter().map(|r| finals[r]["replayed"]).sum();
+    assert!(
+        resent > 0,
+        "the survivors resent what they had sent node 2 since its checkpoint"
+    );
 }
 
 #[test]
@@ -142,7 +153,11 @@ fn a_workers_node_killed_before_its_first_checkpoint_restarts_from_the_beginning
     // and the master's logged answers reach the new worker only after main has told it
     // to begin (they depend on that tell), so it asks for work again instead of
     // receiving answers to questions it never asked.
-    assert!(f.has("source=beginning"), "{}", f.lines.join("\n"));
+    assert!(
+        f.has("node 3: restarted node loaded its checkpoint source=beginning"),
+        "{}",
+        f.lines.join("\n")
+    );
     assert_eq!(f.verified()["consistent"], "true");
     assert_only_restarted(&f, &[3]);
 }

@@ -46,6 +46,13 @@ fn a_deterministic_actors_answers_never_wait_for_its_order_sensitive_neighbours_
         held <= chatter + 4,
         "{held} frames held for {chatter} chatter answers: the pong's answers waited"
     );
+    // And the gate is not simply open: the chatter's answers, which do depend on its
+    // determinants, waited for their acknowledgements.
+    assert!(
+        held >= chatter / 2,
+        "{held} frames held for {chatter} chatter answers: answers left before their \
+         determinants were logged"
+    );
 }
 
 #[test]

@@ -7,6 +7,7 @@
 use lazarus::timer::TimerId;
 use lazarus::{messages, Actor, Context, Node};
 use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Actor, Serialize, Deserialize, Default)]
@@ -23,6 +24,40 @@ impl Alarm {
         ctx.send_after(Duration::from_millis(ms), Ring { label })
     }
 
+    /// Arms several timers in one handler, so their deadlines are as far apart as asked
+    /// whatever the round trips to arm them would take.
+    #[message]
+    fn arm_all(&mut self, timers: Vec<(String, u64)>, ctx: &mut Context<Self>) -> Vec<TimerId> {
+        timers
+            .into_iter()
+            .map(|(label, ms)| ctx.send_after(Duration::from_millis(ms), Ring { label }))
+            .collect()
+    }
+
+    /// Arms a timer of `ms`, queues a message to this actor that cancels it, and stays
+    /// busy for `busy_ms` (longer): the timer fires while this handler runs, so its
+    /// message waits in the mailbox behind the cancel.
+    #[message]
+    fn arm_and_queue_cancel(&mut self, ms: u64, busy_ms: u64, ctx: &mut Context<Self>) {
+        let timer = ctx.send_after(
+            Duration::from_millis(ms),
+            Ring {
+                label: "fired".into(),
+            },
+        );
+        ctx.myself()
+            .tell(CancelAndNote { timer })
+            .expect("an actor can tell itself");
+        std::thread::sleep(Duration::from_millis(busy_ms));
+    }
+
+    /// Cancels `timer` and logs whether that took it back.
+    #[message]
+    fn cancel_and_note(&mut self, timer: TimerId, ctx: &mut Context<Self>) {
+        let cancelled = ctx.cancel_timer(timer);
+        self.log.push(format!("cancelled={cancelled}"));
+    }
+
     #[message]
     fn ring(&mut self, label: String) {
         self.log.push(label);
@@ -36,12 +71,6 @@ impl Alarm {
     #[message]
     fn cancel(&mut self, timer: TimerId, ctx: &mut Context<Self>) -> bool {
         ctx.cancel_timer(timer)
-    }
-
-    /// Sleeps in the handler (so that a timer fires while the actor is busy).
-    #[message]
-    fn busy(&mut self, ms: u64) {
-        std::thread::sleep(Duration::from_millis(ms));
     }
 
     #[message]
@@ -95,9 +124,10 @@ fn a_timer_message_is_handled_after_its_delay_and_not_before() {
 fn timers_ring_in_deadline_order_not_in_the_order_they_were_armed() {
     let node = node();
     let alarm = node.spawn(Alarm::default()).unwrap();
-    for (label, ms) in [("late", 120), ("early", 10), ("middle", 60)] {
-        arm(&node, &alarm, label, ms);
-    }
+    let timers = [("late", 120), ("early", 10), ("middle", 60)]
+        .map(|(label, ms)| (label.to_string(), ms))
+        .to_vec();
+    node.block_on(alarm.ask(ArmAll { timers })).unwrap();
     assert_eq!(wait_for_log(&node, &alarm, 3), ["early", "middle", "late"]);
     node.shutdown();
 }
@@ -106,11 +136,14 @@ fn timers_ring_in_deadline_order_not_in_the_order_they_were_armed() {
 fn a_cancelled_timer_never_rings_and_cancelling_reports_whether_it_still_could_have() {
     let node = node();
     let alarm = node.spawn(Alarm::default()).unwrap();
-    let doomed = arm(&node, &alarm, "doomed", 30);
-    let kept = arm(&node, &alarm, "kept", 60);
+    // The cancel has 300 ms to arrive before "doomed" would ring: ample on a loaded host.
+    let timers = vec![("doomed".to_string(), 300), ("kept".to_string(), 400)];
+    let [doomed, kept] = node.block_on(alarm.ask(ArmAll { timers })).unwrap()[..] else {
+        panic!("two timers armed")
+    };
     assert!(node.block_on(alarm.ask(Cancel { timer: doomed })).unwrap());
+    // "kept" rings after "doomed"'s deadline, so the log shows whether "doomed" rang.
     assert_eq!(wait_for_log(&node, &alarm, 1), ["kept"]);
-    std::thread::sleep(Duration::from_millis(50));
     assert_eq!(node.block_on(alarm.ask(Log {})).unwrap(), ["kept"]);
     assert!(
         !node.block_on(alarm.ask(Cancel { timer: kept })).unwrap(),
@@ -123,23 +156,30 @@ fn a_cancelled_timer_never_rings_and_cancelling_reports_whether_it_still_could_h
 fn a_timer_that_fired_while_its_actor_was_busy_can_still_be_cancelled() {
     let node = node();
     let alarm = node.spawn(Alarm::default()).unwrap();
-    let timer = arm(&node, &alarm, "fired", 5);
-    // The timer fires during this handler: its message waits in the mailbox behind
-    // the cancel, which removes it.
-    alarm.tell(Busy { ms: 60 }).unwrap();
-    assert!(node.block_on(alarm.ask(Cancel { timer })).unwrap());
     alarm
-        .tell(Note {
-            label: "after".into(),
+        .tell(ArmAndQueueCancel {
+            ms: 5,
+            busy_ms: 60,
         })
         .unwrap();
-    assert_eq!(wait_for_log(&node, &alarm, 1), ["after"]);
+    assert_eq!(wait_for_log(&node, &alarm, 1), ["cancelled=true"]);
+    // The timer's message was queued before the busy handler ended, so before this ask:
+    // had the cancel not removed it, "fired" would be in the log by now.
+    assert_eq!(
+        node.block_on(alarm.ask(Log {})).unwrap(),
+        ["cancelled=true"]
+    );
     node.shutdown();
 }
 
 #[test]
 fn a_timer_of_an_actor_that_has_stopped_goes_nowhere_and_other_timers_still_ring() {
-    let node = node();
+    let failures = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&failures);
+    let node = Node::builder()
+        .on_failure(move |e| seen.lock().unwrap().push(format!("{e:?}")))
+        .build()
+        .expect("node starts");
     let gone = node.spawn(Alarm::default()).unwrap();
     arm(&node, &gone, "orphan", 10);
     gone.stop();
@@ -147,5 +187,9 @@ fn a_timer_of_an_actor_that_has_stopped_goes_nowhere_and_other_timers_still_ring
     let alarm = node.spawn(Alarm::default()).unwrap();
     arm(&node, &alarm, "still", 10);
     assert_eq!(wait_for_log(&node, &alarm, 1), ["still"]);
-    node.shutdown();
+    // The orphan reached no actor (the new one's log has only its own timer), failed
+    // nothing, and left nothing behind that keeps the node from stopping cleanly.
+    assert!(failures.lock().unwrap().is_empty(), "{failures:?}");
+    let report = node.shutdown();
+    assert!(report.drained && report.all_stopped, "{report:?}");
 }
