@@ -432,6 +432,9 @@ impl RemoteTarget {
     /// Encodes `set` into an envelope for the actor.
     fn envelope<S: Serialize>(&self, set: &S, request: Option<u64>) -> Result<Envelope, String> {
         let payload = crate::wire::encode_bytes(set).map_err(|e| e.to_string())?;
+        if let Some(t) = self.node.transport() {
+            t.check_fits(payload.len(), "message")?;
+        }
         Ok(Envelope {
             to: self.id,
             from: crate::lifecycle::current_actor().unwrap_or_else(|| {

@@ -166,6 +166,9 @@ fn send_to_actor<R: Serialize>(route: ActorRoute, reply: &R) -> Result<(), Strin
     if route.to.rank() == node.rank() {
         return node.tell_encoded(&env).map_err(|e| e.to_string());
     }
+    if let Some(t) = node.transport() {
+        t.check_fits(env.payload.len(), "reply")?;
+    }
     // The route came from a message or an image: it may name a node the cluster lacks.
     if let Some(size) = node.transport().map(|t| t.size()) {
         if usize::from(route.to.rank()) >= size {
@@ -179,8 +182,21 @@ fn send_to_actor<R: Serialize>(route: ActorRoute, reply: &R) -> Result<(), Strin
     crate::actor_ref::send_envelope(&node, env)
 }
 
-fn send_remote(rank: u16, request: u64, outcome: Result<Vec<u8>, RemoteError>) -> bool {
+fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError>) -> bool {
     let node = NodeHandle::current();
+    // A reply no peer would accept becomes the error saying so: the asker learns why
+    // instead of waiting (for ever, for `main` with recovery on).
+    if let (Some(t), Ok(bytes)) = (node.as_ref().and_then(|n| n.transport()), &outcome) {
+        if t.rank() != rank {
+            if let Err(e) = t.check_fits(bytes.len(), "reply") {
+                tracing::warn!(rank, "the reply to node {rank}'s ask is not sent: {e}");
+                outcome = Err(RemoteError::TooLarge {
+                    bytes: bytes.len() as u64,
+                    max: t.max_payload() as u64,
+                });
+            }
+        }
+    }
     if crate::recovery_layer::driver::is_driver_request(request) {
         // An answer to the app's main with recovery on: logged, so a restarted main
         // gets it again.

@@ -32,12 +32,12 @@ pub fn parse_kills(spec: &str) -> Result<Vec<PlannedKill>, String> {
             let secs: f64 = secs
                 .parse()
                 .map_err(|_| format!("`{item}`: `{secs}` is not a number of seconds"))?;
-            if !secs.is_finite() || secs < 0.0 {
-                return Err(format!("`{item}`: the time must be a non-negative number"));
-            }
+            let at = Duration::try_from_secs_f64(secs).map_err(|_| {
+                format!("`{item}`: the time must be a non-negative number of seconds")
+            })?;
             Ok(PlannedKill {
                 rank,
-                at: Duration::from_secs_f64(secs),
+                at,
                 after_a_checkpoint: false,
             })
         })
@@ -58,10 +58,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .trim()
         .parse()
         .map_err(|_| format!("`{s}` is not a duration (examples: 500ms, 2s)"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("`{s}`: a duration must be non-negative"));
-    }
-    Ok(Duration::from_secs_f64(v * scale))
+    Duration::try_from_secs_f64(v * scale)
+        .map_err(|_| format!("`{s}`: a duration must be non-negative and finite"))
 }
 
 /// Restarts allowed per rank before the supervisor gives up on the run.

@@ -157,10 +157,7 @@ fn a_timer_that_fired_while_its_actor_was_busy_can_still_be_cancelled() {
     let node = node();
     let alarm = node.spawn(Alarm::default()).unwrap();
     alarm
-        .tell(ArmAndQueueCancel {
-            ms: 5,
-            busy_ms: 60,
-        })
+        .tell(ArmAndQueueCancel { ms: 5, busy_ms: 60 })
         .unwrap();
     assert_eq!(wait_for_log(&node, &alarm, 1), ["cancelled=true"]);
     // The timer's message was queued before the busy handler ended, so before this ask:

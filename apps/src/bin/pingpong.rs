@@ -267,6 +267,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if args.min_size == 0 || args.min_size > args.max_size {
         return Err("need 0 < --min-size <= --max-size".into());
     }
+    // A ball must fit a message between nodes (63 MiB), with room to spare.
+    const MAX_SIZE: usize = 32 << 20;
+    if args.max_size > MAX_SIZE {
+        return Err(format!("--max-size must be at most {MAX_SIZE} bytes (32 MiB)").into());
+    }
     if args.iters == 0 {
         return Err("--iters must be at least 1".into());
     }

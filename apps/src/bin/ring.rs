@@ -105,6 +105,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // Every node must agree on the ring size: it defaults to 4 actors per core of node 0's
     // shape, so pass --actors explicitly when nodes differ.
     let actors = args.actors.unwrap_or(4 * cores * size).max(1);
+    // Each node lists its share up front: a bound keeps a typo from exhausting memory.
+    const MAX_ACTORS: usize = 1 << 24;
+    if actors > MAX_ACTORS {
+        return Err(format!("--actors must be at most {MAX_ACTORS}").into());
+    }
     // Actor i lives on node i % size as that node's (i / size)-th actor, so its id is
     // known everywhere without any lookup service.
     let id_of =

@@ -87,8 +87,8 @@ struct RunArgs {
     base_port: Option<u16>,
     /// Seconds to let surviving nodes report after one dies before they are stopped
     /// (recovery off).
-    #[arg(long, default_value_t = 3.0)]
-    grace: f64,
+    #[arg(long, default_value = "3", value_parser = parse_seconds)]
+    grace: Duration,
     /// Silence after which a node's peers declare it failed (e.g. 5s; default 1 s, 3 s
     /// with `--ft on`; at least 300ms). Raise it on an oversubscribed host, or when
     /// single-core nodes run handlers for seconds: their network runs between handlers.
@@ -180,7 +180,7 @@ struct DemoArgs {
     kill_rank: u16,
     /// When to kill it, as a fraction of the failure-free run's time; later if the
     /// node has not committed a checkpoint by then, so that its replacement restores one.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, value_parser = parse_fraction)]
     kill_at: f64,
 }
 
@@ -191,6 +191,29 @@ struct KillList(Vec<PlannedKill>);
 /// `--failure-timeout`: a duration no shorter than the nodes accept.
 fn parse_failure_timeout(s: &str) -> Result<Duration, String> {
     lazarus::cluster::usable_failure_timeout(supervisor::parse_duration(s)?)
+}
+
+/// The most cores `--cores-per-node` may ask for.
+const MAX_CORES_PER_NODE: usize = 1 << 16;
+
+/// A non-negative, finite number of seconds.
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| format!("`{s}`: seconds must be non-negative and finite"))
+}
+
+/// A fraction of a run, in (0, 1].
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err(format!(
+            "`{s}` is not a fraction of the run (0 < f <= 1, e.g. 0.5)"
+        )),
+    }
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -757,8 +780,13 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     if n == 0 {
         return Err("-n must be at least 1".into());
     }
-    if args.cores_per_node == Some(0) {
-        return Err("--cores-per-node must be at least 1".into());
+    match args.cores_per_node {
+        Some(0) => return Err("--cores-per-node must be at least 1".into()),
+        // No host has more; and the launcher multiplies it by the nodes per host.
+        Some(c) if c > MAX_CORES_PER_NODE => {
+            return Err(format!("--cores-per-node must be at most {MAX_CORES_PER_NODE}").into())
+        }
+        _ => {}
     }
     if let Some(k) = args
         .kill
@@ -889,7 +917,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     let mut kills: Vec<PlannedKill> = args.kill.clone().map(|k| k.0).unwrap_or_default();
     kills.sort_by_key(|k| k.at);
     let mut kills = kills.into_iter().peekable();
-    let grace = Duration::from_secs_f64(args.grace.max(0.0));
+    let grace = args.grace;
     let mut app_error: Option<ExitStatus> = None;
     // Nodes killed after the cluster had finished (not restarted): whatever they had still
     // to print is lost; if the run's RESULT was among it, the run failed.
@@ -1196,7 +1224,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         nodes: 4,
         cores_per_node: None,
         base_port: None,
-        grace: 3.0,
+        grace: Duration::from_secs(3),
         ft: Ft::Off,
         failure_timeout: None,
         checkpoint_every: Duration::from_secs(1),

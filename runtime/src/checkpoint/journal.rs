@@ -20,9 +20,10 @@ const RECORD_HEADER: usize = 4 + 4 + 8;
 /// The largest record accepted when reading (a frame never carries more).
 const MAX_RECORD: usize = 1 << 30;
 
-/// The largest reply a record holds; a larger one is refused when it is kept, not
-/// written unreadable.
-pub const MAX_REPLY: usize = MAX_RECORD - 8;
+/// The largest encoded reply a record holds; a larger one is refused when it is kept,
+/// not written unreadable. A record's length counts the request number (8 bytes) and
+/// what the driver keeps: the asked actor's id (8 bytes), then the encoded reply.
+pub const MAX_REPLY: usize = MAX_RECORD - 8 - 8;
 
 /// Appends the records of `replies` (request number, encoded reply) to `out`.
 pub fn encode_records(replies: &[(u64, Bytes)], out: &mut Vec<u8>) {

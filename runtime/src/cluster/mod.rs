@@ -209,9 +209,14 @@ impl ClusterSpec {
                     if addrs.len() == spec.rank as usize {
                         local = (count, i);
                     }
-                    let port = u16::try_from(base + i).map_err(|_| {
-                        ClusterError::Environment(format!("port {} out of range", base + i))
-                    })?;
+                    let port = base
+                        .checked_add(i)
+                        .and_then(|p| u16::try_from(p).ok())
+                        .ok_or_else(|| {
+                            ClusterError::Environment(format!(
+                                "port {base} + {i} out of range (LAZARUS_BASE_PORT)"
+                            ))
+                        })?;
                     addrs.push(SocketAddr::new(ip, port));
                 }
             }

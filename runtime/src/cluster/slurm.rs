@@ -28,6 +28,11 @@ pub fn expand_hostlist(list: &str) -> Result<Vec<String>, String> {
                 return Err(format!("bad range `{range}` in `{list}`"));
             }
             for n in lo_n..=hi_n {
+                // More hosts than a cluster may have tasks: refused before the list is
+                // expanded into memory, whatever the number of ranges.
+                if hosts.len() >= MAX_TASKS {
+                    return Err(format!("host list `{list}` names over {MAX_TASKS} hosts"));
+                }
                 hosts.push(format!("{prefix}{n:0width$}{suffix}"));
             }
         }
@@ -99,6 +104,10 @@ mod tests {
             expand_hostlist("a]b[c").is_err(),
             "a bracket closed before it opens"
         );
+        // Each range is within bounds, together they name more hosts than ranks.
+        let many = format!("n[{}]", vec!["0-99999"; 20].join(","));
+        assert!(expand_hostlist(&many).is_err(), "refused, not expanded");
+        assert_eq!(expand_hostlist("n[1-65535]").unwrap().len(), MAX_TASKS);
     }
 
     #[test]

@@ -56,6 +56,10 @@ pub enum ChannelIndicesError {
     /// Zero indices are implicit and must not be listed.
     #[error("channel indices list a zero index")]
     ZeroEntry,
+    /// `u64::MAX` is never an index (sending stops before it): one in a peer's message
+    /// would release a log for ever and poison every later checkpoint image.
+    #[error("channel indices list the index u64::MAX")]
+    Exhausted,
 }
 
 impl TryFrom<Vec<(ChannelId, u64)>> for ChannelIndices {
@@ -65,6 +69,9 @@ impl TryFrom<Vec<(ChannelId, u64)>> for ChannelIndices {
         for (i, &(channel, value)) in entries.iter().enumerate() {
             if value == 0 {
                 return Err(ChannelIndicesError::ZeroEntry);
+            }
+            if value == u64::MAX {
+                return Err(ChannelIndicesError::Exhausted);
             }
             if i > 0 && entries[i - 1].0 >= channel {
                 return Err(ChannelIndicesError::Unordered);
@@ -230,6 +237,9 @@ mod tests {
         assert!(postcard::from_bytes::<ChannelIndices>(&unordered).is_err());
         let zero = postcard::to_allocvec(&vec![(ch(2, 0), 0u64)]).unwrap();
         assert!(postcard::from_bytes::<ChannelIndices>(&zero).is_err());
+        // A peer's "checkpointed up to u64::MAX" would release a log for good.
+        let top = postcard::to_allocvec(&vec![(ch(2, 0), u64::MAX)]).unwrap();
+        assert!(postcard::from_bytes::<ChannelIndices>(&top).is_err());
     }
 
     #[test]

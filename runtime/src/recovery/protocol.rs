@@ -1228,6 +1228,18 @@ mod tests {
         let mut future = snap.clone();
         future.format = SNAPSHOT_FORMAT + 1;
         assert!(SetProtocol::restore(future, Incarnation(1), cfg).is_err());
+        let mut twice = snap.clone();
+        twice.sent.push(twice.sent[0].clone());
+        assert!(matches!(
+            SetProtocol::restore(twice, Incarnation(1), cfg),
+            Err(ProtocolError::InvalidSnapshot(_))
+        ));
+        let mut exhausted = snap.clone();
+        exhausted.depend.set(SetId(0), u64::MAX);
+        assert!(matches!(
+            SetProtocol::restore(exhausted, Incarnation(1), cfg),
+            Err(ProtocolError::InvalidSnapshot(_))
+        ));
 
         let (q, actions) = SetProtocol::restore(snap, Incarnation(1), cfg).unwrap();
         assert_eq!(q.log_stats().entries, 2);

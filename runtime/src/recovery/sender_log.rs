@@ -229,6 +229,9 @@ impl<P: LogPayload> SenderLog<P> {
         let send_index = out
             .last_send
             .checked_add(1)
+            // `u64::MAX` is never an index: indices from peers and images above it are
+            // refused, so none can be pushed up to it.
+            .filter(|i| *i < u64::MAX)
             .ok_or(ProtocolError::IndexOverflow(dst))?;
         out.last_send = send_index;
         let meta = MessageMeta {

@@ -76,6 +76,10 @@ impl<P> Snapshot<P> {
         if self.depend.max_set().is_some_and(|s| s.0 >= sets) {
             return bad("dependency vector names a set outside the cluster".into());
         }
+        // The set's own interval grows by one per delivery: at its limit there is none.
+        if self.depend.get(set) == u64::MAX {
+            return bad("the set's own interval at its limit".into());
+        }
         if self.known_incarnations.len() != usize::from(sets) {
             return bad("known incarnations do not cover the cluster".into());
         }
@@ -95,9 +99,15 @@ impl<P> Snapshot<P> {
                 return bad(format!("held regenerations towards {to}"));
             }
         }
+        let mut channels = std::collections::HashSet::with_capacity(self.sent.len());
         for (to, channel, out) in &self.sent {
             if !peer_ok(*to) {
                 return bad(format!("send state towards {to}"));
+            }
+            // A channel listed twice would count its log twice (its bytes never return
+            // to zero, its dumped blocks are never released).
+            if !channels.insert((*to, *channel)) {
+                return bad(format!("send state of channel {channel:?} listed twice"));
             }
             // Indices of u64::MAX leave no room for a next message: refused here, so the
             // sums below and in the restore cannot overflow.

@@ -632,8 +632,10 @@ impl Journal {
 
     fn write(&mut self, record: &JournalRecord) -> std::io::Result<()> {
         let body = crate::wire::encode(record).map_err(std::io::Error::other)?;
+        let len = u32::try_from(body.len())
+            .map_err(|_| std::io::Error::other("a journal record over 4 GiB"))?;
         let mut rec = Vec::with_capacity(body.len() + 8);
-        rec.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        rec.extend_from_slice(&len.to_le_bytes());
         rec.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
         rec.extend_from_slice(&body);
         self.file.write_all(&rec)?;

@@ -201,7 +201,7 @@ impl LogOffload {
 
     /// Block `block` of node `rank`, from logger `logger`.
     fn fetch(&self, rank: u16, logger: u16, block: BlockId) -> Result<Vec<Envelope>, String> {
-        if self.lost[usize::from(logger)].load(Ordering::Acquire) {
+        if self.is_lost(logger) {
             return Err(format!("logger {logger} is lost"));
         }
         let answer = self
@@ -241,7 +241,7 @@ impl LogOffload {
                 break;
             }
             let logger = (first + k) % n;
-            if self.lost[usize::from(logger)].load(Ordering::Acquire) {
+            if self.is_lost(logger) {
                 continue;
             }
             let request = LoggerRequest::Store {
@@ -265,8 +265,19 @@ impl LogOffload {
         by
     }
 
+    /// Whether `logger` is lost. A logger number outside the configured ones (an image
+    /// written by a run with more loggers) names blocks nobody can fetch: lost too.
+    fn is_lost(&self, logger: u16) -> bool {
+        self.lost
+            .get(usize::from(logger))
+            .is_none_or(|l| l.load(Ordering::Acquire))
+    }
+
     fn lose(&self, logger: u16, why: &RequestError) {
-        if !self.lost[usize::from(logger)].swap(true, Ordering::AcqRel) {
+        let Some(lost) = self.lost.get(usize::from(logger)) else {
+            return;
+        };
+        if !lost.swap(true, Ordering::AcqRel) {
             counter!(LOGGERS_LOST).increment(1);
             tracing::error!("logger {logger} is lost ({why}): no more blocks go to it");
         }
@@ -321,7 +332,7 @@ impl LogOffload {
             per.entry(l).or_default().push(b);
         }
         for (logger, blocks) in per {
-            if self.lost[usize::from(logger)].load(Ordering::Acquire) {
+            if self.is_lost(logger) {
                 continue;
             }
             let request = if retain {
@@ -571,7 +582,7 @@ impl RecoveryLayer {
     fn refill(&self, offload: &LogOffload) {
         let targets: Vec<u16> = lock(&offload.refilling).iter().copied().collect();
         for logger in targets {
-            if offload.lost[usize::from(logger)].load(Ordering::Acquire) {
+            if offload.is_lost(logger) {
                 continue;
             }
             let todo = match self.lock().protocol.as_ref() {
@@ -668,9 +679,8 @@ impl RecoveryLayer {
                 Stored::Failed => return Refill::Failed,
             }
         }
-        let third = (0..offload.client.loggers()).filter(|&l| {
-            l != to && l != from && !offload.lost[usize::from(l)].load(Ordering::Acquire)
-        });
+        let third =
+            (0..offload.client.loggers()).filter(|&l| l != to && l != from && !offload.is_lost(l));
         for other in third {
             if let Stored::Yes = self.store_copy(offload, other, block, &bytes) {
                 if let Some(p) = self.lock().protocol.as_mut() {

@@ -24,6 +24,16 @@ pub const VERSION: u8 = 5;
 pub const HEADER_LEN: usize = 8;
 /// Default largest accepted body (64 MiB).
 pub const DEFAULT_MAX_BODY: usize = 64 << 20;
+/// Room a frame keeps for what travels beside an application payload (ids, indices, a
+/// dependency vector of up to 65,535 sets): a payload fits a frame of `max_body` bytes
+/// if it is at most `max_body - FRAME_METADATA_ROOM`.
+pub const FRAME_METADATA_ROOM: usize = 1 << 20;
+
+/// The largest application payload (an encoded message or reply) a frame of at most
+/// `max_body` bytes carries.
+pub fn max_payload(max_body: usize) -> usize {
+    max_body.saturating_sub(FRAME_METADATA_ROOM)
+}
 
 /// What a frame carries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -239,6 +249,17 @@ pub enum RemoteError {
     /// recovery on, so a re-executed `main` sees the same timeout. Never sent.
     #[error("the ask to actor {0} timed out")]
     TimedOut(ActorId),
+    /// The reply encodes to more bytes than a frame between nodes carries; it was not
+    /// sent (the replier's node says so and counts it).
+    #[error(
+        "the reply encodes to {bytes} bytes, over the {max} bytes a message between nodes may have"
+    )]
+    TooLarge {
+        /// The reply's encoded size.
+        bytes: u64,
+        /// The largest payload a frame carries.
+        max: u64,
+    },
 }
 
 /// Serializes `Vec<u8>` as a byte string (one length prefix, no per-byte encoding).

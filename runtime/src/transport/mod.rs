@@ -52,6 +52,9 @@ pub const BACKPRESSURE_WAITS: &str = "lazarus_transport_backpressure_waits_total
 pub const NODE_FAILURES: &str = "lazarus_node_failures_total";
 /// Times reading from a peer paused because an addressee's mailbox was too deep.
 pub const INBOUND_PAUSES: &str = "lazarus_transport_inbound_pauses_total";
+/// Messages and replies refused before sending because no peer would accept their size
+/// (label `kind`: `message`, `reply`).
+pub const OVERSIZED: &str = "lazarus_transport_oversized_total";
 
 /// Mailbox depth above which the transport stops reading from the sending peer.
 pub const INBOUND_HIGH_WATER: usize = 4096;
@@ -270,6 +273,8 @@ pub struct Transport {
     /// Woken when a peer moves: a dial to its old address is abandoned at once (a handshake
     /// with a dead or stopped host only ends at its timeout).
     moved: Notify,
+    /// The largest frame body the peers accept (they run with the same configuration).
+    max_frame: usize,
 }
 
 impl Transport {
@@ -320,6 +325,7 @@ impl Transport {
             conns: Mutex::new(HashMap::new()),
             addrs: Mutex::new(config.addrs.clone()),
             moved: Notify::new(),
+            max_frame: config.max_frame,
         });
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), TransportError>>();
         let t = Arc::clone(&transport);
@@ -400,6 +406,26 @@ impl Transport {
     /// Number of nodes.
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    /// The largest encoded message or reply another node accepts.
+    pub fn max_payload(&self) -> usize {
+        frame::max_payload(self.max_frame)
+    }
+
+    /// Refuses a payload of `len` bytes that no peer would accept (it would be skipped
+    /// on arrival, and with recovery on its channel would wait for it for ever), counting
+    /// it in [`OVERSIZED`] under `kind`.
+    pub(crate) fn check_fits(&self, len: usize, kind: &'static str) -> Result<(), String> {
+        let max = self.max_payload();
+        if len <= max {
+            return Ok(());
+        }
+        counter!(OVERSIZED, "kind" => kind).increment(1);
+        Err(format!(
+            "the {kind} encodes to {len} bytes, over the {max} bytes a message between nodes \
+             may have (split it, or keep such data on one node)"
+        ))
     }
 
     /// Registers a hook for node failures.
@@ -959,6 +985,7 @@ fn reason(err: &RemoteError) -> &'static str {
         RemoteError::ActorGone(_) => "actor_gone",
         RemoteError::NoReply(_) => "no_reply",
         RemoteError::TimedOut(_) => "timed_out",
+        RemoteError::TooLarge { .. } => "too_large",
     }
 }
 
