@@ -437,6 +437,7 @@ impl RecoveryLayer {
             .name("lazarus-checkpoint".into())
             .spawn(move || {
                 let mut next = first.map(|f| Instant::now() + f);
+                let mut awaiting: Option<SpawnWait> = None;
                 let mut last_end = Instant::now();
                 let mut gap = QUOTA_POLL;
                 while !stop.load(Ordering::Acquire) {
@@ -467,10 +468,17 @@ impl RecoveryLayer {
                     last_end = Instant::now();
                     gap = (last_end - now).max(QUOTA_POLL);
                     match outcome {
-                        Ok(_) => {}
-                        // Soon: the replaying handlers spawn them within moments.
-                        Err(CheckpointFailure::AwaitingSpawn(_)) => {
-                            next = Some(Instant::now() + Duration::from_millis(20));
+                        Ok(_) => awaiting = None,
+                        // Soon: the replaying handlers spawn them within moments, but
+                        // less and less often if they do not.
+                        Err(CheckpointFailure::AwaitingSpawn(held)) => {
+                            let now = Instant::now();
+                            let wait = awaiting.get_or_insert_with(|| SpawnWait::new(now));
+                            let (retry, warn) = wait.failed(now);
+                            if warn {
+                                layer.warn_awaiting_spawn(held, now - wait.since);
+                            }
+                            next = Some(now + retry);
                         }
                         // The requesters wait for this node's next commit (their
                         // CHECKPOINT_ADVANCE) before they ask again: without a period,
@@ -483,6 +491,30 @@ impl RecoveryLayer {
                     }
                 }
             });
+    }
+
+    /// Says that checkpoints have waited `waited` for `held` logged messages whose
+    /// addressees, children of this node's actors, the restored handlers have not
+    /// spawned again: a replay that took another path than the lost execution (a broken
+    /// determinism contract) or messages for actors that never existed. The node keeps
+    /// serving; its log is not released meanwhile.
+    fn warn_awaiting_spawn(&self, held: usize, waited: Duration) {
+        let actors: Vec<String> = self
+            .lock()
+            .unspawned
+            .keys()
+            .take(5)
+            .map(ToString::to_string)
+            .collect();
+        counter!(CHECKPOINT_FAILURES, "reason" => "awaiting_spawn_long").increment(1);
+        tracing::warn!(
+            "no checkpoint for {:.0} s: {held} logged messages wait for actors the replay \
+             has not spawned again (among them {}); until they are, this node cannot \
+             checkpoint and its peers keep their logs (see docs/recovery.md, \
+             \"How the runtime drives the core\", held messages)",
+            waited.as_secs_f64(),
+            actors.join(", ")
+        );
     }
 
     /// Sends the CHECKPOINT_REQUESTs the log's quota calls for (nothing without a quota).
@@ -512,6 +544,44 @@ pub(crate) const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 /// How often the checkpointer wakes without a quota to enforce.
 const IDLE_POLL: Duration = Duration::from_millis(50);
 
+/// First retry of a checkpoint that waits for replaying handlers to spawn the addressees
+/// of held logged messages; each further one waits twice as long, up to
+/// [`AWAITING_SPAWN_MAX_RETRY`] (each attempt pauses every core).
+const AWAITING_SPAWN_RETRY: Duration = Duration::from_millis(20);
+/// The longest wait between such retries.
+const AWAITING_SPAWN_MAX_RETRY: Duration = Duration::from_secs(1);
+/// How long checkpoints may wait for spawns before the node says so (once per wait).
+const AWAITING_SPAWN_WARN: Duration = Duration::from_secs(30);
+
+/// Checkpoints waiting for replaying handlers to spawn the addressees of held messages:
+/// since when, the delay before the next attempt, and whether the node has said so.
+struct SpawnWait {
+    since: Instant,
+    retry: Duration,
+    warned: bool,
+}
+
+impl SpawnWait {
+    fn new(now: Instant) -> Self {
+        SpawnWait {
+            since: now,
+            retry: AWAITING_SPAWN_RETRY,
+            warned: false,
+        }
+    }
+
+    /// Another attempt failed at `now`: the delay before the next one (doubling up to
+    /// [`AWAITING_SPAWN_MAX_RETRY`]), and whether to warn now (once, after
+    /// [`AWAITING_SPAWN_WARN`]).
+    fn failed(&mut self, now: Instant) -> (Duration, bool) {
+        let retry = self.retry;
+        self.retry = (self.retry * 2).min(AWAITING_SPAWN_MAX_RETRY);
+        let warn = !self.warned && now.duration_since(self.since) >= AWAITING_SPAWN_WARN;
+        self.warned |= warn;
+        (retry, warn)
+    }
+}
+
 /// How often the checkpointer compares the log with its quota and looks for peers'
 /// checkpoint requests: the log can outgrow its quota by what the node sends meanwhile.
 pub(crate) const QUOTA_POLL: Duration = Duration::from_millis(10);
@@ -534,8 +604,20 @@ pub(crate) fn first_checkpoint_after(every: Duration, rank: u16, size: u16) -> D
 
 #[cfg(test)]
 mod tests {
-    use super::first_checkpoint_after;
-    use std::time::Duration;
+    use super::{first_checkpoint_after, SpawnWait, AWAITING_SPAWN_MAX_RETRY};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn checkpoints_waiting_for_spawns_retry_less_and_less_often_and_say_so_once() {
+        let start = Instant::now();
+        let mut wait = SpawnWait::new(start);
+        let delays: Vec<_> = (0..8).map(|_| wait.failed(start).0.as_millis()).collect();
+        assert_eq!(delays, [20, 40, 80, 160, 320, 640, 1000, 1000]);
+        assert_eq!(wait.failed(start).0, AWAITING_SPAWN_MAX_RETRY);
+        let late = start + Duration::from_secs(31);
+        assert!(wait.failed(late).1, "after 30 s the node says so");
+        assert!(!wait.failed(late).1, "once");
+    }
 
     #[test]
     fn a_period_too_long_to_spread_is_kept_as_it_is() {
