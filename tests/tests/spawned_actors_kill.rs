@@ -37,7 +37,17 @@ fn launch_every(period: Option<&str>) -> Launched {
 /// `spawn-ring` with `extra` arguments, with recovery on and checkpoints every
 /// `period`, or off without one.
 fn launch_with(period: Option<&str>, extra: &[&str]) -> Launched {
+    launch_args_env(period, extra, &[])
+}
+
+/// `spawn-ring` with recovery on and checkpoints every `period`, with `env` set.
+fn launch_env(period: Option<&str>, env: &[(&str, &str)]) -> Launched {
+    launch_args_env(period, &[], env)
+}
+
+fn launch_args_env(period: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
+    cmd.envs(env.iter().copied());
     cmd.args(["run", "-n", "3"]);
     if let Some(period) = period {
         cmd.args(["--ft", "on", "--checkpoint-every", period]);
@@ -162,9 +172,16 @@ fn workers_spawned_again_by_a_replaying_handler_get_the_messages_that_came_befor
     // soon as `start` is in the foreman's mailbox, before the handler runs: they wait
     // for their addressees instead of being dropped as undeliverable (the run would
     // hang).
-    let mut run = launch_every(Some("60s"));
+    // Node 1 stalls before its first value from node 0 is handled: that value is in
+    // node 0's log, for a worker the restarted node has to spawn again.
+    let mut run = launch_env(
+        Some("60s"),
+        &[("LAZARUS_FAILPOINT", "stall-on:1:Step:60000")],
+    );
     run.wait_started();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    run.wait_for("node 1 stalling on its first value", |l| {
+        l.contains("failpoint: node 1 stalls")
+    });
     run.kill(1);
     let f = run.finish();
     assert_eq!(f.checksum(), reference());

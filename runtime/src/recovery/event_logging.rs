@@ -69,12 +69,15 @@ pub enum EventMessage {
         /// The restored checkpoint covers everything below this.
         from: u64,
     },
-    /// Logger → restored producer: what it holds.
+    /// Logger → restored producer: what it holds, in parts of at most
+    /// [`MAX_DETS_PER_MESSAGE`] determinants.
     Stored {
         /// The incarnation whose fetch this answers.
         to_incarnation: Incarnation,
         /// `(sequence number, determinant)`, ascending.
         dets: Vec<(u64, Determinant)>,
+        /// Whether this is the answer's last part.
+        complete: bool,
     },
     /// Restored producer → logger: sequence numbers from `from` on are void (they were
     /// never stable); new determinants will reuse them.
@@ -254,6 +257,7 @@ impl EventStore {
         Some(EventMessage::Stored {
             to_incarnation: incarnation,
             dets,
+            complete: true,
         })
     }
 
@@ -270,6 +274,47 @@ impl EventStore {
         // voided, the message that depended on it regenerated with other contents).
         kept.dets
             .retain(|&seq, (_, logged_by)| seq < void_from || *logged_by >= incarnation);
+    }
+}
+
+/// The most determinants one `Log` or `Stored` message carries (at most about 20 MiB
+/// encoded): a restored producer's whole run, or everything a logger holds for it, can
+/// be far more than one frame between nodes may carry (64 MiB).
+pub const MAX_DETS_PER_MESSAGE: usize = 1 << 19;
+
+/// `msg` as messages of at most [`MAX_DETS_PER_MESSAGE`] determinants: a `Log` as
+/// several batches, a `Stored` as parts of which only the last is `complete`; any other
+/// message as it is.
+pub fn in_parts(msg: EventMessage) -> Vec<EventMessage> {
+    split(msg, MAX_DETS_PER_MESSAGE)
+}
+
+fn split(msg: EventMessage, limit: usize) -> Vec<EventMessage> {
+    let limit = limit.max(1);
+    match msg {
+        EventMessage::Log { incarnation, dets } if dets.len() > limit => dets
+            .chunks(limit)
+            .map(|part| EventMessage::Log {
+                incarnation,
+                dets: part.to_vec(),
+            })
+            .collect(),
+        EventMessage::Stored {
+            to_incarnation,
+            dets,
+            complete: true,
+        } if dets.len() > limit => {
+            let parts = dets.len().div_ceil(limit);
+            dets.chunks(limit)
+                .enumerate()
+                .map(|(i, part)| EventMessage::Stored {
+                    to_incarnation,
+                    dets: part.to_vec(),
+                    complete: i + 1 == parts,
+                })
+                .collect()
+        }
+        other => vec![other],
     }
 }
 
@@ -445,13 +490,14 @@ impl EventLogging {
             self.stats.shipped += dets.len() as u64;
             self.stats.shipped_bytes += dets.len() as u64 * DETERMINANT_BYTES;
             if !dets.is_empty() {
-                out.push((
-                    *l,
-                    EventMessage::Log {
+                out.extend(
+                    in_parts(EventMessage::Log {
                         incarnation: self.incarnation,
                         dets,
-                    },
-                ));
+                    })
+                    .into_iter()
+                    .map(|m| (*l, m)),
+                );
             }
         }
         out
@@ -579,7 +625,7 @@ impl EventLogging {
         match msg {
             m @ (EventMessage::Log { .. } | EventMessage::Fetch { .. }) => {
                 match store.apply(from, m) {
-                    Some(answer) => out.push((from, answer)),
+                    Some(answer) => out.extend(in_parts(answer).into_iter().map(|a| (from, a))),
                     None => self.stats.stale += 1,
                 }
             }
@@ -599,15 +645,19 @@ impl EventLogging {
             EventMessage::Stored {
                 to_incarnation,
                 dets,
+                complete,
             } => {
                 if to_incarnation != self.incarnation {
                     self.stats.stale += 1;
                 } else if let Some(f) = &mut self.fetching {
-                    if f.waiting.remove(&from) {
+                    if f.waiting.contains(&from) {
                         for (seq, d) in dets {
                             if seq >= f.from {
                                 f.got.insert(seq, d);
                             }
+                        }
+                        if complete {
+                            f.waiting.remove(&from);
                         }
                     }
                     if f.waiting.is_empty() {
@@ -913,6 +963,66 @@ mod tests {
         assert_eq!(stores[1].len(), 5);
         assert_eq!(stores[2].len(), 5);
         assert_eq!(sets[0].record(det(6, 7)), 5);
+    }
+
+    #[test]
+    fn a_loggers_answer_in_parts_is_waited_for_until_its_last_part() {
+        let (mut sets, mut stores) = cluster(3, 2);
+        let snap = sets[0].checkpoint(|_| 0);
+        for t in 1..=5 {
+            sets[0].record(det(t, t));
+        }
+        let b = from(SetId(0), sets[0].poll_transmit());
+        pump(&mut sets, &mut stores, b, &[]);
+        let (restored, fetches) =
+            EventLogging::restore(SetId(0), 3, 2, snap, Incarnation(1)).unwrap();
+        sets[0] = restored;
+        // Each logger's answer, cut into parts of two determinants.
+        let mut parts = Vec::new();
+        for (l, fetch) in fetches {
+            let answers = sets[l.index()]
+                .on_message(SetId(0), fetch, &mut stores[l.index()])
+                .unwrap();
+            for (_, answer) in answers {
+                if matches!(answer, EventMessage::Stored { .. }) {
+                    parts.extend(split(answer, 2).into_iter().map(|p| (l, p)));
+                }
+            }
+        }
+        assert_eq!(
+            parts.len(),
+            6,
+            "5 determinants from each logger, 3 parts each"
+        );
+        let last = parts.pop().unwrap();
+        for (l, part) in parts {
+            sets[0].on_message(l, part, &mut stores[0]).unwrap();
+            assert!(sets[0].is_fetching(), "a logger's last part has not come");
+        }
+        sets[0].on_message(last.0, last.1, &mut stores[0]).unwrap();
+        assert!(!sets[0].is_fetching());
+        for t in 1..=5 {
+            assert!(
+                matches!(
+                    sets[0].script().delivery(actor(0, 1), t),
+                    Ok(crate::recovery::determinant::ReplayDelivery::Forced { .. })
+                ),
+                "tick {t} replays from the parts put together"
+            );
+        }
+        // A producer's batch is cut the same way.
+        let log = EventMessage::Log {
+            incarnation: Incarnation(0),
+            dets: (0..5).map(|s| (s, det(s + 1, s))).collect(),
+        };
+        let sizes: Vec<usize> = split(log, 2)
+            .into_iter()
+            .map(|m| match m {
+                EventMessage::Log { dets, .. } => dets.len(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(sizes, [2, 2, 1]);
     }
 
     #[test]

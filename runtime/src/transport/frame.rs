@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 /// First two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"LZ";
 /// Wire protocol version; peers with another version are refused.
-pub const VERSION: u8 = 5;
+pub const VERSION: u8 = 6;
 /// Bytes of the fixed header.
 pub const HEADER_LEN: usize = 8;
 /// Default largest accepted body (64 MiB).
