@@ -14,6 +14,11 @@ fn slurm_available() -> bool {
     if std::env::var("LAZARUS_TEST_SLURM").as_deref() == Ok("1") {
         return true;
     }
+    // scripts/test.sh runs everything: there a missing set-up is a failure, not a skip.
+    assert!(
+        std::env::var("LAZARUS_TEST_REQUIRE_ALL").as_deref() != Ok("1"),
+        "LAZARUS_TEST_REQUIRE_ALL=1 but LAZARUS_TEST_SLURM is not 1"
+    );
     eprintln!("skipping: run scripts/slurm-setup.sh and set LAZARUS_TEST_SLURM=1 (scripts/test.sh does both)");
     false
 }
