@@ -207,6 +207,8 @@ fn order_sensitive_actors_replay_their_determinants_exactly() {
         assert!(total.timers_handled > 0, "{total:?}");
         assert!(total.timers_dropped > 0, "{total:?}");
         assert!(total.timers_replayed > 0, "{total:?}");
+        // Loggers answered restored sets in parts.
+        assert!(total.stored_parts > 0, "{total:?}");
     }
 }
 
@@ -259,7 +261,8 @@ fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
     println!(
         "{seeds} seeds in {:.1?}: {} crashes ({} simultaneous, {} mid-checkpoint, {} during a \
          recovery), {} checkpoints, {} packets lost\n{:#?}\npeak log {} entries / {} bytes\n\
-         determinants: {} recorded, {} replayed; {} selective receives\n\
+         determinants: {} recorded, {} replayed ({} loggers' answers came in parts before \
+         their last); {} selective receives\n\
          timers: {} armed, {} cancelled, {} rang, {} dropped (cancelled after ringing), {} \
          handled, {} forced at their logged point by a replay",
         started.elapsed(),
@@ -274,6 +277,7 @@ fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
         total.peak_log_bytes,
         total.determinants,
         total.determinants_replayed,
+        total.stored_parts,
         total.selected_deliveries,
         total.timers_armed,
         total.timers_cancelled,
@@ -612,6 +616,7 @@ fn piggyback_size_is_bounded_by_sets_not_actors() {
             break_contract: false,
             log_quota: None,
             log_dump: false,
+            event_parts: None,
             logger_restart: false,
             second_logger_restart: false,
             relocate_refills: false,

@@ -282,13 +282,8 @@ impl EventStore {
 /// be far more than one frame between nodes may carry (64 MiB).
 pub const MAX_DETS_PER_MESSAGE: usize = 1 << 19;
 
-/// `msg` as messages of at most [`MAX_DETS_PER_MESSAGE`] determinants: a `Log` as
-/// several batches, a `Stored` as parts of which only the last is `complete`; any other
-/// message as it is.
-pub fn in_parts(msg: EventMessage) -> Vec<EventMessage> {
-    split(msg, MAX_DETS_PER_MESSAGE)
-}
-
+/// `msg` as messages of at most `limit` determinants: a `Log` as several batches, a
+/// `Stored` as parts of which only the last is `complete`; any other message as it is.
 fn split(msg: EventMessage, limit: usize) -> Vec<EventMessage> {
     let limit = limit.max(1);
     match msg {
@@ -369,6 +364,8 @@ pub struct EventLogging {
     /// its actors have not reproduced yet.
     replay_ticks: BTreeMap<u64, (ActorId, u64)>,
     stats: EventStats,
+    /// The most determinants per message ([`MAX_DETS_PER_MESSAGE`]).
+    parts_of: usize,
 }
 
 impl EventLogging {
@@ -404,7 +401,14 @@ impl EventLogging {
             script: ReplayScript::default(),
             replay_ticks: BTreeMap::new(),
             stats: EventStats::default(),
+            parts_of: MAX_DETS_PER_MESSAGE,
         })
+    }
+
+    /// Sends at most `n` determinants per message (at least 1) instead of
+    /// [`MAX_DETS_PER_MESSAGE`]: for the simulator, whose runs are too short to fill one.
+    pub fn set_message_limit(&mut self, n: usize) {
+        self.parts_of = n.max(1);
     }
 
     /// This set's loggers.
@@ -490,14 +494,11 @@ impl EventLogging {
             self.stats.shipped += dets.len() as u64;
             self.stats.shipped_bytes += dets.len() as u64 * DETERMINANT_BYTES;
             if !dets.is_empty() {
-                out.extend(
-                    in_parts(EventMessage::Log {
-                        incarnation: self.incarnation,
-                        dets,
-                    })
-                    .into_iter()
-                    .map(|m| (*l, m)),
-                );
+                let log = EventMessage::Log {
+                    incarnation: self.incarnation,
+                    dets,
+                };
+                out.extend(split(log, self.parts_of).into_iter().map(|m| (*l, m)));
             }
         }
         out
@@ -625,7 +626,9 @@ impl EventLogging {
         match msg {
             m @ (EventMessage::Log { .. } | EventMessage::Fetch { .. }) => {
                 match store.apply(from, m) {
-                    Some(answer) => out.extend(in_parts(answer).into_iter().map(|a| (from, a))),
+                    Some(answer) => {
+                        out.extend(split(answer, self.parts_of).into_iter().map(|a| (from, a)))
+                    }
                     None => self.stats.stale += 1,
                 }
             }

@@ -114,6 +114,10 @@ pub struct SimConfig {
     /// (which never restarts) instead, as when the restarted logger has no room
     /// (`block_relocated`).
     pub relocate_refills: bool,
+    /// Event-logging messages carry at most this many determinants (`None`: the
+    /// runtime's limit, which these short runs never reach), so batches and loggers'
+    /// answers travel in parts.
+    pub event_parts: Option<usize>,
 }
 
 impl SimConfig {
@@ -145,6 +149,7 @@ impl SimConfig {
             logger_restart: false,
             second_logger_restart: false,
             relocate_refills: false,
+            event_parts: None,
         }
     }
 
@@ -154,6 +159,9 @@ impl SimConfig {
         let mut rng = Rng::new(seed ^ 0x0D0E);
         cfg.order_sensitive = true;
         cfg.loggers = rng.range(1, u64::from(cfg.sets - 1)) as u16;
+        // Drawn apart so that the other parameters of a seed stay as they were.
+        let mut parts = Rng::new(seed ^ 0x9A27_5E75);
+        cfg.event_parts = parts.chance(1, 2).then(|| parts.range(1, 4) as usize);
         cfg
     }
 
@@ -287,6 +295,8 @@ pub struct SimStats {
     pub timers_handled: u64,
     /// Timer deliveries a replay was forced to repeat at their logged tick.
     pub timers_replayed: u64,
+    /// Parts of loggers' answers to a restored set that were not the last part.
+    pub stored_parts: u64,
     /// Blocks of logged payloads dumped to the logger and acknowledged.
     pub blocks_dumped: u64,
     /// Resends served from the logger's blocks.
@@ -386,6 +396,7 @@ impl SimStats {
         self.timers_dropped += o.timers_dropped;
         self.timers_handled += o.timers_handled;
         self.timers_replayed += o.timers_replayed;
+        self.stored_parts += o.stored_parts;
         self.blocks_dumped += o.blocks_dumped;
         self.resends_from_logger += o.resends_from_logger;
         self.resends_from_copy += o.resends_from_copy;
@@ -480,7 +491,10 @@ impl World {
                 local_of[a] = i;
             }
             let mut proto = SetProtocol::with_config(SetId(s), n, config).expect("valid set id");
-            let events = EventLogging::new(SetId(s), n, cfg.loggers).expect("valid set id");
+            let mut events = EventLogging::new(SetId(s), n, cfg.loggers).expect("valid set id");
+            if let Some(parts) = cfg.event_parts {
+                events.set_message_limit(parts);
+            }
             let snap = proto.checkpoint();
             proto.checkpoint_committed(snap.id).expect("genesis commit");
             let actors: Vec<ActorState> = prog.members[usize::from(s)]
@@ -1410,6 +1424,15 @@ impl World {
             }
             Packet::Event(message) => {
                 let kind = message.kind();
+                if matches!(
+                    message,
+                    EventMessage::Stored {
+                        complete: false,
+                        ..
+                    }
+                ) {
+                    self.stats.stored_parts += 1;
+                }
                 let dbg = self.trace.is_some().then(|| format!("{message:?}"));
                 let node = &mut self.nodes[usize::from(to)];
                 let Some(ev) = node.events.as_mut() else {
@@ -1759,6 +1782,10 @@ impl World {
             Ok(x) => x,
             Err(e) => return self.fail(format!("S{s} restore event logging: {e}")),
         };
+        let mut events = events;
+        if let Some(parts) = self.cfg.event_parts {
+            events.set_message_limit(parts);
+        }
         // The loggers keep only the blocks the restored log points into; one that
         // restarted since the checkpoint lacks some of them, and says which.
         let mut proto = proto;
