@@ -218,37 +218,48 @@ impl<A: Actor> ActorRef<A> {
         let Some(layer) = node.recovery_layer().cloned() else {
             return self.tell_direct(msg, reply);
         };
-        let (mut core, skip) = layer.driver_turn(&node, true);
-        if skip {
-            return Ok(());
-        }
         // Main's tell is an input to the set: what the set's actors send after it (and
         // so the answers coming back) depends on it, and a restarted node replays those
         // answers only once main has made the tell again.
-        if let Some(protocol) = core.protocol.as_mut() {
-            protocol.on_local_input();
-        }
+        let input = |core: &mut crate::recovery_layer::Core| {
+            if let Some(protocol) = core.protocol.as_mut() {
+                protocol.on_local_input();
+            }
+        };
         match &self.route {
             // Pushed while the layer is locked: a checkpoint sees the count and the
             // message together or neither; logged messages the tell let through (on
             // either route) go in after it.
             Route::Local(_) => {
+                let (mut core, skip) = layer.driver_turn(&node, true);
+                if skip {
+                    return Ok(());
+                }
+                input(&mut core);
                 let sent = self.tell_direct(msg, reply);
                 RecoveryLayer::deliver_ready(&mut core, &node);
                 sent
             }
             Route::Remote(t) => {
+                // A tell that cannot leave (too large, or not encodable) is refused
+                // before it is counted among main's sends: a re-executed main is refused
+                // the same way, instead of skipping a send it then makes differently.
                 let set = msg.into_set(reply);
                 let env = match t.envelope(&set, None) {
                     Ok(env) => env,
-                    Err(reason) => {
+                    Err(e) => {
                         return Err(SendError::Unreachable {
                             id: t.id,
-                            reason,
+                            reason: e.to_string(),
                             message: take_back::<A, M>(set),
                         })
                     }
                 };
+                let (mut core, skip) = layer.driver_turn(&node, true);
+                if skip {
+                    return Ok(());
+                }
+                input(&mut core);
                 layer.driver_send_logged(core, &node, env);
                 Ok(())
             }
@@ -392,10 +403,25 @@ impl<A: Actor> ActorRef<A> {
                     Some(request),
                 ) {
                     Ok(env) => layer.driver_send_logged(core, node, env),
-                    Err(reason) => {
+                    Err(refused) => {
+                        // Kept like an answer (the ask is counted): a re-executed `main`
+                        // that skips this ask gets the same refusal.
                         telemetry::send_error(A::NAME);
-                        core.driver.forget_ask(request);
-                        failed = Some(AskError::Unreachable { id, reason });
+                        let outcome: crate::recovery_layer::driver::Outcome =
+                            Err(refused.outcome(id));
+                        let answer = core.driver.keep_outcome(request, &outcome).ok();
+                        drop(core);
+                        match answer {
+                            Some(outcome) => {
+                                tr.complete_request(request, outcome);
+                            }
+                            None => {
+                                failed = Some(AskError::Unreachable {
+                                    id,
+                                    reason: refused.to_string(),
+                                })
+                            }
+                        }
                     }
                 },
             }
@@ -428,12 +454,42 @@ impl<A: Actor> ActorRef<A> {
     }
 }
 
+/// Why a message for another node did not become an envelope.
+#[derive(Debug)]
+enum NotSent {
+    /// It did not encode.
+    Encode(String),
+    /// It encodes to more than a frame carries.
+    TooLarge(crate::transport::TooLarge),
+}
+
+impl std::fmt::Display for NotSent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotSent::Encode(e) => write!(f, "the message does not encode: {e}"),
+            NotSent::TooLarge(e) => e.fmt(f),
+        }
+    }
+}
+
+impl NotSent {
+    /// The refusal as the outcome of `main`'s ask to `id`: kept like an answer, so a
+    /// re-executed `main` gets the same.
+    fn outcome(&self, id: ActorId) -> RemoteError {
+        match self {
+            NotSent::TooLarge(e) => e.outcome(),
+            NotSent::Encode(e) => RemoteError::Undecodable(id, format!("not encoded: {e}")),
+        }
+    }
+}
+
 impl RemoteTarget {
     /// Encodes `set` into an envelope for the actor.
-    fn envelope<S: Serialize>(&self, set: &S, request: Option<u64>) -> Result<Envelope, String> {
-        let payload = crate::wire::encode_bytes(set).map_err(|e| e.to_string())?;
+    fn envelope<S: Serialize>(&self, set: &S, request: Option<u64>) -> Result<Envelope, NotSent> {
+        let payload = crate::wire::encode_bytes(set).map_err(|e| NotSent::Encode(e.to_string()))?;
         if let Some(t) = self.node.transport() {
-            t.check_fits(payload.len(), "message")?;
+            t.check_fits(payload.len(), "message")
+                .map_err(NotSent::TooLarge)?;
         }
         Ok(Envelope {
             to: self.id,
@@ -450,7 +506,7 @@ impl RemoteTarget {
     fn send<S: Serialize>(&self, set: S, request: Option<u64>) -> Result<(), (S, String)> {
         let env = match self.envelope(&set, request) {
             Ok(env) => env,
-            Err(e) => return Err((set, e)),
+            Err(e) => return Err((set, e.to_string())),
         };
         send_envelope(&self.node, env).map_err(|e| (set, e))
     }

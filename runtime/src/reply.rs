@@ -9,7 +9,7 @@
 
 use crate::actor_id::ActorId;
 use crate::node::NodeHandle;
-use crate::transport::frame::{Envelope, RemoteError};
+use crate::transport::frame::{Envelope, FrameBody, RemoteError};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio::sync::oneshot;
 
@@ -167,7 +167,8 @@ fn send_to_actor<R: Serialize>(route: ActorRoute, reply: &R) -> Result<(), Strin
         return node.tell_encoded(&env).map_err(|e| e.to_string());
     }
     if let Some(t) = node.transport() {
-        t.check_fits(env.payload.len(), "reply")?;
+        t.check_fits(env.payload.len(), "reply")
+            .map_err(|e| e.to_string())?;
     }
     // The route came from a message or an image: it may name a node the cluster lacks.
     if let Some(size) = node.transport().map(|t| t.size()) {
@@ -190,10 +191,7 @@ fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError
         if t.rank() != rank {
             if let Err(e) = t.check_fits(bytes.len(), "reply") {
                 tracing::warn!(rank, "the reply to node {rank}'s ask is not sent: {e}");
-                outcome = Err(RemoteError::TooLarge {
-                    bytes: bytes.len() as u64,
-                    max: t.max_payload() as u64,
-                });
+                outcome = Err(e.outcome());
             }
         }
     }
@@ -219,6 +217,15 @@ fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError
             "reply to main's ask on node {rank} dropped: this thread belongs to no node with recovery on"
         );
         return false;
+    }
+    // A slot dropped while this thread holds the recovery layer's lock (a message the
+    // layer delivered was refused, and its slot with it): a send that waited for queue
+    // room could wait for a network task that waits for the lock.
+    if crate::recovery_layer::holds_core() {
+        if let Some(layer) = node.as_ref().and_then(|n| n.recovery_layer()) {
+            layer.send_unblocking(rank, FrameBody::Reply { request, outcome });
+            return true;
+        }
     }
     match node.and_then(|n| n.transport()) {
         Some(t) => t.send_reply(rank, request, outcome).is_ok(),

@@ -91,7 +91,7 @@ fn flood(net: NetMode) {
         let (slow, max_depth, done) = (slow.clone(), Arc::clone(&max_depth), Arc::clone(&done));
         std::thread::spawn(move || {
             while !done.load(Ordering::Acquire) {
-                let depth = slow.queued().expect("the receiver is alive while flooded");
+                let depth = slow.queued().expect("the receiver is a local actor");
                 max_depth.fetch_max(depth, Ordering::AcqRel);
                 std::thread::sleep(Duration::from_micros(500));
             }

@@ -59,6 +59,15 @@ fn refused_and_the_channel_still_works(name: &str, recovery: bool) {
         }
         other => panic!("a message over the limit must be refused: {other:?}"),
     }
+    // An ask whose message is too large fails at once, saying why.
+    match node0.block_on(sink.ask(Take {
+        data: Payload(vec![1; too_large]),
+    })) {
+        Err(AskError::Rejected { reason, .. } | AskError::Unreachable { reason, .. }) => {
+            assert!(reason.contains("bytes a message between nodes"), "{reason}")
+        }
+        other => panic!("an ask over the limit must fail: {other:?}"),
+    }
     sink.tell(Take {
         data: Payload(vec![1; 2000]),
     })

@@ -277,8 +277,8 @@ impl EventStore {
     }
 }
 
-/// The most determinants one `Log` or `Stored` message carries (at most about 20 MiB
-/// encoded): a restored producer's whole run, or everything a logger holds for it, can
+/// The most determinants one `Log` or `Stored` message carries (at most about 32 MiB
+/// encoded, at about 61 bytes for the largest determinant): a restored producer's whole run, or everything a logger holds for it, can
 /// be far more than one frame between nodes may carry (64 MiB).
 pub const MAX_DETS_PER_MESSAGE: usize = 1 << 19;
 

@@ -118,6 +118,12 @@ impl<P: LogPayload> SenderLog<P> {
                         break;
                     }
                     if let Held::Here(p) = &e.payload {
+                        // A block stays within `max_bytes` unless one payload alone is
+                        // larger (then it goes alone): a logger refuses blocks over its
+                        // limit, and the same entries would be offered again for ever.
+                        if !dump.entries.is_empty() && dump.bytes + p.byte_len() > max_bytes {
+                            break;
+                        }
                         dump.bytes += p.byte_len();
                         dump.entries.push((*channel, e.send_index));
                         dump.payloads.push(p.clone());
@@ -270,7 +276,11 @@ mod tests {
             send(&mut log, 1, ch(1, 1), 100);
         }
         send(&mut log, 2, ch(1, 2), 50);
-        let dump = log.take_dump(I0, 250).unwrap();
+        // A block stays within its size: a third payload would make 300 of 250.
+        assert_eq!(log.take_dump(I0, 250).unwrap().entries.len(), 2);
+        // One payload larger than a block goes alone.
+        assert_eq!(log.take_dump(I0, 40).unwrap().entries, vec![(ch(1, 1), 1)]);
+        let dump = log.take_dump(I0, 300).unwrap();
         assert_eq!(dump.to, SetId(1), "set 1 holds 400 bytes, set 2 50");
         assert_eq!(
             dump.entries,
@@ -300,7 +310,7 @@ mod tests {
         for _ in 0..3 {
             send(&mut log, 1, ch(1, 1), 10);
         }
-        let dump = log.take_dump(I0, 15).unwrap();
+        let dump = log.take_dump(I0, 20).unwrap();
         log.mark_dumped(&dump, 3, None);
         let again = log.entries_after(SetId(1), &ChannelIndices::default());
         let held: Vec<_> = again.into_iter().map(|(m, h)| (m.send_index, h)).collect();

@@ -258,12 +258,6 @@ impl DriverState {
         Some((outcome, diverged))
     }
 
-    /// `main`'s ask `request` was never sent (its message did not encode): no reply
-    /// will come.
-    pub(crate) fn forget_ask(&mut self, request: u64) {
-        self.asked.remove(&request);
-    }
-
     /// Replies kept over the run (for the final totals).
     pub(crate) fn replies_kept(&self) -> u64 {
         self.kept

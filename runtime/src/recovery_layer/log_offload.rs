@@ -332,6 +332,13 @@ impl LogOffload {
             per.entry(l).or_default().push(b);
         }
         for (logger, blocks) in per {
+            if retain && logger >= self.client.loggers() {
+                // An image naming a logger this run does not have: nobody can fetch
+                // those blocks, so they are reported lost (their receivers are asked to
+                // checkpoint).
+                missing.push((logger, blocks));
+                continue;
+            }
             if self.is_lost(logger) {
                 continue;
             }

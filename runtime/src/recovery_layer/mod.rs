@@ -498,6 +498,19 @@ pub(crate) fn holds_core() -> bool {
     HOLDS_CORE.with(|h| h.get() > 0)
 }
 
+/// Runs `f`, which may block, letting a multi-threaded Tokio runtime's other tasks run
+/// on another worker meanwhile (`block_in_place`); elsewhere (a core thread, a
+/// current-thread runtime) runs it as it is.
+fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
+}
+
 /// The protocol and everything that must change atomically with it.
 pub(crate) struct Core {
     /// `None` while a restarted node is still loading its checkpoint.
@@ -774,17 +787,15 @@ impl RecoveryLayer {
         match self.core.try_lock() {
             Ok(g) => CoreGuard::new(self, g),
             Err(std::sync::TryLockError::Poisoned(p)) => CoreGuard::new(self, p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|h| {
-                    h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-                });
-                if multi_thread {
-                    tokio::task::block_in_place(|| self.lock())
-                } else {
-                    self.lock()
-                }
-            }
+            Err(std::sync::TryLockError::WouldBlock) => blocking(|| self.lock()),
         }
+    }
+
+    /// Sends a frame without ever waiting for queue room (through the sender thread when
+    /// the peer's queue is full): for a thread that holds this layer's lock, where a
+    /// blocking send could wait on a network task that waits for the lock.
+    pub(crate) fn send_unblocking(&self, to: u16, body: FrameBody) {
+        self.emit([(to, body)]);
     }
 
     fn transport(&self) -> Option<&Arc<Transport>> {
@@ -818,6 +829,18 @@ impl RecoveryLayer {
     /// Turns protocol actions into frames; a resend whose payload is at a logger node
     /// is fetched from there (under the caller's lock, so that it keeps its place).
     fn frames(&self, actions: Vec<Action<Envelope>>) -> Vec<(u16, FrameBody)> {
+        // Resends from logger nodes wait for their blocks (up to a second each): on a
+        // network worker, the other network tasks (heartbeats, readers) go on meanwhile.
+        if actions
+            .iter()
+            .any(|a| matches!(a, Action::SendDumped { .. }))
+        {
+            return blocking(|| self.frames_now(actions));
+        }
+        self.frames_now(actions)
+    }
+
+    fn frames_now(&self, actions: Vec<Action<Envelope>>) -> Vec<(u16, FrameBody)> {
         actions
             .into_iter()
             .filter_map(|a| match a {

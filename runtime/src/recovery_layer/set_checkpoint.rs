@@ -484,10 +484,11 @@ impl RecoveryLayer {
                         // CHECKPOINT_ADVANCE) before they ask again: without a period,
                         // nothing else would take it.
                         Err(_) if was_requested => {
+                            awaiting = None;
                             layer.checkpoint_requested.store(true, Ordering::Release);
                             gap = gap.max(RETRY_AFTER_FAILURE);
                         }
-                        Err(_) => {}
+                        Err(_) => awaiting = None,
                     }
                 }
             });

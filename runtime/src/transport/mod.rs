@@ -52,6 +52,31 @@ pub const BACKPRESSURE_WAITS: &str = "lazarus_transport_backpressure_waits_total
 pub const NODE_FAILURES: &str = "lazarus_node_failures_total";
 /// Times reading from a peer paused because an addressee's mailbox was too deep.
 pub const INBOUND_PAUSES: &str = "lazarus_transport_inbound_pauses_total";
+/// A message or reply refused before sending: no peer would accept its size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the {kind} encodes to {bytes} bytes, over the {max} bytes a message between nodes may \
+     have (split it, or keep such data on one node)"
+)]
+pub struct TooLarge {
+    /// `message` or `reply`.
+    pub kind: &'static str,
+    /// Its encoded size.
+    pub bytes: usize,
+    /// The largest a frame carries.
+    pub max: usize,
+}
+
+impl TooLarge {
+    /// The same refusal as the outcome an asker gets.
+    pub fn outcome(&self) -> frame::RemoteError {
+        frame::RemoteError::TooLarge {
+            bytes: self.bytes as u64,
+            max: self.max as u64,
+        }
+    }
+}
+
 /// Messages and replies refused before sending because no peer would accept their size
 /// (label `kind`: `message`, `reply`).
 pub const OVERSIZED: &str = "lazarus_transport_oversized_total";
@@ -416,16 +441,17 @@ impl Transport {
     /// Refuses a payload of `len` bytes that no peer would accept (it would be skipped
     /// on arrival, and with recovery on its channel would wait for it for ever), counting
     /// it in [`OVERSIZED`] under `kind`.
-    pub(crate) fn check_fits(&self, len: usize, kind: &'static str) -> Result<(), String> {
+    pub(crate) fn check_fits(&self, len: usize, kind: &'static str) -> Result<(), TooLarge> {
         let max = self.max_payload();
         if len <= max {
             return Ok(());
         }
         counter!(OVERSIZED, "kind" => kind).increment(1);
-        Err(format!(
-            "the {kind} encodes to {len} bytes, over the {max} bytes a message between nodes \
-             may have (split it, or keep such data on one node)"
-        ))
+        Err(TooLarge {
+            kind,
+            bytes: len,
+            max,
+        })
     }
 
     /// Registers a hook for node failures.
