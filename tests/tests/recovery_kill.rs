@@ -165,15 +165,6 @@ fn two_nodes_killed_at_the_same_moment_both_recover() {
     let f = run.finish();
     assert_eq!(f.checksum(), expected);
     assert_only_restarted(&f, &[1, 3]);
-    let at = |what: &str| f.lines.iter().position(|l| l.contains(what));
-    let (died, replayed) = (
-        at("node 3: died"),
-        at("node 1: every peer answered: replay complete"),
-    );
-    assert!(
-        died.is_some() && replayed.is_some() && died < replayed,
-        "node 3 died while node 1 was still recovering"
-    );
 }
 
 #[test]
