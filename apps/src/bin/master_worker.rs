@@ -250,6 +250,8 @@ struct Worker {
     master: Option<ActorRef<Master>>,
     received: u64,
     digest: u64,
+    /// Tasks that came before `begin` (task, salt, epoch), done once it comes.
+    early: Vec<(u64, u64, u64)>,
 }
 
 #[messages]
@@ -262,20 +264,24 @@ impl Worker {
             result: None,
         });
         self.master = Some(master);
+        for (task, salt, epoch) in std::mem::take(&mut self.early) {
+            self.work_on(task, salt, epoch, ctx);
+        }
     }
 
+    /// A task can come before `begin` although the master answers a request that
+    /// `begin` sent: after a restart of the master's node, a restored worker's node
+    /// replays the master's regenerated messages in channel order only
+    /// (docs/recovery.md, "Concurrent recoveries"), so `main`'s tell and the master's
+    /// tasks are concurrent there. Kept until `begin`, the worker sends the same
+    /// messages in either order, as the determinism contract asks.
     #[message]
     fn task(&mut self, task: u64, salt: u64, epoch: u64, ctx: &mut Context<Self>) {
-        self.received += 1;
-        self.digest = mix(mix(mix(self.digest, task), salt), epoch);
-        let value = compute(task, self.work);
-        if let Some(m) = &self.master {
-            let _ = m.tell(Request {
-                worker: self.index,
-                from: ctx.myself().clone(),
-                result: Some(value),
-            });
+        if self.master.is_none() {
+            self.early.push((task, salt, epoch));
+            return;
         }
+        self.work_on(task, salt, epoch, ctx);
     }
 
     #[message]
@@ -285,6 +291,21 @@ impl Worker {
                 worker: self.index,
                 count: self.received,
                 digest: self.digest,
+            });
+        }
+    }
+}
+
+impl Worker {
+    fn work_on(&mut self, task: u64, salt: u64, epoch: u64, ctx: &mut Context<Self>) {
+        self.received += 1;
+        self.digest = mix(mix(mix(self.digest, task), salt), epoch);
+        let value = compute(task, self.work);
+        if let Some(m) = &self.master {
+            let _ = m.tell(Request {
+                worker: self.index,
+                from: ctx.myself().clone(),
+                result: Some(value),
             });
         }
     }
@@ -342,6 +363,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             master: None,
             received: 0,
             digest: 0,
+            early: Vec::new(),
         })?;
         let id = ActorId::new(rank, first + k).ok_or("too many workers")?;
         workers.push(expect_id(w, id, format!("worker {k}"))?);
