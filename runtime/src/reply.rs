@@ -167,18 +167,18 @@ fn send_to_actor<R: Serialize>(route: ActorRoute, reply: &R) -> Result<(), Strin
         return node.tell_encoded(&env).map_err(|e| e.to_string());
     }
     if let Some(t) = node.transport() {
-        t.check_fits(env.payload.len(), "reply")
-            .map_err(|e| e.to_string())?;
-    }
-    // The route came from a message or an image: it may name a node the cluster lacks.
-    if let Some(size) = node.transport().map(|t| t.size()) {
-        if usize::from(route.to.rank()) >= size {
+        // The route came from a message or an image: it may name a node the cluster
+        // lacks.
+        if usize::from(route.to.rank()) >= t.size() {
             return Err(format!(
-                "the asker {} names node {} but the cluster has {size} nodes",
+                "the asker {} names node {} but the cluster has {} nodes",
                 route.to,
-                route.to.rank()
+                route.to.rank(),
+                t.size()
             ));
         }
+        t.check_fits(env.payload.len(), "reply")
+            .map_err(|e| e.to_string())?;
     }
     crate::actor_ref::send_envelope(&node, env)
 }

@@ -52,6 +52,10 @@ pub const BACKPRESSURE_WAITS: &str = "lazarus_transport_backpressure_waits_total
 pub const NODE_FAILURES: &str = "lazarus_node_failures_total";
 /// Times reading from a peer paused because an addressee's mailbox was too deep.
 pub const INBOUND_PAUSES: &str = "lazarus_transport_inbound_pauses_total";
+/// Messages and replies refused before sending because no peer would accept their size
+/// (label `kind`: `message`, `reply`).
+pub const OVERSIZED: &str = "lazarus_transport_oversized_total";
+
 /// A message or reply refused before sending: no peer would accept its size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -76,10 +80,6 @@ impl TooLarge {
         }
     }
 }
-
-/// Messages and replies refused before sending because no peer would accept their size
-/// (label `kind`: `message`, `reply`).
-pub const OVERSIZED: &str = "lazarus_transport_oversized_total";
 
 /// Mailbox depth above which the transport stops reading from the sending peer.
 pub const INBOUND_HIGH_WATER: usize = 4096;
