@@ -8,7 +8,8 @@ mod support;
 use lazarus::transport::frame::{max_payload, DEFAULT_MAX_BODY};
 use lazarus::{messages, Actor, AskError, Payload, SendError};
 use serde::{Deserialize, Serialize};
-use support::in_process::{checkpoint_dir, two_nodes};
+use std::time::Duration;
+use support::in_process::{checkpoint_dir, two_nodes_declared_failed_after};
 
 #[derive(Actor, Serialize, Deserialize, Default)]
 struct Sink {
@@ -35,7 +36,12 @@ impl Sink {
 }
 
 fn refused_and_the_channel_still_works(name: &str, recovery: bool) {
-    let (node0, node1) = two_nodes(name, recovery);
+    // A single-core node makes network progress on its core between handlers (see
+    // `NetMode::Core0`), and a handler here builds 63 MiB: on a loaded two-core machine
+    // its heartbeats can pause past the default second, and a peer declared failed fails
+    // the asks waiting on it (seen in CI as `ActorStopped`).
+    let (node0, node1) =
+        two_nodes_declared_failed_after(name, recovery, Some(Duration::from_secs(30)));
     let sink = node1.spawn(Sink::default()).unwrap();
     let sink = node0.handle().actor_ref::<Sink>(sink.id()).unwrap();
     let too_large = max_payload(DEFAULT_MAX_BODY) + 1;

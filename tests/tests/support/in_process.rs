@@ -15,6 +15,17 @@ pub fn checkpoint_dir(name: &str, recovery: bool) -> PathBuf {
 /// Two nodes in this process over loopback QUIC, recovery on (no periodic checkpoints) or
 /// off. The calling thread is both nodes' `main`.
 pub fn two_nodes(name: &str, recovery: bool) -> (Cluster, Cluster) {
+    two_nodes_declared_failed_after(name, recovery, None)
+}
+
+/// [`two_nodes`], declaring a silent peer failed after `failure_timeout` instead of the
+/// default: for tests whose handlers are slow on purpose (building tens of MB), where
+/// an oversubscribed machine can delay heartbeats past the default second.
+pub fn two_nodes_declared_failed_after(
+    name: &str,
+    recovery: bool,
+    failure_timeout: Option<std::time::Duration>,
+) -> (Cluster, Cluster) {
     let addrs: Vec<_> = (0..2)
         .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
         .collect::<Vec<_>>()
@@ -31,7 +42,7 @@ pub fn two_nodes(name: &str, recovery: bool) -> (Cluster, Cluster) {
         core_offset: rank as usize,
         idle_spin: None,
         net: None,
-        failure_timeout: None,
+        failure_timeout,
         recovery: recovery
             .then(|| {
                 RecoveryConfig::from_vars(|k| match k {
