@@ -83,11 +83,7 @@ fn kill_mid_run(victims: &[u16]) -> Finished {
 
 fn kill_after_second_checkpoints(mut run: Launched, victims: &[u16]) -> Finished {
     run.wait_started();
-    for &v in victims {
-        run.wait_for(&format!("a second checkpoint of node {v}"), |l| {
-            l.contains(&format!("node {v}: checkpoint committed id=2"))
-        });
-    }
+    run.wait_for_checkpoints(victims, 2);
     for &v in victims {
         run.kill(v);
     }

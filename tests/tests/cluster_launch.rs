@@ -113,8 +113,9 @@ fn a_node_killed_with_sigkill_is_reported_by_the_others_within_a_second() {
         }
     }
     let victim = victim.expect("launcher printed node 2's pid");
-    // Let the cluster form and the token start circulating.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Let the cluster form and the token start circulating (a loaded machine starts
+    // three processes in well under this).
+    std::thread::sleep(Duration::from_millis(2500));
     let killed_at = Instant::now();
     // SAFETY: plain FFI call sending a signal to a process we started (by pid).
     let rc = unsafe { libc_kill(victim, 9) };
@@ -129,9 +130,16 @@ fn a_node_killed_with_sigkill_is_reported_by_the_others_within_a_second() {
         };
         if line.contains("node 2 failed") {
             if let Some(rank) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
+                let silence = line
+                    .split("no heartbeat for ")
+                    .nth(1)
+                    .and_then(|r| r.split(" ms").next()?.parse::<u64>().ok())
+                    .unwrap_or_else(|| {
+                        panic!("the report says how long node 2 was silent: {line}")
+                    });
                 reported_by
                     .entry(rank.to_string())
-                    .or_insert(at.duration_since(killed_at));
+                    .or_insert((Duration::from_millis(silence), at.duration_since(killed_at)));
             }
         }
         if line.contains(&format!("node 2 (pid {victim}) was killed by SIGKILL")) {
@@ -144,11 +152,17 @@ fn a_node_killed_with_sigkill_is_reported_by_the_others_within_a_second() {
         2,
         "both survivors report node 2: {reported_by:?}"
     );
-    for (rank, after) in &reported_by {
-        // Default: 1 s of silence with 100 ms heartbeats, checked every 100 ms.
+    for (rank, (silence, after)) in &reported_by {
+        // Default: 1 s of silence with 100 ms heartbeats, checked every 100 ms. The node's
+        // own measure of the silence decides; the line's way here (through the node's
+        // stderr, the launcher and a pipe, on a loaded machine) only has to be prompt.
         assert!(
-            *after < Duration::from_millis(1600),
-            "node {rank} took {after:?}"
+            *silence >= Duration::from_secs(1) && *silence < Duration::from_millis(1600),
+            "node {rank} declared node 2 failed after {silence:?} of silence"
+        );
+        assert!(
+            *after < Duration::from_secs(4),
+            "node {rank}'s report came {after:?} after the kill"
         );
     }
     let status = launcher.wait().unwrap();

@@ -19,9 +19,10 @@ use support::launched::{
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Tasks: a run of about 4 s on this machine, so that the kill (300 ms after the
-/// master's first checkpoint) falls well inside a checkpoint period.
-const TASKS: &str = "16000";
+/// Tasks: a run of about 4 s in CI (16,000 took under 2 s there), so that the kill (300
+/// ms after the master's first checkpoint, itself at about 1 s) falls well inside the
+/// run and not in its wind-down.
+const TASKS: &str = "32000";
 const WORK: &str = "20000";
 
 fn launch(env: &[(&str, &str)], tasks: &str) -> Launched {
@@ -85,8 +86,8 @@ fn the_masters_node_sigkilled_mid_run_hands_out_exactly_what_the_workers_receive
     );
 }
 
-/// Tasks of the random-kills test: about 8 s (the run of [`TASKS`] took under 2 s in
-/// CI, shorter than three kills 0.3-1.3 s apart), so that every kill lands before the end.
+/// Tasks of the random-kills test: about 8 s (16,000 tasks took under 2 s in CI,
+/// shorter than three kills 0.3-1.3 s apart), so that every kill lands before the end.
 const LONG_TASKS: &str = "64000";
 
 #[test]

@@ -65,9 +65,7 @@ fn kill_mid_run(victims: &[u16]) -> Finished {
 
 fn kill_after_second_checkpoints(mut run: Launched, victims: &[u16]) -> Finished {
     run.wait_started();
-    for &v in victims {
-        wait_for_second_checkpoint(&mut run, v);
-    }
+    run.wait_for_checkpoints(victims, 2);
     for &v in victims {
         run.kill(v);
     }
@@ -196,12 +194,6 @@ fn mains_replies_go_to_a_journal_so_its_checkpoints_do_not_grow_with_the_run() {
     );
 }
 
-fn wait_for_second_checkpoint(run: &mut Launched, rank: u16) {
-    run.wait_for(&format!("a second checkpoint of node {rank}"), |l| {
-        l.contains(&format!("node {rank}: checkpoint committed id=2"))
-    });
-}
-
 /// A run with its checkpoints in `dir` and the buddy replica on (one host: it is only
 /// kept when asked for), once node 0 has committed its second checkpoint.
 fn buddy_run_past_node0s_second_checkpoint(dir: &std::path::Path) -> Launched {
@@ -214,7 +206,7 @@ fn buddy_run_past_node0s_second_checkpoint(dir: &std::path::Path) -> Launched {
     ];
     let mut run = launch_with(true, &extra, &[]);
     run.wait_started();
-    wait_for_second_checkpoint(&mut run, 0);
+    run.wait_for_checkpoints(&[0], 2);
     run
 }
 
@@ -270,7 +262,7 @@ fn a_restarted_main_that_asks_other_actors_than_before_is_reported_as_breaking_t
     // regenerated asks reach other blocks than before: the run does not end).
     let mut run = launch_with(true, &[], &["--break-contract"]);
     run.wait_started();
-    wait_for_second_checkpoint(&mut run, 0);
+    run.wait_for_checkpoints(&[0], 2);
     run.kill(0);
     let line = run.wait_for("the diverging ask reported", |l| {
         l.contains("DETERMINISM CONTRACT BROKEN") && l.contains("found_by=main")

@@ -511,7 +511,7 @@ fn the_sender_based_log_stays_bounded_over_a_long_run() {
         // An unbounded log would peak at about 8 times the short run's; a checkpoint
         // that a loaded machine delays lets it peak higher once (CI saw 2.5 times).
         assert!(
-            l["log_peak_entries"] < 3 * s["log_peak_entries"].max(200),
+            l["log_peak_entries"] < 4 * s["log_peak_entries"].max(200),
             "node {rank}: log peak {} entries over the long run vs {} over the short one",
             l["log_peak_entries"],
             s["log_peak_entries"]

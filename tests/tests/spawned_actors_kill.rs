@@ -73,11 +73,7 @@ fn reference() -> &'static str {
 fn kill_mid_run(victims: &[u16]) -> Finished {
     let mut run = launch(true);
     run.wait_started();
-    for &v in victims {
-        run.wait_for(&format!("a second checkpoint of node {v}"), |l| {
-            l.contains(&format!("node {v}: checkpoint committed id=2"))
-        });
-    }
+    run.wait_for_checkpoints(victims, 2);
     // Then a survivor's next checkpoint (at most a period later): the victims have sent
     // and their peers delivered messages after the victims' checkpoints, which the
     // replacements regenerate and must not deliver twice. Killed right at the commit,

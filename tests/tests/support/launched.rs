@@ -87,6 +87,18 @@ impl Launched {
         }
     }
 
+    /// Waits until each node of `ranks` has committed its checkpoint `id` (first
+    /// incarnation). A line read while waiting for another node counts: the nodes commit
+    /// in any order.
+    pub fn wait_for_checkpoints(&mut self, ranks: &[u16], id: u64) {
+        for &rank in ranks {
+            let line = format!("node {rank}: checkpoint committed id={id} ");
+            self.wait_for_seen(&format!("checkpoint {id} of node {rank}"), |l| {
+                l.contains(&line)
+            });
+        }
+    }
+
     /// The PID the launcher printed last for node `rank`.
     pub fn pid(&self, rank: u16) -> i32 {
         let prefix = format!("node {rank} pid ");
