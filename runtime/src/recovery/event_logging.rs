@@ -335,6 +335,8 @@ pub struct EventStats {
     pub replayed: u64,
     /// Messages ignored as stale (older incarnations).
     pub stale: u64,
+    /// Fetches sent again because a logger's answer came with a part missing.
+    pub refetched: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -342,6 +344,12 @@ struct Fetching {
     from: u64,
     waiting: BTreeSet<SetId>,
     got: BTreeMap<u64, Determinant>,
+    /// Per logger, where its answer's next part must start: a logger answers with one
+    /// gap-free run, so a part that starts elsewhere means one before it was lost (its
+    /// connection broke between parts).
+    next_part: BTreeMap<SetId, u64>,
+    /// Loggers whose current answer missed a part: asked again at its last part.
+    torn: BTreeSet<SetId>,
 }
 
 /// One set's event logging: producer, logger and restored-producer roles.
@@ -571,6 +579,8 @@ impl EventLogging {
                 from: snap.next_seq,
                 waiting: me.loggers.iter().copied().collect(),
                 got: BTreeMap::new(),
+                next_part: BTreeMap::new(),
+                torn: BTreeSet::new(),
             });
             out.extend(me.loggers.iter().map(|l| (*l, me.fetch_message())));
         }
@@ -653,17 +663,38 @@ impl EventLogging {
                 if to_incarnation != self.incarnation {
                     self.stats.stale += 1;
                 } else if let Some(f) = &mut self.fetching {
+                    let mut ask_again = false;
                     if f.waiting.contains(&from) {
+                        if let (Some(&(first, _)), Some(&expected)) =
+                            (dets.first(), f.next_part.get(&from))
+                        {
+                            if first != expected {
+                                f.torn.insert(from);
+                            }
+                        }
+                        if let Some(&(last, _)) = dets.last() {
+                            f.next_part.insert(from, last.saturating_add(1));
+                        }
                         for (seq, d) in dets {
                             if seq >= f.from {
                                 f.got.insert(seq, d);
                             }
                         }
                         if complete {
-                            f.waiting.remove(&from);
+                            f.next_part.remove(&from);
+                            // What the lost part held may be what the replay needs (the
+                            // other loggers' answers need not cover it): the whole answer
+                            // again, which starts a new run of parts.
+                            ask_again = f.torn.remove(&from);
+                            if !ask_again {
+                                f.waiting.remove(&from);
+                            }
                         }
                     }
-                    if f.waiting.is_empty() {
+                    if ask_again {
+                        self.stats.refetched += 1;
+                        out.push((from, self.fetch_message()));
+                    } else if f.waiting.is_empty() {
                         out.extend(self.finish_fetch());
                     }
                 }
@@ -1026,6 +1057,69 @@ mod tests {
             })
             .collect();
         assert_eq!(sizes, [2, 2, 1]);
+    }
+
+    #[test]
+    fn a_loggers_answer_that_lost_a_middle_part_is_asked_for_again() {
+        let (mut sets, mut stores) = cluster(3, 2);
+        let snap = sets[0].checkpoint(|_| 0);
+        for t in 1..=5 {
+            sets[0].record(det(t, t));
+        }
+        let b = from(SetId(0), sets[0].poll_transmit());
+        pump(&mut sets, &mut stores, b, &[]);
+        let (restored, fetches) =
+            EventLogging::restore(SetId(0), 3, 2, snap, Incarnation(1)).unwrap();
+        sets[0] = restored;
+        let answer_in_parts = |sets: &mut Vec<EventLogging>,
+                               stores: &mut Vec<EventStore>,
+                               l: SetId,
+                               fetch: EventMessage| {
+            let answers = sets[l.index()]
+                .on_message(SetId(0), fetch, &mut stores[l.index()])
+                .unwrap();
+            answers
+                .into_iter()
+                .filter(|(_, a)| matches!(a, EventMessage::Stored { .. }))
+                .flat_map(|(_, a)| split(a, 2))
+                .collect::<Vec<_>>()
+        };
+        // Both loggers' answers lose their middle part (determinants 2 and 3): their
+        // connections broke between parts.
+        let mut again = Vec::new();
+        let fetches = fetches
+            .into_iter()
+            .filter(|(_, m)| matches!(m, EventMessage::Fetch { .. }));
+        for (l, fetch) in fetches {
+            let mut parts = answer_in_parts(&mut sets, &mut stores, l, fetch);
+            assert_eq!(parts.len(), 3);
+            parts.remove(1);
+            for part in parts {
+                again.extend(sets[0].on_message(l, part, &mut stores[0]).unwrap());
+            }
+        }
+        assert!(
+            sets[0].is_fetching(),
+            "a replay that skipped the lost determinants would void them"
+        );
+        assert_eq!(sets[0].stats().refetched, 2);
+        assert_eq!(again.len(), 2, "one fetch again to each logger: {again:?}");
+        for (l, fetch) in again {
+            assert!(matches!(fetch, EventMessage::Fetch { .. }));
+            for part in answer_in_parts(&mut sets, &mut stores, l, fetch) {
+                sets[0].on_message(l, part, &mut stores[0]).unwrap();
+            }
+        }
+        assert!(!sets[0].is_fetching());
+        for t in 1..=5 {
+            assert!(
+                matches!(
+                    sets[0].script().delivery(actor(0, 1), t),
+                    Ok(crate::recovery::determinant::ReplayDelivery::Forced { .. })
+                ),
+                "tick {t} replays"
+            );
+        }
     }
 
     #[test]
