@@ -999,8 +999,13 @@ mod tests {
         assert_eq!(sets[0].record(det(6, 7)), 5);
     }
 
-    #[test]
-    fn a_loggers_answer_in_parts_is_waited_for_until_its_last_part() {
+    /// Set 0 of three (two loggers each) logged five determinants and was restored from
+    /// the checkpoint before them: the sets, their stores and set 0's fetches.
+    fn restored_after_five_determinants() -> (
+        Vec<EventLogging>,
+        Vec<EventStore>,
+        Vec<(SetId, EventMessage)>,
+    ) {
         let (mut sets, mut stores) = cluster(3, 2);
         let snap = sets[0].checkpoint(|_| 0);
         for t in 1..=5 {
@@ -1008,20 +1013,49 @@ mod tests {
         }
         let b = from(SetId(0), sets[0].poll_transmit());
         pump(&mut sets, &mut stores, b, &[]);
-        let (restored, fetches) =
-            EventLogging::restore(SetId(0), 3, 2, snap, Incarnation(1)).unwrap();
+        let (restored, out) = EventLogging::restore(SetId(0), 3, 2, snap, Incarnation(1)).unwrap();
         sets[0] = restored;
-        // Each logger's answer, cut into parts of two determinants.
+        let fetches = out
+            .into_iter()
+            .filter(|(_, m)| matches!(m, EventMessage::Fetch { .. }))
+            .collect();
+        (sets, stores, fetches)
+    }
+
+    /// Logger `l`'s answer to set 0's `fetch`, cut into parts of two determinants.
+    fn answer_in_parts(
+        sets: &mut [EventLogging],
+        stores: &mut [EventStore],
+        l: SetId,
+        fetch: EventMessage,
+    ) -> Vec<EventMessage> {
+        let answers = sets[l.index()]
+            .on_message(SetId(0), fetch, &mut stores[l.index()])
+            .unwrap();
+        answers
+            .into_iter()
+            .filter(|(_, a)| matches!(a, EventMessage::Stored { .. }))
+            .flat_map(|(_, a)| split(a, 2))
+            .collect()
+    }
+
+    /// Whether set 0's replay script forces ticks 1 to 5 of the actor that logged them.
+    fn replays_all_five(set: &EventLogging) -> bool {
+        (1..=5).all(|t| {
+            matches!(
+                set.script().delivery(actor(0, 1), t),
+                Ok(crate::recovery::determinant::ReplayDelivery::Forced { .. })
+            )
+        })
+    }
+
+    #[test]
+    fn a_loggers_answer_in_parts_is_waited_for_until_its_last_part() {
+        let (mut sets, mut stores, fetches) = restored_after_five_determinants();
         let mut parts = Vec::new();
         for (l, fetch) in fetches {
-            let answers = sets[l.index()]
-                .on_message(SetId(0), fetch, &mut stores[l.index()])
-                .unwrap();
-            for (_, answer) in answers {
-                if matches!(answer, EventMessage::Stored { .. }) {
-                    parts.extend(split(answer, 2).into_iter().map(|p| (l, p)));
-                }
-            }
+            let answer = answer_in_parts(&mut sets, &mut stores, l, fetch);
+            parts.extend(answer.into_iter().map(|p| (l, p)));
         }
         assert_eq!(
             parts.len(),
@@ -1035,15 +1069,10 @@ mod tests {
         }
         sets[0].on_message(last.0, last.1, &mut stores[0]).unwrap();
         assert!(!sets[0].is_fetching());
-        for t in 1..=5 {
-            assert!(
-                matches!(
-                    sets[0].script().delivery(actor(0, 1), t),
-                    Ok(crate::recovery::determinant::ReplayDelivery::Forced { .. })
-                ),
-                "tick {t} replays from the parts put together"
-            );
-        }
+        assert!(
+            replays_all_five(&sets[0]),
+            "every tick replays from the parts put together"
+        );
         // A producer's batch is cut the same way.
         let log = EventMessage::Log {
             incarnation: Incarnation(0),
@@ -1061,35 +1090,10 @@ mod tests {
 
     #[test]
     fn a_loggers_answer_that_lost_a_middle_part_is_asked_for_again() {
-        let (mut sets, mut stores) = cluster(3, 2);
-        let snap = sets[0].checkpoint(|_| 0);
-        for t in 1..=5 {
-            sets[0].record(det(t, t));
-        }
-        let b = from(SetId(0), sets[0].poll_transmit());
-        pump(&mut sets, &mut stores, b, &[]);
-        let (restored, fetches) =
-            EventLogging::restore(SetId(0), 3, 2, snap, Incarnation(1)).unwrap();
-        sets[0] = restored;
-        let answer_in_parts = |sets: &mut Vec<EventLogging>,
-                               stores: &mut Vec<EventStore>,
-                               l: SetId,
-                               fetch: EventMessage| {
-            let answers = sets[l.index()]
-                .on_message(SetId(0), fetch, &mut stores[l.index()])
-                .unwrap();
-            answers
-                .into_iter()
-                .filter(|(_, a)| matches!(a, EventMessage::Stored { .. }))
-                .flat_map(|(_, a)| split(a, 2))
-                .collect::<Vec<_>>()
-        };
+        let (mut sets, mut stores, fetches) = restored_after_five_determinants();
         // Both loggers' answers lose their middle part (determinants 2 and 3): their
         // connections broke between parts.
         let mut again = Vec::new();
-        let fetches = fetches
-            .into_iter()
-            .filter(|(_, m)| matches!(m, EventMessage::Fetch { .. }));
         for (l, fetch) in fetches {
             let mut parts = answer_in_parts(&mut sets, &mut stores, l, fetch);
             assert_eq!(parts.len(), 3);
@@ -1111,15 +1115,7 @@ mod tests {
             }
         }
         assert!(!sets[0].is_fetching());
-        for t in 1..=5 {
-            assert!(
-                matches!(
-                    sets[0].script().delivery(actor(0, 1), t),
-                    Ok(crate::recovery::determinant::ReplayDelivery::Forced { .. })
-                ),
-                "tick {t} replays"
-            );
-        }
+        assert!(replays_all_five(&sets[0]), "every tick replays");
     }
 
     #[test]
