@@ -26,7 +26,7 @@ use frame::{Envelope, FrameBody, FrameDecoder, RemoteError, SplitFrame};
 use metrics::counter;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -78,6 +78,22 @@ impl TooLarge {
             bytes: self.bytes as u64,
             max: self.max as u64,
         }
+    }
+}
+
+/// Counts a send waiting for queue room in [`Transport::sends_waiting`] while it lives.
+struct SendWaiting<'a>(&'a AtomicUsize);
+
+impl<'a> SendWaiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        SendWaiting(count)
+    }
+}
+
+impl Drop for SendWaiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -275,6 +291,10 @@ pub struct Transport {
     pending: DashMap<u64, Pending>,
     next_request: AtomicU64,
     next_barrier: AtomicU64,
+    /// Sends of this node waiting for room in a peer's queue. While one waits, the
+    /// readers do not pause for full mailboxes: the handler that would drain a mailbox
+    /// may be the one waiting, and the peer it waits for may be waiting for us in turn.
+    sends_waiting: AtomicUsize,
     barrier: Mutex<BarrierState>,
     detector: Mutex<FailureDetector>,
     on_failure: Mutex<Vec<NodeFailureHook>>,
@@ -336,6 +356,7 @@ impl Transport {
             pending: DashMap::new(),
             next_request: AtomicU64::new(1),
             next_barrier: AtomicU64::new(0),
+            sends_waiting: AtomicUsize::new(0),
             barrier: Mutex::new(BarrierState::default()),
             detector: Mutex::new(FailureDetector::new(size, config.failure_timeout)),
             on_failure: Mutex::new(Vec::new()),
@@ -487,6 +508,7 @@ impl Transport {
             None => Ok(()),
             Some(frame) => {
                 counter!(BACKPRESSURE_WAITS).increment(1);
+                let _waiting = SendWaiting::new(&self.sends_waiting);
                 // Backpressure: the sender waits for room. On the engine core, waiting must
                 // keep driving the engine (it is what drains the queue); elsewhere the
                 // network progresses on its own. Network tasks never get here: their own
@@ -1588,10 +1610,14 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
                     if let Some(full) = t.dispatch(peer, body, node) {
                         // Backpressure: stop reading this peer until the mailbox drains;
                         // QUIC flow control then stalls the sender's stream and its queue.
+                        // Not while a send of this node waits for room (see
+                        // `sends_waiting`): two handlers bursting at each other would
+                        // otherwise wait for each other for ever.
                         counter!(INBOUND_PAUSES).increment(1);
-                        while node
-                            .mailbox_depth(full)
-                            .is_some_and(|d| d > INBOUND_LOW_WATER)
+                        while t.sends_waiting.load(Ordering::Acquire) == 0
+                            && node
+                                .mailbox_depth(full)
+                                .is_some_and(|d| d > INBOUND_LOW_WATER)
                         {
                             tokio::time::sleep(Duration::from_micros(200)).await;
                             // Our own stalling is not the peer's silence.
