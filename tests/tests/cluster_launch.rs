@@ -128,12 +128,13 @@ fn a_node_killed_with_sigkill_is_reported_by_the_others_within_a_second() {
         let Ok((_, line, at)) = rx.recv_timeout(Duration::from_millis(200)) else {
             continue;
         };
-        if line.contains("node 2 failed") {
+        // The detector's report (later lines, a broken barrier, say "node 2 failed" too).
+        if let Some(after_report) = line.split("node 2 failed (no heartbeat for ").nth(1) {
             if let Some(rank) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
-                let silence = line
-                    .split("no heartbeat for ")
-                    .nth(1)
-                    .and_then(|r| r.split(" ms").next()?.parse::<u64>().ok())
+                let silence = after_report
+                    .split(" ms")
+                    .next()
+                    .and_then(|ms| ms.parse::<u64>().ok())
                     .unwrap_or_else(|| {
                         panic!("the report says how long node 2 was silent: {line}")
                     });
