@@ -20,7 +20,7 @@ use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -113,6 +113,10 @@ pub(crate) struct CoreQueue {
     in_engine: CachePadded<AtomicBool>,
     engine_waker: futures::task::AtomicWaker,
     gate: Arc<PauseGate>,
+    /// Messages this core's actors put into mailboxes of their own node, with recovery
+    /// on (see `recovery_layer::LocalDeliveries`). Written only by this core's thread,
+    /// with a plain store: no locked instruction per message.
+    local_sends: CachePadded<AtomicU64>,
 }
 
 /// Actor turns between two non-blocking network turns on an engine core.
@@ -127,6 +131,29 @@ thread_local! {
     /// The network engine this thread drives, if any.
     static ENGINE: RefCell<Option<tokio::runtime::Runtime>> = const { RefCell::new(None) };
     static IN_ENGINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The core queue this thread runs, as `LOCAL`'s first field, without the `RefCell`
+    /// (read once per message between actors of a node with recovery on).
+    static CURRENT_CORE: std::cell::Cell<*const CoreQueue> = const { std::cell::Cell::new(std::ptr::null()) };
+}
+
+/// Counts one message put into a mailbox on core `receiver` by the thread running now,
+/// if that thread is a core of the same node (its own counter; the only writer): true if
+/// counted, false for any other thread (which must count elsewhere).
+#[inline]
+pub(crate) fn count_local_send(receiver: &CoreQueue) -> bool {
+    CURRENT_CORE.with(|c| {
+        // SAFETY: the pointer is non-null only while this core's thread runs its loop,
+        // whose closure owns an `Arc` of the queue for that whole time.
+        let Some(me) = (unsafe { c.get().as_ref() }) else {
+            return false;
+        };
+        if !Arc::ptr_eq(&me.gate, &receiver.gate) {
+            return false;
+        }
+        let c = &me.local_sends;
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Release);
+        true
+    })
 }
 
 /// Runs `fut` to completion on this thread's network engine, if it has one (so a handler
@@ -215,7 +242,13 @@ impl CoreQueue {
             engine_slot: std::sync::Mutex::new(None),
             in_engine: CachePadded::new(AtomicBool::new(false)),
             engine_waker: futures::task::AtomicWaker::new(),
+            local_sends: CachePadded::new(AtomicU64::new(0)),
         }
+    }
+
+    /// How many messages this core's actors have counted with [`count_local_send`].
+    pub(crate) fn local_sends(&self) -> u64 {
+        self.local_sends.load(Ordering::Acquire)
     }
 
     /// Hands this core a network engine to drive from now on.
@@ -390,6 +423,7 @@ impl CoreExecutor {
                 }
                 let _ = q.thread.set(std::thread::current());
                 LOCAL.with(|l| l.borrow_mut().0 = Arc::as_ptr(&q));
+                CURRENT_CORE.with(|c| c.set(Arc::as_ptr(&q)));
                 let _ = ready_tx.send(Ok(()));
                 // The node handle exists only once every core has started.
                 let Ok(node) = node_rx.recv() else { return };
@@ -398,6 +432,7 @@ impl CoreExecutor {
                 NodeHandle::set_current(None);
                 // The engine (if any) and what is still queued die with this thread.
                 ENGINE.with(|e| e.borrow_mut().take());
+                CURRENT_CORE.with(|c| c.set(std::ptr::null()));
                 LOCAL.with(|l| {
                     let mut l = l.borrow_mut();
                     l.0 = std::ptr::null();

@@ -39,6 +39,7 @@ pub mod actor;
 pub mod actor_id;
 pub mod actor_kind;
 pub mod actor_ref;
+mod asymmetric_fence;
 pub mod checkpoint;
 pub mod cluster;
 pub mod context;

@@ -222,7 +222,7 @@ impl<A: Actor> ActorCell<A> {
         // counted after the push, so whatever it lets through comes after it.
         if crate::recovery_layer::counts_local_sends() {
             if let Some(layer) = self.node.recovery_layer() {
-                layer.local_delivery(&self.node);
+                layer.local_delivery(&self.node, &self.core);
             }
         }
         Ok(())

@@ -408,6 +408,18 @@ impl NodeHandle {
         let _ = self.inner.recovery.set(layer);
     }
 
+    /// The node's core queues.
+    #[cfg(test)]
+    pub(crate) fn cores(&self) -> &[Arc<CoreQueue>] {
+        &self.inner.cores
+    }
+
+    /// Messages the node's core threads counted as put into mailboxes of this node
+    /// (`executor::count_local_send`), summed over its cores.
+    pub(crate) fn local_sends(&self) -> u64 {
+        self.inner.cores.iter().map(|q| q.local_sends()).sum()
+    }
+
     /// Stops every core between two actor turns; false if they did not all stop within
     /// `timeout` (then none is stopped).
     pub(crate) fn pause_cores(&self, timeout: Duration) -> bool {
