@@ -217,14 +217,14 @@ fn a_node_killed_while_another_is_recovering_recovers_too() {
 /// order than it first came: without the runtime counting same-node messages, it could
 /// overtake the last halo one tile of node 2 sends the other (docs/recovery.md, "The
 /// interval rule is approximate").
-fn kill_during_the_gather(app_options: &[&str]) {
+fn kill_during_the_gather(options: &[&std::ffi::OsStr], app_options: &[&str]) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let expected = reference(ITERS);
     let mut run = launch_app(
         true,
         ITERS,
         &[("LAZARUS_FAILPOINT", "stall-on:2:SendResult:60000")],
-        &[],
+        options,
         app_options,
     );
     run.wait_started();
@@ -239,7 +239,7 @@ fn kill_during_the_gather(app_options: &[&str]) {
 
 #[test]
 fn a_node_killed_while_the_result_is_gathered_recovers_and_the_answer_is_the_failure_free_one() {
-    kill_during_the_gather(&[]);
+    kill_during_the_gather(&[], &[]);
 }
 
 #[test]
@@ -250,7 +250,18 @@ fn a_replay_never_hands_an_actor_a_message_before_the_same_node_message_that_cau
     // failure-free run does. Before the runtime counted same-node messages in the
     // node's interval, this run never ended (the collector waited for values the tile
     // had sent one step early, under the index of its "finished").
-    kill_during_the_gather(&["--answer-early"]);
+    kill_during_the_gather(&[], &["--answer-early"]);
+}
+
+#[test]
+fn a_replay_holds_a_message_back_until_a_same_node_message_from_another_core_is_sent_again() {
+    // The same run with two cores per node: node 2's two tiles run on different core
+    // threads, so the halo that must come first is counted by the other core's thread
+    // (its own counter, a plain store) than the one that waits for it.
+    kill_during_the_gather(
+        &["--cores-per-node".as_ref(), "2".as_ref()],
+        &["--answer-early"],
+    );
 }
 
 #[test]

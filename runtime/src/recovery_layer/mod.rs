@@ -619,8 +619,11 @@ impl LocalDeliveries {
 
     /// Moves the counted messages into the protocol's interval (under the layer's lock).
     fn fold_into<P: LogPayload>(&self, protocol: &mut SetProtocol<P>, node: &NodeHandle) {
+        // `folded` and `wake_at` are written only under the lock: plain loads and stores
+        // there, no locked instruction per fold.
         let total = self.total(node);
-        let n = total.saturating_sub(self.folded.swap(total, Ordering::SeqCst));
+        let n = total.saturating_sub(self.folded.load(Ordering::Relaxed));
+        self.folded.store(total, Ordering::Relaxed);
         if n > 0 {
             protocol.on_local_deliveries(n);
         }
@@ -631,11 +634,14 @@ impl LocalDeliveries {
     /// again).
     fn rearm<P: LogPayload>(&self, protocol: &SetProtocol<P>, node: &NodeHandle) -> bool {
         let Some(r) = protocol.next_requirement() else {
-            self.wake_at.store(u64::MAX, Ordering::SeqCst);
+            // A counter that still sees the old threshold only takes the lock once more.
+            if self.wake_at.load(Ordering::Relaxed) != u64::MAX {
+                self.wake_at.store(u64::MAX, Ordering::Release);
+            }
             return false;
         };
         let need = r.saturating_sub(protocol.interval()).max(1);
-        let wake = self.folded.load(Ordering::SeqCst).saturating_add(need);
+        let wake = self.folded.load(Ordering::Relaxed).saturating_add(need);
         let was = self.wake_at.swap(wake, Ordering::SeqCst);
         // Core threads skip the fence while nothing waits: make them all fence once
         // now, so a count whose store is not visible yet sees this threshold instead.
