@@ -76,6 +76,9 @@ pub enum EventMessage {
         to_incarnation: Incarnation,
         /// `(sequence number, determinant)`, ascending.
         dets: Vec<(u64, Determinant)>,
+        /// Its position in the answer, from 0: a part that does not follow the one
+        /// before means a part was lost in between (or the first one was).
+        part: u32,
         /// Whether this is the answer's last part.
         complete: bool,
     },
@@ -257,6 +260,7 @@ impl EventStore {
         Some(EventMessage::Stored {
             to_incarnation: incarnation,
             dets,
+            part: 0,
             complete: true,
         })
     }
@@ -297,14 +301,17 @@ fn split(msg: EventMessage, limit: usize) -> Vec<EventMessage> {
         EventMessage::Stored {
             to_incarnation,
             dets,
+            part: 0,
             complete: true,
         } if dets.len() > limit => {
             let parts = dets.len().div_ceil(limit);
             dets.chunks(limit)
                 .enumerate()
-                .map(|(i, part)| EventMessage::Stored {
+                .map(|(i, chunk)| EventMessage::Stored {
                     to_incarnation,
-                    dets: part.to_vec(),
+                    dets: chunk.to_vec(),
+                    // At most 2^32 parts: 2^51 determinants, far beyond any memory.
+                    part: u32::try_from(i).unwrap_or(u32::MAX),
                     complete: i + 1 == parts,
                 })
                 .collect()
@@ -344,10 +351,9 @@ struct Fetching {
     from: u64,
     waiting: BTreeSet<SetId>,
     got: BTreeMap<u64, Determinant>,
-    /// Per logger, where its answer's next part must start: a logger answers with one
-    /// gap-free run, so a part that starts elsewhere means one before it was lost (its
-    /// connection broke between parts).
-    next_part: BTreeMap<SetId, u64>,
+    /// Per logger, the position its answer's next part must have: a part elsewhere
+    /// means one before it was lost (its connection broke between parts).
+    next_part: BTreeMap<SetId, u32>,
     /// Loggers whose current answer missed a part: asked again at its last part.
     torn: BTreeSet<SetId>,
 }
@@ -658,6 +664,7 @@ impl EventLogging {
             EventMessage::Stored {
                 to_incarnation,
                 dets,
+                part,
                 complete,
             } => {
                 if to_incarnation != self.incarnation {
@@ -665,16 +672,14 @@ impl EventLogging {
                 } else if let Some(f) = &mut self.fetching {
                     let mut ask_again = false;
                     if f.waiting.contains(&from) {
-                        if let (Some(&(first, _)), Some(&expected)) =
-                            (dets.first(), f.next_part.get(&from))
-                        {
-                            if first != expected {
-                                f.torn.insert(from);
-                            }
+                        if part == 0 {
+                            // A new answer (the first, or one asked for again after a
+                            // restart): what an earlier one missed no longer matters.
+                            f.torn.remove(&from);
+                        } else if f.next_part.get(&from).copied().unwrap_or(0) != part {
+                            f.torn.insert(from);
                         }
-                        if let Some(&(last, _)) = dets.last() {
-                            f.next_part.insert(from, last.saturating_add(1));
-                        }
+                        f.next_part.insert(from, part.saturating_add(1));
                         for (seq, d) in dets {
                             if seq >= f.from {
                                 f.got.insert(seq, d);
@@ -1110,6 +1115,30 @@ mod tests {
         assert_eq!(again.len(), 2, "one fetch again to each logger: {again:?}");
         for (l, fetch) in again {
             assert!(matches!(fetch, EventMessage::Fetch { .. }));
+            for part in answer_in_parts(&mut sets, &mut stores, l, fetch) {
+                sets[0].on_message(l, part, &mut stores[0]).unwrap();
+            }
+        }
+        assert!(!sets[0].is_fetching());
+        assert!(replays_all_five(&sets[0]), "every tick replays");
+    }
+
+    #[test]
+    fn a_loggers_answer_that_lost_its_first_part_is_asked_for_again() {
+        let (mut sets, mut stores, fetches) = restored_after_five_determinants();
+        // Both answers lose their first part (determinants 0 and 1): the rest is a
+        // gap-free run too, so only the parts' positions tell.
+        let mut again = Vec::new();
+        for (l, fetch) in fetches {
+            let mut parts = answer_in_parts(&mut sets, &mut stores, l, fetch);
+            parts.remove(0);
+            for part in parts {
+                again.extend(sets[0].on_message(l, part, &mut stores[0]).unwrap());
+            }
+        }
+        assert!(sets[0].is_fetching(), "the replay must not start short");
+        assert_eq!(again.len(), 2, "one fetch again to each logger: {again:?}");
+        for (l, fetch) in again {
             for part in answer_in_parts(&mut sets, &mut stores, l, fetch) {
                 sets[0].on_message(l, part, &mut stores[0]).unwrap();
             }
