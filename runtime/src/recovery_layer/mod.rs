@@ -580,7 +580,7 @@ pub(crate) struct LocalDeliveries {
     /// no message waits for the interval).
     wake_at: AtomicU64,
     /// Whether core threads count with a plain store (asymmetric fences available).
-    light: AtomicBool,
+    light: bool,
 }
 
 impl LocalDeliveries {
@@ -589,7 +589,7 @@ impl LocalDeliveries {
             shared: AtomicU64::new(0),
             folded: AtomicU64::new(0),
             wake_at: AtomicU64::new(u64::MAX),
-            light: AtomicBool::new(crate::asymmetric_fence::register()),
+            light: crate::asymmetric_fence::register(),
         }
     }
 
@@ -602,7 +602,7 @@ impl LocalDeliveries {
     /// message may now be deliverable.
     #[inline]
     fn count(&self, node: &NodeHandle, receiver: &CoreQueue) -> bool {
-        if self.light.load(Ordering::Relaxed) && crate::executor::count_local_send(receiver) {
+        if self.light && crate::executor::count_local_send(receiver) {
             // Pairs with the heavy fence in `rearm`.
             crate::asymmetric_fence::light();
             if self.wake_at.load(Ordering::Relaxed) == u64::MAX {
@@ -645,13 +645,11 @@ impl LocalDeliveries {
         let was = self.wake_at.swap(wake, Ordering::SeqCst);
         // Core threads skip the fence while nothing waits: make them all fence once
         // now, so a count whose store is not visible yet sees this threshold instead.
-        if was == u64::MAX
-            && self.light.load(Ordering::Relaxed)
-            && !crate::asymmetric_fence::heavy()
-        {
-            tracing::warn!("membarrier failed: local deliveries are counted with locked increments from now on");
-            self.light.store(false, Ordering::SeqCst);
-            return true;
+        if was == u64::MAX && self.light && !crate::asymmetric_fence::heavy() {
+            // Registered, yet refused: a count made meanwhile may be missed for good,
+            // and a node that waits for ever is worse than one that fails and restarts.
+            tracing::error!("membarrier failed after it was registered: this node stops");
+            std::process::abort();
         }
         self.total(node) >= wake
     }
