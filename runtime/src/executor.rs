@@ -125,14 +125,13 @@ const ENGINE_EVERY: u32 = 16;
 const ENGINE_MAX_GAP: Duration = Duration::from_millis(2);
 
 thread_local! {
-    /// The core queue this thread runs (null on other threads) and its local deque.
-    static LOCAL: RefCell<(*const CoreQueue, VecDeque<Arc<dyn Runnable>>)> =
-        const { RefCell::new((std::ptr::null(), VecDeque::new())) };
+    /// This core thread's local deque (tasks it scheduled on its own core).
+    static LOCAL: RefCell<VecDeque<Arc<dyn Runnable>>> = const { RefCell::new(VecDeque::new()) };
     /// The network engine this thread drives, if any.
     static ENGINE: RefCell<Option<tokio::runtime::Runtime>> = const { RefCell::new(None) };
     static IN_ENGINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// The core queue this thread runs, as `LOCAL`'s first field, without the `RefCell`
-    /// (read once per message between actors of a node with recovery on).
+    /// The core queue this thread runs (null on other threads): where `schedule` keeps
+    /// a task local, and whose counter `count_local_send` bumps.
     static CURRENT_CORE: std::cell::Cell<*const CoreQueue> = const { std::cell::Cell::new(std::ptr::null()) };
 }
 
@@ -219,7 +218,7 @@ impl std::future::Future for IdleWait<'_> {
     ) -> std::task::Poll<()> {
         let q = self.0;
         q.engine_waker.register(cx.waker());
-        let local_work = LOCAL.with(|l| !l.borrow().1.is_empty());
+        let local_work = LOCAL.with(|l| !l.borrow().is_empty());
         if local_work
             || !q.inject.is_empty()
             || q.shutdown.load(Ordering::SeqCst)
@@ -284,9 +283,8 @@ impl CoreQueue {
     pub(crate) fn schedule(self: &Arc<Self>, task: Arc<dyn Runnable>) {
         let me = Arc::as_ptr(self);
         let task = LOCAL.with(|l| {
-            let mut l = l.borrow_mut();
-            if l.0 == me {
-                l.1.push_back(task);
+            if CURRENT_CORE.with(|c| c.get()) == me {
+                l.borrow_mut().push_back(task);
                 None
             } else {
                 Some(task)
@@ -313,7 +311,7 @@ impl CoreQueue {
             }
         }
         LOCAL
-            .with(|l| l.borrow_mut().1.pop_front())
+            .with(|l| l.borrow_mut().pop_front())
             .or_else(|| self.inject.pop())
     }
 
@@ -426,7 +424,6 @@ impl CoreExecutor {
                     }
                 }
                 let _ = q.thread.set(std::thread::current());
-                LOCAL.with(|l| l.borrow_mut().0 = Arc::as_ptr(&q));
                 CURRENT_CORE.with(|c| c.set(Arc::as_ptr(&q)));
                 let _ = ready_tx.send(Ok(()));
                 // The node handle exists only once every core has started.
@@ -437,11 +434,7 @@ impl CoreExecutor {
                 // The engine (if any) and what is still queued die with this thread.
                 ENGINE.with(|e| e.borrow_mut().take());
                 CURRENT_CORE.with(|c| c.set(std::ptr::null()));
-                LOCAL.with(|l| {
-                    let mut l = l.borrow_mut();
-                    l.0 = std::ptr::null();
-                    l.1.clear();
-                });
+                LOCAL.with(|l| l.borrow_mut().clear());
             })
             .map_err(|e| NodeError::Executor(e.to_string()))?;
         ready_rx.recv().map_err(|_| {
