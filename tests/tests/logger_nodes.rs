@@ -152,9 +152,11 @@ fn many_small_messages_keep_the_log_at_its_quota_by_checkpoint_requests_without_
         );
         // 30,000 entries of about 10 bytes of vector each would be 300 KB.
         assert!(peak < 256 << 10, "node {rank}: log peak {peak} bytes");
-        // A dump of a few bytes each poll would be thousands of blocks.
+        // Each block carries at least an eighth of the quota (8 KiB) of the ~300 KB of
+        // payloads; a dump of the few bytes that came during the last store, block after
+        // block, would be hundreds (CI at 02473bf: 663).
         assert!(
-            total(&f, rank, "blocks_dumped") < 500,
+            total(&f, rank, "blocks_dumped") < 64,
             "node {rank} dumped tiny blocks: {:?}",
             f.finals()[&rank]
         );

@@ -54,6 +54,14 @@ pub(super) fn dump_would_help(
     stats.bytes() > limit && stats.payload_bytes > quota / 4
 }
 
+/// Whether a dump that started should take another block: the log is still over
+/// `target` and more than an eighth of `quota` is payloads in memory. Without the second
+/// condition, a log whose vectors alone are over `target` would dump, block after block,
+/// the few bytes of payload that arrived during the previous store.
+fn dump_continues(stats: &crate::recovery::LogStats, target: usize, quota: usize) -> bool {
+    stats.bytes() > target && stats.payload_bytes > quota / 8
+}
+
 /// Blocks copied back to a restarted logger per turn of the dump thread, so that the
 /// dumps go on meanwhile.
 const REFILL_PER_TURN: usize = 4;
@@ -478,21 +486,22 @@ impl RecoveryLayer {
             let over = (self.lock().protocol.as_ref())
                 .is_some_and(|p| dump_would_help(&p.log_stats(), threshold, quota));
             if over {
-                self.dump_until(offload, target, first);
+                self.dump_until(offload, target, quota, first);
             }
             std::thread::sleep(DUMP_POLL);
         }
     }
 
-    /// Dumps blocks until the log is under `target` bytes (or nothing more can go).
-    fn dump_until(&self, offload: &LogOffload, target: usize, first: u16) {
+    /// Dumps blocks until the log is under `target` bytes, or what is left in memory is
+    /// too little payload to be worth a block ([`dump_continues`]).
+    fn dump_until(&self, offload: &LogOffload, target: usize, quota: usize, first: u16) {
         loop {
             let taken = {
                 let mut core = self.lock();
                 let Some(p) = core.protocol.as_mut() else {
                     return;
                 };
-                if p.log_stats().bytes() <= target {
+                if !dump_continues(&p.log_stats(), target, quota) {
                     return;
                 }
                 p.take_log_dump(BLOCK_BYTES).map(|d| (d, p.incarnation()))
@@ -801,5 +810,55 @@ impl RecoveryLayer {
             "blocks_dumped={d} bytes_dumped={b} blocks_fetched={f} resends_lost={l} \
              blocks_refilled={r} blocks_relocated={m}"
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{dump_continues, dump_would_help};
+    use crate::recovery::LogStats;
+
+    const QUOTA: usize = 64 << 10;
+
+    fn log(payload_bytes: usize, vector_bytes: usize) -> LogStats {
+        LogStats {
+            payload_bytes,
+            vector_bytes,
+            ..LogStats::default()
+        }
+    }
+
+    #[test]
+    fn a_log_over_its_threshold_in_payloads_starts_a_dump() {
+        assert!(dump_would_help(
+            &log(40 << 10, 20 << 10),
+            QUOTA / 4 * 3,
+            QUOTA
+        ));
+        // Under the threshold: nothing to do yet.
+        assert!(!dump_would_help(
+            &log(20 << 10, 10 << 10),
+            QUOTA / 4 * 3,
+            QUOTA
+        ));
+    }
+
+    #[test]
+    fn a_log_over_its_threshold_in_vectors_is_left_to_checkpoint_requests() {
+        assert!(!dump_would_help(
+            &log(4 << 10, 80 << 10),
+            QUOTA / 4 * 3,
+            QUOTA
+        ));
+    }
+
+    #[test]
+    fn a_dump_stops_when_what_is_left_is_vectors_and_a_few_new_payloads() {
+        let target = QUOTA / 2;
+        assert!(dump_continues(&log(30 << 10, 20 << 10), target, QUOTA));
+        // The first block took the payloads; the vectors keep the log over target, and
+        // the payloads that came during the store are a few hundred bytes.
+        assert!(!dump_continues(&log(400, 60 << 10), target, QUOTA));
+        assert!(!dump_continues(&log(20 << 10, 8 << 10), target, QUOTA));
     }
 }
