@@ -76,7 +76,8 @@ fn delayed_reference() -> &'static str {
     ANSWER.get_or_init(|| launch_delayed(false).finish().checksum())
 }
 
-/// SIGKILLs `victims` together once each has committed its second checkpoint.
+/// SIGKILLs `victims` together once each has committed its second checkpoint and a
+/// survivor has committed one after that.
 fn kill_mid_run(victims: &[u16]) -> Finished {
     kill_after_second_checkpoints(launch(true), victims)
 }
@@ -84,6 +85,7 @@ fn kill_mid_run(victims: &[u16]) -> Finished {
 fn kill_after_second_checkpoints(mut run: Launched, victims: &[u16]) -> Finished {
     run.wait_started();
     run.wait_for_checkpoints(victims, 2);
+    run.wait_for_a_survivors_checkpoint(4, victims);
     for &v in victims {
         run.kill(v);
     }

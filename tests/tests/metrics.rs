@@ -70,7 +70,7 @@ fn the_runtime_counts_what_happens_to_every_message() {
     // A failing actor: three messages queued behind the panic become dead letters, and a
     // send after the failure is refused.
     let doomed = node.spawn_on(CoreId(0), Doomed).unwrap();
-    doomed.tell(Nap { ms: 100 }).unwrap();
+    doomed.tell(Nap { ms: 1000 }).unwrap();
     doomed.tell(Boom).unwrap();
     for _ in 0..3 {
         doomed.tell(Nap { ms: 0 }).unwrap();

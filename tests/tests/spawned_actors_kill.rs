@@ -69,19 +69,13 @@ fn reference() -> &'static str {
     })
 }
 
-/// SIGKILLs `victims` together once each has committed its second checkpoint.
+/// SIGKILLs `victims` together once each has committed its second checkpoint and a
+/// survivor has committed one after that.
 fn kill_mid_run(victims: &[u16]) -> Finished {
     let mut run = launch(true);
     run.wait_started();
     run.wait_for_checkpoints(victims, 2);
-    // Then a survivor's next checkpoint (at most a period later): the victims have sent
-    // and their peers delivered messages after the victims' checkpoints, which the
-    // replacements regenerate and must not deliver twice. Killed right at the commit,
-    // there may be none (a fast store leaves no time).
-    let survivor = (0..3).find(|r| !victims.contains(r)).expect("a survivor");
-    run.wait_for(&format!("a checkpoint of node {survivor}"), |l| {
-        l.contains(&format!("node {survivor}: checkpoint committed"))
-    });
+    run.wait_for_a_survivors_checkpoint(3, victims);
     for &v in victims {
         run.kill(v);
     }
