@@ -85,7 +85,7 @@ fn kill_mid_run(victims: &[u16]) -> Finished {
 fn kill_after_second_checkpoints(mut run: Launched, victims: &[u16]) -> Finished {
     run.wait_started();
     run.wait_for_checkpoints(victims, 2);
-    run.wait_for_a_survivors_checkpoint(4, victims);
+    run.wait_for_a_survivors_checkpoint(victims);
     for &v in victims {
         run.kill(v);
     }

@@ -70,19 +70,20 @@ fn a_log_quota_keeps_each_log_near_it_through_requested_checkpoints() {
     // on this VM's disk, right after the other kill suites' writes, one run saw 4
     // checkpoints instead of 15-21 and a 185 MiB peak. The mechanism is what is tested
     // here, so the images go to memory (tmpfs) when the host has one.
-    let shm = std::path::Path::new("/dev/shm");
-    let dir = shm.join(format!("lazarus-log-quota-{}", std::process::id()));
+    let dir = support::tmpfs_checkpoint_dir("log-quota");
     let mut cmd = Command::new(bin("lazarus"));
     cmd.args(["run", "-n", "2", "--ft", "on", "--checkpoint-every", "0"]);
     cmd.args(["--log-quota", "16MiB"]);
-    if shm.is_dir() {
-        cmd.arg("--checkpoint-dir").arg(&dir);
+    if let Some(dir) = &dir {
+        cmd.arg("--checkpoint-dir").arg(dir);
     }
     cmd.arg("--")
         .arg(bin("pingpong"))
         .args(pingpong_mib_args(ROUND_TRIPS));
     let f = Launched::spawn(cmd, 2).finish();
-    let _ = std::fs::remove_dir_all(&dir);
+    if let Some(dir) = &dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     assert_eq!(
         f.checksum(),
         expected,
@@ -108,7 +109,7 @@ fn a_log_quota_keeps_each_log_near_it_through_requested_checkpoints() {
         // checkpointed (the peer's image holds its own log): 29-42 MiB in the runs
         // docs/recovery.md cites, at about 450 MB/s, on disk; 23-25 MiB on tmpfs.
         // Unreleased it would reach 400 MiB.
-        let bound = if shm.is_dir() { 64 * MIB } else { 160 * MIB };
+        let bound = if dir.is_some() { 64 * MIB } else { 160 * MIB };
         assert!(
             log_peak(&f, rank) < bound,
             "node {rank}: log peak {} MiB with a 16 MiB quota",

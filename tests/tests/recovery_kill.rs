@@ -507,22 +507,17 @@ fn the_sender_based_log_stays_bounded_over_a_long_run() {
     // follow, because every checkpoint releases what the receivers' checkpoints cover.
     // (The long run lasts several seconds: at least 4 checkpoints per node. With 20000
     // iterations a fast run had only 3.)
-    // A checkpoint delayed by the disk (right after other suites' writes) lets the log
-    // peak higher once; the bound is about the mechanism, so images go to tmpfs when the
-    // host has one (as in log_quota.rs).
-    let shm = std::path::Path::new("/dev/shm");
+    // A checkpoint delayed by the disk lets the log peak higher once: images in tmpfs.
     let run = |iters: &str| {
-        let dir = shm.join(format!(
-            "lazarus-bounded-log-{}-{iters}",
-            std::process::id()
-        ));
-        let options: Vec<&std::ffi::OsStr> = if shm.is_dir() {
-            vec!["--checkpoint-dir".as_ref(), dir.as_os_str()]
-        } else {
-            Vec::new()
+        let dir = support::tmpfs_checkpoint_dir(&format!("bounded-log-{iters}"));
+        let options: Vec<&std::ffi::OsStr> = match &dir {
+            Some(dir) => vec!["--checkpoint-dir".as_ref(), dir.as_os_str()],
+            None => Vec::new(),
         };
         let f = launch_with(true, iters, &[], &options).finish();
-        let _ = std::fs::remove_dir_all(&dir);
+        if let Some(dir) = dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
         f
     };
     let short = run("5000");

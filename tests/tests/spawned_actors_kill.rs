@@ -75,7 +75,7 @@ fn kill_mid_run(victims: &[u16]) -> Finished {
     let mut run = launch(true);
     run.wait_started();
     run.wait_for_checkpoints(victims, 2);
-    run.wait_for_a_survivors_checkpoint(3, victims);
+    run.wait_for_a_survivors_checkpoint(victims);
     for &v in victims {
         run.kill(v);
     }

@@ -99,13 +99,13 @@ impl Launched {
         }
     }
 
-    /// Waits for the next checkpoint commit of a node of `0..nodes` outside `victims`
+    /// Waits for the next checkpoint commit of a node outside `victims`
     /// (at most a period after the victims' own): by then the victims have sent, and
     /// their peers delivered, messages after the victims' newest checkpoints, which the
     /// replacements regenerate and must not deliver twice. Killed right at their own
     /// commit, there may be none (a fast store leaves no time).
-    pub fn wait_for_a_survivors_checkpoint(&mut self, nodes: u16, victims: &[u16]) {
-        let survivor = (0..nodes)
+    pub fn wait_for_a_survivors_checkpoint(&mut self, victims: &[u16]) {
+        let survivor = (0..self.nodes)
             .find(|r| !victims.contains(r))
             .expect("a survivor");
         let line = format!("node {survivor}: checkpoint committed");

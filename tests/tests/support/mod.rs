@@ -33,6 +33,17 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// A checkpoint directory in tmpfs (`/dev/shm`) named after `name` and this test process,
+/// or `None` on a host without one. For tests of a mechanism whose bound a disk slowed by
+/// the other suites' writes would stretch (a delayed checkpoint lets the log overshoot);
+/// the caller removes the directory.
+#[allow(dead_code)]
+pub fn tmpfs_checkpoint_dir(name: &str) -> Option<PathBuf> {
+    let shm = std::path::Path::new("/dev/shm");
+    shm.is_dir()
+        .then(|| shm.join(format!("lazarus-{name}-{}", std::process::id())))
+}
+
 /// `pingpong`'s arguments for `round_trips` round trips of 1 MiB each way (it runs
 /// `iters * 8 / size` round trips at a size).
 pub fn pingpong_mib_args(round_trips: u64) -> Vec<String> {
