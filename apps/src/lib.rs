@@ -93,13 +93,16 @@ pub fn mix(acc: u64, value: u64) -> u64 {
 }
 
 /// Installs a `tracing` subscriber that writes to stderr, filtered by `RUST_LOG`
-/// (default `warn`).
+/// (default `warn`), in colour only when stderr is a terminal: under `lazarus run` it is a
+/// pipe to the launcher, and escape codes would end up in log files.
 pub fn init_logging() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
 

@@ -17,24 +17,20 @@ pub struct PlannedKill {
     pub after_a_checkpoint: bool,
 }
 
-/// Parses `RANK@SECONDS[,RANK@SECONDS...]`.
+/// Parses `RANK@TIME[,RANK@TIME...]`, the time in seconds (`3.5`) or as a duration
+/// (`1m`, see [`parse_duration`]).
 pub fn parse_kills(spec: &str) -> Result<Vec<PlannedKill>, String> {
     spec.split(',')
         .filter(|s| !s.trim().is_empty())
         .map(|item| {
-            let (rank, secs) = item
+            let (rank, time) = item
                 .trim()
                 .split_once('@')
                 .ok_or_else(|| format!("`{item}`: expected RANK@SECONDS, e.g. 2@3.5"))?;
             let rank: u16 = rank
                 .parse()
                 .map_err(|_| format!("`{item}`: `{rank}` is not a rank"))?;
-            let secs: f64 = secs
-                .parse()
-                .map_err(|_| format!("`{item}`: `{secs}` is not a number of seconds"))?;
-            let at = Duration::try_from_secs_f64(secs).map_err(|_| {
-                format!("`{item}`: the time must be a non-negative number of seconds")
-            })?;
+            let at = parse_duration(time).map_err(|e| format!("`{item}`: {e}"))?;
             Ok(PlannedKill {
                 rank,
                 at,
@@ -44,9 +40,11 @@ pub fn parse_kills(spec: &str) -> Result<Vec<PlannedKill>, String> {
         .collect()
 }
 
-/// Parses a duration such as `500ms`, `2s`, `1.5s` or a plain number of seconds.
+/// Parses a duration: a number of seconds (`1.5`), seconds or milliseconds with their
+/// unit (`0.5s`, `500ms`), or anything `humantime` reads (`1m`, `2min`, `1h 30m`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
+    // humantime takes whole numbers only: fractions of seconds go through the plain parser.
     let (num, scale) = if let Some(ms) = s.strip_suffix("ms") {
         (ms, 1e-3)
     } else if let Some(sec) = s.strip_suffix('s') {
@@ -54,12 +52,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     } else {
         (s, 1.0)
     };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (examples: 500ms, 2s)"))?;
-    Duration::try_from_secs_f64(v * scale)
-        .map_err(|_| format!("`{s}`: a duration must be non-negative and finite"))
+    if let Ok(v) = num.trim().parse::<f64>() {
+        return Duration::try_from_secs_f64(v * scale)
+            .map_err(|_| format!("`{s}`: a duration must be non-negative and finite"));
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| format!("`{s}` is not a duration (examples: 500ms, 1.5s, 2min, 1h 30m): {e}"))
 }
 
 /// Restarts allowed per rank before the supervisor gives up on the run.
@@ -108,6 +106,41 @@ pub fn on_exit(success: bool, recovery: bool, incarnation: u32) -> OnExit {
         }
     } else {
         OnExit::Fail
+    }
+}
+
+/// How long to wait before restarting a rank that died for the `restarts`-th time before
+/// (0: its first death). The first restart is at once: recovery time is what a single
+/// fault costs. After that the wait doubles from 100 ms, so that a rank that keeps dying
+/// does not use up its restarts within milliseconds.
+pub fn restart_delay(restarts: u32) -> Duration {
+    match restarts {
+        0 => Duration::ZERO,
+        k => Duration::from_millis(100) * (1u32 << (k - 1).min(5)),
+    }
+}
+
+/// Whether a rank's process that exited with `code` (`None`: killed by a signal) ended
+/// the same way as its previous incarnation (`previous`, same meaning; `None` too for a
+/// first incarnation) while the rank has never committed a checkpoint: both exited by
+/// themselves with the same non-zero status before doing any work worth restoring. That
+/// is a start-up failure (a bad argument, a missing file), not a fault a restart cures,
+/// so the rank is not restarted again. A node killed by a signal is always restarted,
+/// and actor failures ([`crate::recovery_layer::ACTOR_FAILED_EXIT`]) have their own
+/// rule ([`is_deterministic`]).
+pub fn repeats_startup_failure(
+    previous: Option<i32>,
+    code: Option<i32>,
+    checkpointed: bool,
+) -> bool {
+    match (previous, code) {
+        (Some(before), Some(now)) => {
+            !checkpointed
+                && before == now
+                && now != 0
+                && now != crate::recovery_layer::ACTOR_FAILED_EXIT
+        }
+        _ => false,
     }
 }
 
@@ -347,7 +380,44 @@ mod tests {
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
         assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
-        assert!(parse_duration("fast").is_err());
+        assert_eq!(parse_duration("0.5s").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
+        assert_eq!(parse_duration("2min").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
+        let err = parse_duration("fast").unwrap_err();
+        assert!(err.contains("is not a duration"), "{err}");
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("nan").is_err());
+        assert_eq!(
+            parse_kills("1@2min").unwrap()[0].at,
+            Duration::from_secs(120)
+        );
+    }
+
+    #[test]
+    fn restarts_back_off_after_the_first() {
+        let delays: Vec<u64> = (0..8)
+            .map(|k| restart_delay(k).as_millis() as u64)
+            .collect();
+        assert_eq!(delays, [0, 100, 200, 400, 800, 1600, 3200, 3200]);
+    }
+
+    #[test]
+    fn only_the_same_exit_twice_before_any_checkpoint_stops_the_restarts() {
+        // The app exited with status 2 twice, before its first checkpoint.
+        assert!(repeats_startup_failure(Some(2), Some(2), false));
+        // Once is not enough: the previous incarnation was killed, or this is the first.
+        assert!(!repeats_startup_failure(None, Some(2), false));
+        // Killed by a signal (from outside) is always restarted.
+        assert!(!repeats_startup_failure(Some(2), None, false));
+        assert!(!repeats_startup_failure(None, None, false));
+        // Another status, or a rank that did work worth restoring.
+        assert!(!repeats_startup_failure(Some(1), Some(2), false));
+        assert!(!repeats_startup_failure(Some(2), Some(2), true));
+        // Actor failures have their own rule (the same failure three times).
+        let actor = crate::recovery_layer::ACTOR_FAILED_EXIT;
+        assert!(!repeats_startup_failure(Some(actor), Some(actor), false));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use support::launched::Launched;
 use support::{bin, parse_result};
 
 #[test]
@@ -289,5 +290,178 @@ fn bad_host_lists_are_refused_with_a_reason_before_anything_starts() {
     refused(
         &["--base-port", "65535", "--hosts", "a=10.0.0.1"],
         "past 65535",
+    );
+}
+
+#[test]
+fn after_rank_0_restarts_its_result_times_the_whole_run_and_its_peer_says_what_replaced_it() {
+    let mut cmd = Command::new(bin("lazarus"));
+    cmd.args([
+        "run",
+        "-n",
+        "2",
+        "--ft",
+        "on",
+        "--checkpoint-every",
+        "300ms",
+    ])
+    .arg("--")
+    .arg(bin("jacobi2d"))
+    .args(["--n", "256", "--iters", "20000", "--check", "bounds"]);
+    let mut run = Launched::spawn(cmd, 2);
+    run.wait_started();
+    // Well into the timed part, which began before node 0's first checkpoint.
+    run.wait_for("node 0's third checkpoint", |l| {
+        l.contains("node 0: checkpoint committed id=3")
+    });
+    let killed_at = Instant::now();
+    run.kill(0);
+    run.wait_for("the RESULT", |l| l.starts_with("[0] RESULT "));
+    let since_kill = killed_at.elapsed().as_secs_f64();
+    let f = run.finish();
+    let result = f.verified();
+    let elapsed: f64 = result["elapsed_s"].parse().unwrap();
+    // The restarted process's own timed part began after the kill: only a time counted
+    // from the first one's start is longer.
+    assert!(
+        elapsed > since_kill,
+        "elapsed_s={elapsed} covers only the restarted process ({since_kill:.3} s since the \
+         kill); output:\n{}",
+        f.lines.join("\n")
+    );
+    let mlups: f64 = result["mlups"].parse().unwrap();
+    let updates = 256.0 * 256.0 * 20000.0;
+    assert!(
+        (mlups - updates / elapsed / 1e6).abs() < 0.1 * mlups,
+        "mlups={mlups} goes with elapsed_s={elapsed}"
+    );
+    // Its peer learnt of the death from the replacement, not from a silence.
+    assert!(
+        f.has("node 0 failed (its restarted process, incarnation 1, connected)"),
+        "output:\n{}",
+        f.lines.join("\n")
+    );
+    assert!(!f.has("no heartbeat for 0 ms"), "{}", f.lines.join("\n"));
+    // The nodes' logs go through pipes: no colour codes.
+    assert!(
+        f.lines.iter().all(|l| !l.contains('\u{1b}')),
+        "escape codes in the output:\n{}",
+        f.lines.join("\n")
+    );
+}
+
+#[test]
+fn after_rank_0_rolls_back_in_place_its_result_still_times_the_whole_run() {
+    let mut cmd = Command::new(bin("lazarus"));
+    cmd.args([
+        "run",
+        "-n",
+        "2",
+        "--ft",
+        "on",
+        "--checkpoint-every",
+        "300ms",
+    ])
+    .arg("--")
+    .arg(bin("jacobi2d"))
+    .args(["--n", "256", "--iters", "20000", "--check", "bounds"])
+    // A tile of node 0 panics a fifth of the way in: the process re-executes itself,
+    // so the launcher cannot hand it anything.
+    .env("LAZARUS_FAILPOINT", "panic:0:1:8000");
+    let mut run = Launched::spawn(cmd, 2);
+    run.wait_for("node 0's rollback in place", |l| {
+        l.contains("node 0: rolls back in place")
+    });
+    let rolled_back_at = Instant::now();
+    run.wait_for("the RESULT", |l| l.starts_with("[0] RESULT "));
+    let since = rolled_back_at.elapsed().as_secs_f64();
+    let f = run.finish();
+    let elapsed: f64 = f.verified()["elapsed_s"].parse().unwrap();
+    assert!(
+        elapsed > since,
+        "elapsed_s={elapsed} covers only the re-executed process ({since:.3} s since the \
+         rollback); output:\n{}",
+        f.lines.join("\n")
+    );
+}
+
+#[test]
+fn an_app_that_refuses_its_arguments_under_ft_on_is_started_twice_and_its_error_shown_once() {
+    let out = support::output(
+        Command::new(bin("lazarus"))
+            .args(["run", "-n", "2", "--ft", "on", "--"])
+            .arg(bin("jacobi2d"))
+            .args(["--iters", "abc"]),
+    )
+    .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(2), "clap's status: {stderr}");
+    for rank in 0..2 {
+        let starts = stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("node {rank} pid ")))
+            .count();
+        assert_eq!(starts, 2, "started, and restarted once only: {stdout}");
+        assert_eq!(
+            stderr
+                .matches(&format!("[{rank}] error: invalid value 'abc'"))
+                .count(),
+            1,
+            "{stderr}"
+        );
+        assert!(stderr.contains(&format!(
+            "giving up: node {rank} exited with status 2 again"
+        )));
+    }
+}
+
+#[test]
+fn a_node_with_recovery_on_refuses_to_start_without_a_usable_checkpoint_directory() {
+    // As under Slurm: no launcher checked the directory before.
+    let ports: Vec<u16> = {
+        let sockets: Vec<std::net::UdpSocket> = (0..2)
+            .map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        sockets
+            .iter()
+            .map(|s| s.local_addr().unwrap().port())
+            .collect()
+    };
+    let mut node = Command::new(bin("jacobi2d"))
+        .args(["--n", "64", "--iters", "10"])
+        .env("LAZARUS_RANK", "0")
+        .env(
+            "LAZARUS_PEERS",
+            format!("127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1]),
+        )
+        .env("LAZARUS_SECRET", "00112233445566778899aabbccddeeff")
+        .env("LAZARUS_FT", "on")
+        .env("LAZARUS_CHECKPOINT_DIR", "/proc/nope")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its peer never comes: a node that started would wait for it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = node.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = node.kill();
+            let _ = node.wait();
+            panic!("the node started with an unusable checkpoint directory");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut node.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success());
+    assert!(
+        stderr.contains("checkpoint directory /proc/nope is not usable: "),
+        "{stderr}"
     );
 }

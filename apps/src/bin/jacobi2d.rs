@@ -22,7 +22,6 @@ use lazarus_apps::kernel_time::KernelTime;
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
-use std::time::Instant;
 
 /// Largest accepted `--n`: the grid is gathered on rank 0 at the end.
 const MAX_N: usize = 1 << 15;
@@ -786,7 +785,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     // Nobody sends a halo to a tile that does not exist yet.
     cluster.barrier()?;
-    let started = Instant::now();
+    let started = cluster.begin_timed_part();
     KERNEL_TIME.start_window();
     for tile in &tiles {
         tile.tell(Start).map_err(|e| e.to_string())?;

@@ -30,7 +30,7 @@ use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Instant, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 /// A sharded key-value store under a mixed get/put load from clients on every node.
 #[derive(Parser, Debug)]
@@ -602,7 +602,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     cluster.barrier()?;
     let coordinator = handle.actor_ref::<Coordinator>(coordinator_id)?;
-    let started = Instant::now();
+    let started = cluster.begin_timed_part();
     for c in &clients {
         c.tell(Begin {
             shards: shards.clone(),

@@ -33,7 +33,7 @@ use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 /// Hand out tasks in arrival order from one master to workers on every node.
 #[derive(Parser, Debug)]
@@ -370,7 +370,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     cluster.barrier()?;
     let master = cluster.handle().actor_ref::<Master>(master_id)?;
-    let started = Instant::now();
+    let started = cluster.begin_timed_part();
     for w in &workers {
         w.tell(Begin {
             master: master.clone(),

@@ -17,7 +17,7 @@ use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Power iteration with `main` as the coordinator.
 #[derive(Parser, Debug)]
@@ -371,7 +371,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if rank != 0 {
         return ending::leave_after_rank0(cluster);
     }
-    let started = Instant::now();
+    let started = cluster.begin_timed_part();
     let (x, lambda, handled_once) = match coordinator {
         None => main_drives(&cluster, &refs, &args)?,
         Some(coordinator) => cluster.block_on(coordinator.ask(Run).no_timeout())?,

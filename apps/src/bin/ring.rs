@@ -8,7 +8,6 @@ use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Node, Re
 use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
-use std::time::Instant;
 
 /// Pass a token around a ring of actors spread over all cores.
 #[derive(Parser, Debug)]
@@ -140,7 +139,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if rank != 0 {
         return ending::leave_after_rank0(cluster);
     }
-    let started = Instant::now();
+    let started = cluster.begin_timed_part();
     let checksum = cluster.block_on(resolve(0)?.ask(Start { hops: args.hops }).no_timeout())?;
     let elapsed = started.elapsed().as_secs_f64();
     let verified = checksum == expected_checksum(actors as u64, args.hops);

@@ -23,7 +23,6 @@ use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 /// Rings of workers over the nodes, spawned at run time by one foreman per node.
 #[derive(Parser, Debug)]
@@ -368,7 +367,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     expect_id(foreman.clone(), foreman_id(u64::from(rank))?, "the foreman")?;
     // Nobody sends to a foreman that does not exist yet.
     cluster.barrier()?;
-    let started = Instant::now();
+    let started = cluster.begin_timed_part();
     let handle = cluster.handle();
     let upstream = (u64::from(rank) + size - 1) % size;
     foreman

@@ -15,7 +15,6 @@ use crate::ending::{self, Verdict};
 use crate::expect_id;
 use lazarus::{Actor, ActorRef, Cluster, ClusterSpec, CoreId, Message, Node};
 use std::error::Error;
-use std::time::Instant;
 
 /// The parts of a kernel app that the driver puts together.
 pub trait Kernel {
@@ -130,7 +129,7 @@ pub fn run<K: Kernel>(
     drop(kernel);
     // Nobody sends to an actor that does not exist yet.
     cluster.barrier()?;
-    let started = Instant::now();
+    let started = cluster.begin_timed_part();
     for w in &local {
         w.tell(K::START).map_err(|e| e.to_string())?;
     }

@@ -4,8 +4,14 @@
 //! `--ft on` it is also the supervisor: a node that dies is started again with the same
 //! rank and the next incarnation, restores its last checkpoint and replays, and the
 //! recovery timeline is printed as it happens. `lazarus demo` shows exactly that.
+//!
+//! Its output never stops a run: when whatever reads its standard output or error goes
+//! away (`lazarus run ... | head -1`), it stops printing there, goes on supervising the
+//! nodes (still reading their output, so that they never block on it) and exits with the
+//! run's status.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use lazarus::placement::{self, Slot};
 use lazarus::supervisor::{self, OnExit, PlannedKill};
 use std::io::{BufRead, BufReader, Write};
@@ -13,8 +19,45 @@ use std::net::UdpSocket;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Set once the launcher's standard output, or its standard error, is closed.
+static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
+static STDERR_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Writes `line` to standard error (`to_stderr`) or output. Unlike `println!` it never
+/// panics: a stream whose reader went away (EPIPE) is not written to again, and the run
+/// goes on.
+fn write_line(line: &str, to_stderr: bool) {
+    fn write_to(mut w: impl Write, gone: &AtomicBool, line: &str) {
+        if gone.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Err(e) = writeln!(w, "{line}").and_then(|()| w.flush()) {
+            // Any other error (a full disk) is not worth stopping the run for either.
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                gone.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+    if to_stderr {
+        write_to(std::io::stderr().lock(), &STDERR_GONE, line);
+    } else {
+        write_to(std::io::stdout().lock(), &STDOUT_GONE, line);
+    }
+}
+
+/// `println!` that never panics (see [`write_line`]).
+macro_rules! outln {
+    ($($arg:tt)*) => { write_line(&format!($($arg)*), false) };
+}
+
+/// `eprintln!` that never panics (see [`write_line`]).
+macro_rules! errln {
+    ($($arg:tt)*) => { write_line(&format!($($arg)*), true) };
+}
 
 #[derive(Parser)]
 #[command(name = "lazarus", version, about = "Launch Lazarus actor applications")]
@@ -85,9 +128,9 @@ struct RunArgs {
     /// First UDP port (default: free ports chosen by the OS).
     #[arg(long)]
     base_port: Option<u16>,
-    /// Seconds to let surviving nodes report after one dies before they are stopped
-    /// (recovery off).
-    #[arg(long, default_value = "3", value_parser = parse_seconds)]
+    /// Time to let surviving nodes report after one dies before they are stopped
+    /// (recovery off), in seconds or as a duration (e.g. 3, 500ms, 1m).
+    #[arg(long, default_value = "3", value_parser = supervisor::parse_duration)]
     grace: Duration,
     /// Silence after which a node's peers declare it failed (e.g. 5s; default 1 s, 3 s
     /// with `--ft on`; at least 300ms). Raise it on an oversubscribed host, or when
@@ -97,7 +140,7 @@ struct RunArgs {
     /// Rollback recovery: checkpoints, sender-based logs, restart of dead nodes.
     #[arg(long, value_enum, default_value_t = Ft::Off)]
     ft: Ft,
-    /// Period of each node's checkpoint (e.g. 1s, 500ms; 0 for none).
+    /// Period of each node's checkpoint (e.g. 1s, 500ms, 0.5s, 2min; 0 for none).
     #[arg(long, default_value = "1s", value_parser = supervisor::parse_duration)]
     checkpoint_every: Duration,
     /// Memory quota of each node's sender-based log, with `--ft on` (e.g. 64MiB, 1GB; 0
@@ -158,13 +201,32 @@ struct RunArgs {
     /// `SendEnv`/`AcceptEnv LAZARUS_*`). Without it, processes start here.
     #[arg(long)]
     remote: Option<String>,
-    /// SIGKILL nodes at given times: RANK@SECONDS[,RANK@SECONDS...].
+    /// SIGKILL nodes at given times: RANK@SECONDS[,RANK@SECONDS...] (a time may also be
+    /// a duration, e.g. 1m).
     #[arg(long, value_parser = parse_kill_list)]
     kill: Option<KillList>,
     /// The app binary and its arguments.
     #[arg(last = true, required = true)]
     app: Vec<String>,
+    /// The options given that only mean something with `--ft on` (filled in by `main`).
+    #[arg(skip)]
+    ft_options_given: Vec<&'static str>,
 }
+
+/// The options of `lazarus run` that only mean something with `--ft on`: their argument
+/// ids and how they are written.
+const FT_ONLY_OPTIONS: [(&str, &str); 10] = [
+    ("checkpoint_every", "--checkpoint-every"),
+    ("log_quota", "--log-quota"),
+    ("loggers", "--loggers"),
+    ("logger_copies", "--logger-copies"),
+    ("logger_hosts", "--logger-hosts"),
+    ("logger_memory", "--logger-memory"),
+    ("checkpoint_dir", "--checkpoint-dir"),
+    ("buddy", "--buddy"),
+    ("spares", "--spares"),
+    ("spare_hosts", "--spare-hosts"),
+];
 
 #[derive(clap::Args)]
 struct DemoArgs {
@@ -196,16 +258,6 @@ fn parse_failure_timeout(s: &str) -> Result<Duration, String> {
 /// The most cores `--cores-per-node` may ask for.
 const MAX_CORES_PER_NODE: usize = 1 << 16;
 
-/// A non-negative, finite number of seconds.
-fn parse_seconds(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    Duration::try_from_secs_f64(secs)
-        .map_err(|_| format!("`{s}`: seconds must be non-negative and finite"))
-}
-
 /// A fraction of a run, in (0, 1].
 fn parse_fraction(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
@@ -228,7 +280,19 @@ fn parse_kill_list(s: &str) -> Result<KillList, String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    if let (Cmd::Run(args), Some(("run", m))) = (&mut cli.command, matches.subcommand()) {
+        // Defaults do not count: only what the user wrote.
+        args.ft_options_given = FT_ONLY_OPTIONS
+            .iter()
+            .filter(|(id, _)| m.value_source(id) == Some(ValueSource::CommandLine))
+            .map(|(_, flag)| *flag)
+            .collect();
+    }
     let outcome = match cli.command {
         Cmd::Run(args) => run(*args).map(|r| r.code),
         Cmd::Demo(args) => demo(args),
@@ -237,7 +301,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("lazarus: error: {e}");
+            errln!("lazarus: error: {e}");
             ExitCode::from(2)
         }
     }
@@ -404,7 +468,7 @@ impl Loggers {
             match self.spawn(i, incarnation) {
                 // The old pumps end by themselves with the dead process's pipes.
                 Ok(new) => self.running[i] = new,
-                Err(e) => eprintln!("lazarus: {e}"),
+                Err(e) => errln!("lazarus: {e}"),
             }
         }
     }
@@ -549,6 +613,18 @@ impl Node {
     }
 }
 
+/// What the supervisor remembers of one rank across its processes.
+#[derive(Clone, Debug, Default)]
+struct RankHistory {
+    /// How many times it was restarted (or is about to be): the back-off grows with it.
+    restarts: u32,
+    /// The exit status of its last process that ended (`None`: killed by a signal, or
+    /// none ended yet).
+    last_code: Option<i32>,
+    /// A restart waiting for its back-off: when, and as which incarnation.
+    pending: Option<(Instant, u32)>,
+}
+
 /// How a run ended.
 struct RunOutcome {
     code: ExitCode,
@@ -585,23 +661,27 @@ struct Output {
     violations: Arc<std::sync::atomic::AtomicU64>,
     result: Arc<Mutex<Option<String>>>,
     start_unix_ms: u128,
+    /// When each rank first began its app's timed part (Unix ms, from the node's
+    /// `timed-part-started` event): handed to its restarts.
+    timed_starts: Arc<Mutex<std::collections::HashMap<u16, u128>>>,
+    /// The first [`STDERR_LINES_KEPT`] lines of standard error of each node process, by
+    /// PID: a restart after a start-up failure does not print them again.
+    stderr_lines: Arc<Mutex<std::collections::HashMap<u32, Vec<String>>>>,
 }
+
+/// Lines of a node process's standard error kept to compare its restart's with.
+const STDERR_LINES_KEPT: usize = 64;
 
 impl Output {
     fn say(&self, line: &str) {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        println!("{line}");
-        let _ = std::io::stdout().flush();
+        write_line(line, false);
     }
 
     /// A child's output line, `[label] line`, on the launcher's stdout or stderr.
     fn prefixed(&self, label: &str, line: &str, to_stderr: bool) {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        if to_stderr {
-            eprintln!("[{label}] {line}");
-        } else {
-            println!("[{label}] {line}");
-        }
+        write_line(&format!("[{label}] {line}"), to_stderr);
     }
 
     fn timeline(&self, at: Duration, what: &str) {
@@ -637,6 +717,10 @@ struct Launch<'a> {
     out: Output,
     /// `LAZARUS_LOGGERS` (empty without logger nodes).
     loggers: String,
+    /// Lines of standard error not to print again for the next process of a rank: its
+    /// previous one exited by itself before any checkpoint, and a restart that fails
+    /// the same way prints the same error.
+    hide: Mutex<std::collections::HashMap<u16, std::collections::HashSet<String>>>,
 }
 
 impl Launch<'_> {
@@ -736,6 +820,21 @@ impl Launch<'_> {
                 .env("LAZARUS_SUPERVISOR", "stdin")
                 .stdin(Stdio::piped());
         }
+        let timed_start = match incarnation {
+            0 => None,
+            _ => {
+                let starts = self.out.timed_starts.lock();
+                starts
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&rank)
+                    .copied()
+            }
+        };
+        if let Some(ms) = timed_start {
+            // Its `elapsed` counts from its rank's first timed part: see
+            // `Cluster::begin_timed_part`.
+            cmd.env(lazarus::cluster::TIMED_PART_START_VAR, ms.to_string());
+        }
         if self.oversubscribed {
             // More executor threads than cores: spinning would steal the cores others need.
             cmd.env("LAZARUS_IDLE_SPIN_US", "0");
@@ -751,12 +850,24 @@ impl Launch<'_> {
             self.out
                 .say(&format!("node {rank} pid {pid} incarnation {incarnation}"));
         }
+        let hide = self
+            .hide
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&rank)
+            .unwrap_or_default();
         let mut pumps = Vec::new();
         if let Some(stdout) = child.stdout.take() {
-            pumps.push(pump(stdout, rank, self.out.clone(), false));
+            pumps.push(pump(
+                stdout,
+                (rank, pid),
+                self.out.clone(),
+                false,
+                Default::default(),
+            ));
         }
         if let Some(stderr) = child.stderr.take() {
-            pumps.push(pump(stderr, rank, self.out.clone(), true));
+            pumps.push(pump(stderr, (rank, pid), self.out.clone(), true, hide));
         }
         if let Some(stdin) = child.stdin.take() {
             self.channels
@@ -866,6 +977,18 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             placement::on_hosts(n, &hosts, &spare_hosts, base)?
         }
     };
+    if !ft && !args.ft_options_given.is_empty() {
+        let (means, them) = match args.ft_options_given.len() {
+            1 => ("means", "it"),
+            _ => ("mean", "them"),
+        };
+        return Err(format!(
+            "{} only {means} something with --ft on (no checkpoint is taken and no node is \
+             restarted without it): add --ft on, or leave {them} out",
+            args.ft_options_given.join(", "),
+        )
+        .into());
+    }
     let per_host = places.per_host;
     // Other hosts are taken to be like this one.
     let host_cores = lazarus::topology::allowed_cores()?.len();
@@ -879,6 +1002,17 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         }
     };
     let recovery = args.ft == Ft::On;
+    // On this host the launcher can see whether checkpoints can be stored; on other hosts
+    // each node checks its own directory when it starts.
+    if recovery && args.hosts.is_none() {
+        let local = PathBuf::from(checkpoint_dir.to_string_lossy().replace("{host}", "local"));
+        lazarus::cluster::check_checkpoint_dir(&local).map_err(|e| {
+            format!(
+                "checkpoint directory {} is not usable: {e}",
+                local.display()
+            )
+        })?;
+    }
     let out = Output {
         lock: Arc::default(),
         checked: Arc::default(),
@@ -890,6 +1024,8 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         in_place: Arc::default(),
         checkpointed: Arc::default(),
         start_unix_ms: unix_ms(),
+        timed_starts: Arc::default(),
+        stderr_lines: Arc::default(),
     };
     let secret = lazarus::cluster::new_secret_hex()?;
     // Dropped when the run returns: the loggers leave after the nodes.
@@ -908,6 +1044,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         checkpoint_dir: checkpoint_dir.clone(),
         out,
         loggers: loggers.env(),
+        hide: Mutex::default(),
     };
     let started = Instant::now();
     let mut nodes = Vec::with_capacity(n);
@@ -923,6 +1060,8 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     // to print is lost; if the run's RESULT was among it, the run failed.
     let mut died_finished: Option<(u16, ExitStatus)> = None;
     let mut first_failure: Option<(u16, ExitStatus, Instant)> = None;
+    // What the supervisor remembers of each rank across its processes.
+    let mut history: Vec<RankHistory> = vec![RankHistory::default(); n];
     let mut stopping = false;
     let mut restarts = 0;
     // With recovery on, whether every node has finished and been told it may leave. Until
@@ -1006,6 +1145,20 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 );
             }
         }
+        // Restarts whose back-off is over. None once the run is being stopped.
+        for node in nodes.iter_mut() {
+            let rank = usize::from(node.rank);
+            let Some((at, incarnation)) = history[rank].pending else {
+                continue;
+            };
+            if stopping {
+                history[rank].pending = None;
+            } else if Instant::now() >= at {
+                history[rank].pending = None;
+                *node = launch.start(node.rank, incarnation)?;
+                restarts += 1;
+            }
+        }
         for node in nodes.iter_mut() {
             if node.status.is_some() {
                 continue;
@@ -1015,7 +1168,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             };
             node.status = Some(status);
             if !status.success() {
-                eprintln!(
+                errln!(
                     "lazarus: node {} (pid {}) {}",
                     node.rank,
                     node.pid,
@@ -1035,7 +1188,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 let mine = failures.get(&node.rank).map(Vec::as_slice).unwrap_or(&[]);
                 if recovery && supervisor::is_deterministic(mine) {
                     recovery = false;
-                    eprintln!(
+                    errln!(
                         "lazarus: giving up: node {} rolled back {} times and the same actor failed the same way each time (a deterministic bug, not a transient fault): {}",
                         node.rank,
                         supervisor::MAX_SAME_FAILURE,
@@ -1066,27 +1219,75 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 // verify, say): not restarted, but the run's status is the app's.
                 app_error.get_or_insert(status);
             }
-            match supervisor::on_exit(status.success() || done, recovery, node.incarnation) {
+            let rank = node.rank;
+            let seen = &mut history[usize::from(rank)];
+            let checkpointed = launch
+                .out
+                .checkpointed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&rank);
+            let startup_failure = !checkpointed && status.code().is_some_and(|c| c != 0);
+            let repeated =
+                supervisor::repeats_startup_failure(seen.last_code, status.code(), checkpointed);
+            seen.last_code = status.code();
+            let mut decision =
+                supervisor::on_exit(status.success() || done, recovery, node.incarnation);
+            if repeated && matches!(decision, OnExit::Restart { .. }) {
+                decision = OnExit::Fail;
+                recovery = false;
+                errln!(
+                    "lazarus: giving up: node {rank} {} again before its first checkpoint, as its \
+                     previous process did: a start-up failure (its error is above), not a fault \
+                     a restart cures; not restarted again",
+                    describe(status)
+                );
+            }
+            match decision {
                 OnExit::Done => {}
                 OnExit::Restart { incarnation } => {
-                    let rank = node.rank;
+                    let delay = supervisor::restart_delay(seen.restarts);
+                    seen.restarts += 1;
+                    if startup_failure {
+                        // It may fail the same way again: its error is shown once.
+                        let said = launch
+                            .out
+                            .stderr_lines
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&node.pid)
+                            .unwrap_or_default();
+                        launch
+                            .hide
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(rank, said.into_iter().collect());
+                    }
                     let place = match launch.move_to_spare(rank) {
                         Some(place) => format!(" on {place}"),
                         None => String::new(),
                     };
+                    let after = match delay.as_millis() {
+                        0 => String::new(),
+                        ms => format!(" in {ms} ms"),
+                    };
                     launch.out.timeline(
                         started.elapsed(),
                         &format!(
-                            "node {rank}: died ({}), restarting as incarnation {incarnation}{place}",
+                            "node {rank}: died ({}), restarting as incarnation {incarnation}{place}{after}",
                             describe(status)
                         ),
                     );
-                    *node = launch.start(rank, incarnation)?;
-                    restarts += 1;
+                    if delay.is_zero() {
+                        *node = launch.start(rank, incarnation)?;
+                        restarts += 1;
+                    } else {
+                        seen.pending = Some((Instant::now() + delay, incarnation));
+                    }
                 }
                 OnExit::Fail => {
                     if recovery {
-                        eprintln!(
+                        errln!(
                             "lazarus: node {} failed {} times; giving up on the run",
                             node.rank,
                             node.incarnation + 1
@@ -1099,7 +1300,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             }
         }
         loggers.restart_dead(started.elapsed(), released || stopping);
-        if nodes.iter().all(|n| n.status.is_some()) {
+        if nodes.iter().all(|n| n.status.is_some()) && history.iter().all(|h| h.pending.is_none()) {
             break;
         }
         if recovery && !released && first_failure.is_none() {
@@ -1130,7 +1331,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         if let Some((rank, _, at)) = first_failure {
             if at.elapsed() > grace && !stopping {
                 stopping = true;
-                eprintln!("lazarus: stopping the remaining nodes: node {rank} failed");
+                errln!("lazarus: stopping the remaining nodes: node {rank} failed");
                 for node in nodes.iter_mut().filter(|n| n.status.is_none()) {
                     let _ = node.child.kill();
                 }
@@ -1155,7 +1356,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         .violations
         .load(std::sync::atomic::Ordering::Relaxed);
     if violations > 0 {
-        eprintln!(
+        errln!(
             "lazarus: WARNING: {violations} regenerated message(s) differed from the copies \
              delivered before a failure: the app broke the determinism contract, and this \
              result may not be a failure-free run's (see the node errors above and \
@@ -1169,7 +1370,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     // done (a node killed between its final totals and printing the RESULT).
     let lost_answer = match (&result, died_finished) {
         (None, Some((rank, status))) => {
-            eprintln!(
+            errln!(
                 "lazarus: node {rank} died ({}) after its part of the run was over but before \
                  the run printed its RESULT: the answer is lost",
                 describe(status)
@@ -1241,10 +1442,12 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         remote: None,
         kill: None,
         app: app_args,
+        ft_options_given: Vec::new(),
     };
-    println!(
+    outln!(
         "== 1. failure-free run: jacobi2d n={} iters={} on 4 nodes, recovery off",
-        args.n, args.iters
+        args.n,
+        args.iters
     );
     let reference = run(base.clone())?;
     let ref_line = reference
@@ -1254,7 +1457,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         .ok_or("no checksum in RESULT")?
         .to_string();
     let kill_at = reference.elapsed.as_secs_f64() * args.kill_at.clamp(0.05, 0.95);
-    println!(
+    outln!(
         "\n== 2. same run with recovery on (checkpoint every 1s, one spare slot); node {} is SIGKILLed at {kill_at:.2}s, or once it has committed a checkpoint if that is later",
         args.kill_rank
     );
@@ -1275,29 +1478,29 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         .result
         .ok_or("the run with a failure printed no RESULT")?;
     let sum = field(&line, "checksum").ok_or("no checksum in RESULT")?;
-    println!("\n== verdict");
-    println!(
+    outln!("\n== verdict");
+    outln!(
         "failure-free checksum: {ref_sum}  ({:.2}s)",
         reference.elapsed.as_secs_f64()
     );
-    println!(
+    outln!(
         "with a SIGKILL:        {sum}  ({:.2}s, {} restart(s))",
         faulty.elapsed.as_secs_f64(),
         faulty.restarts
     );
     let (checked, differed) = faulty.replay_check;
-    println!(
+    outln!(
         "replay check:          {checked} regenerated message(s) compared with the copies \
          delivered before the kill, {differed} differed"
     );
     if sum == ref_sum && faulty.restarts > 0 {
-        println!("IDENTICAL: the killed node was restored and replayed; the answer is exactly the failure-free one");
+        outln!("IDENTICAL: the killed node was restored and replayed; the answer is exactly the failure-free one");
         Ok(ExitCode::SUCCESS)
     } else if faulty.restarts == 0 {
-        println!("NO FAILURE HAPPENED: the run ended before the planned kill");
+        outln!("NO FAILURE HAPPENED: the run ended before the planned kill");
         Ok(ExitCode::FAILURE)
     } else {
-        println!("DIFFERENT: recovery did not reproduce the failure-free answer");
+        outln!("DIFFERENT: recovery did not reproduce the failure-free answer");
         Ok(ExitCode::FAILURE)
     }
 }
@@ -1322,16 +1525,31 @@ fn exit_code(status: ExitStatus) -> u8 {
 /// Copies a child's output line by line, prefixed with its rank; remembers RESULT lines so
 /// the launcher can repeat the final one as its own last line, and turns the nodes'
 /// `lazarus-event` lines into timeline entries.
+///
+/// `source` names the process (its rank and PID). Lines of standard error in `hide` are
+/// not printed: the process's previous incarnation printed them already (see
+/// [`Launch::start`]).
 fn pump(
     stream: impl std::io::Read + Send + 'static,
-    rank: u16,
+    source: (u16, u32),
     out: Output,
     to_stderr: bool,
+    hide: std::collections::HashSet<String>,
 ) -> std::thread::JoinHandle<()> {
+    let (rank, pid) = source;
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines() {
             let Ok(line) = line else { break };
             if let Some(e) = supervisor::parse_event(&line) {
+                if e.kind == lazarus::cluster::TIMED_PART_EVENT {
+                    // Bookkeeping for restarts, not a step of the recovery: no timeline.
+                    out.timed_starts
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .entry(e.rank)
+                        .or_insert(e.unix_ms);
+                    continue;
+                }
                 if let Some(sig) = supervisor::failure_signature(&e) {
                     out.failures
                         .lock()
@@ -1378,6 +1596,16 @@ fn pump(
             }
             if !to_stderr && line.starts_with("RESULT ") {
                 *out.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(line.clone());
+            }
+            if to_stderr {
+                if hide.contains(&line) {
+                    continue;
+                }
+                let mut said = out.stderr_lines.lock().unwrap_or_else(|e| e.into_inner());
+                let mine = said.entry(pid).or_default();
+                if mine.len() < STDERR_LINES_KEPT {
+                    mine.push(line.clone());
+                }
             }
             out.prefixed(&rank.to_string(), &line, to_stderr);
         }

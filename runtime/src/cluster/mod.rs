@@ -24,8 +24,9 @@ use crate::node::{Node, NodeBuilder, NodeHandle, ShutdownReport};
 use crate::recovery_layer::{RecoveryConfig, RecoveryLayer};
 use crate::transport::{NetMode, NodeFailure, Transport, TransportConfig, TransportError};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Why a cluster could not be formed.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +43,14 @@ pub enum ClusterError {
     /// The secret file could not be read or created.
     #[error("cluster secret: {0}")]
     Secret(String),
+    /// Recovery is on but checkpoints cannot be written where they go.
+    #[error("checkpoint directory {} is not usable: {source}", dir.display())]
+    CheckpointDir {
+        /// The directory.
+        dir: PathBuf,
+        /// What went wrong creating it or writing in it.
+        source: std::io::Error,
+    },
 }
 
 /// Where the description of the cluster came from.
@@ -259,6 +268,12 @@ impl ClusterSpec {
     }
 }
 
+/// Where a node records when its rank began the timed part, for an incarnation that
+/// rolls back in place (the same process re-executed: the launcher cannot pass it on).
+fn timed_part_file(dir: &Path, rank: u16) -> PathBuf {
+    dir.join(format!("timed-part-start-{rank}"))
+}
+
 fn parse_rank(v: &str) -> Result<u16, ClusterError> {
     v.trim()
         .parse()
@@ -357,6 +372,39 @@ pub fn usable_failure_timeout(timeout: Duration) -> Result<Duration, String> {
     Ok(timeout)
 }
 
+/// Checks that checkpoints can be stored in `dir`: creates it (and its parents) and
+/// writes and removes a small file in it. A node with recovery on checks this before it
+/// starts, and so does `lazarus run --ft on`: a directory that cannot take a checkpoint
+/// would leave the run unprotected with nothing to show for it until a failure.
+pub fn check_checkpoint_dir(dir: &Path) -> std::io::Result<()> {
+    if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return Err(std::io::Error::other("it exists and is not a directory"));
+    }
+    std::fs::create_dir_all(dir)?;
+    // Nodes on one host check the same directory at once: one probe name per process.
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let probe = dir.join(format!(".lazarus-probe-{}-{nanos}", std::process::id()));
+    std::fs::write(&probe, b"lazarus")?;
+    std::fs::remove_file(&probe)
+}
+
+/// The variable in which `lazarus run` hands a restarted node the wall-clock time (Unix
+/// milliseconds) at which its rank began the app's timed part the first time (see
+/// [`Cluster::begin_timed_part`]).
+pub const TIMED_PART_START_VAR: &str = "LAZARUS_TIMED_PART_START_MS";
+
+/// The node event (`lazarus-event ... timed-part-started`) by which a supervised node
+/// tells the launcher that it began the app's timed part.
+pub const TIMED_PART_EVENT: &str = "timed-part-started";
+
+fn unix_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
 /// A running node that is part of a cluster (possibly of one).
 pub struct Cluster {
     node: Node,
@@ -364,6 +412,8 @@ pub struct Cluster {
     spec: ClusterSpec,
     /// What a restarting supervisor says on standard input (recovery on, supervised).
     supervisor: Option<Arc<supervisor_channel::SupervisorChannel>>,
+    /// Where the app's timed part began (see [`Cluster::begin_timed_part`]).
+    timed_start: OnceLock<Instant>,
 }
 
 impl Cluster {
@@ -381,9 +431,22 @@ impl Cluster {
         if let Some(s) = spec.idle_spin {
             builder = builder.idle_spin(s);
         }
+        let protected = spec.launcher != Launcher::Alone && spec.addrs.len() > 1;
+        if let Some(rc) = spec.recovery.as_ref().filter(|_| protected) {
+            // Refused now rather than found out at the first checkpoint, which would only
+            // say so while the node runs on unprotected.
+            check_checkpoint_dir(&rc.dir).map_err(|source| ClusterError::CheckpointDir {
+                dir: rc.dir.clone(),
+                source,
+            })?;
+            if rc.incarnation == 0 {
+                // What an earlier run with this directory left must not date this one.
+                let _ = std::fs::remove_file(timed_part_file(&rc.dir, spec.rank));
+            }
+        }
         let node = builder.build()?;
         let mut supervisor = None;
-        let transport = if spec.launcher == Launcher::Alone || spec.addrs.len() <= 1 {
+        let transport = if !protected {
             None
         } else {
             let mut config =
@@ -454,6 +517,58 @@ impl Cluster {
             transport,
             spec,
             supervisor,
+            timed_start: OnceLock::new(),
+        })
+    }
+
+    /// Marks the start of the app's timed part and returns it, for `elapsed` times that
+    /// cover the whole run whatever restarted. Call it where the timed part starts, in
+    /// every incarnation: a restarted node re-runs `main` up to there.
+    ///
+    /// The first time this rank gets there (normally its first incarnation) it is now.
+    /// In a later incarnation of the rank (recovery on) it is the instant of that first
+    /// time, so `started.elapsed()` counts the work lost to failures and the recovery too,
+    /// and a failure-free run still counts only its timed part. The instant comes from
+    /// the launcher (`lazarus run --ft on`, which learns it from the node's
+    /// `timed-part-started` event and passes it in [`TIMED_PART_START_VAR`] to a
+    /// restart, also on another host), or, for a node that rolled back in place, from a
+    /// file in its checkpoint directory. Hosts' wall clocks are taken to agree. Without
+    /// recovery, or with neither source, it is now. Later calls in the same process
+    /// return the first call's instant.
+    pub fn begin_timed_part(&self) -> Instant {
+        *self.timed_start.get_or_init(|| {
+            let now = Instant::now();
+            let Some(rc) = self.spec.recovery.as_ref() else {
+                return now;
+            };
+            let file = timed_part_file(&rc.dir, self.spec.rank);
+            let recorded = (rc.incarnation > 0)
+                .then(|| {
+                    std::env::var(TIMED_PART_START_VAR)
+                        .ok()
+                        .or_else(|| std::fs::read_to_string(&file).ok())
+                        .and_then(|v| v.trim().parse::<u128>().ok())
+                })
+                .flatten();
+            if let Some(ms) = recorded {
+                // Back-dated on this process's monotonic clock by the wall-clock time since.
+                let since = u64::try_from(unix_ms().saturating_sub(ms)).unwrap_or(u64::MAX);
+                return now.checked_sub(Duration::from_millis(since)).unwrap_or(now);
+            }
+            // Only a restart reads them, and only with recovery on is there one.
+            if rc.supervised {
+                crate::recovery_layer::event(self.spec.rank, TIMED_PART_EVENT);
+            }
+            // A node without a recovery layer keeps no checkpoint directory.
+            if self.transport.is_some() {
+                if let Err(e) = std::fs::write(&file, unix_ms().to_string()) {
+                    tracing::debug!(
+                        "cannot record the timed part's start in {}: {e}",
+                        file.display()
+                    );
+                }
+            }
+            now
         })
     }
 
@@ -705,6 +820,25 @@ mod tests {
         assert!(!buddy("1", two_hosts, Some("off")).unwrap());
         let err = buddy("0", one_host, Some("sometimes")).unwrap_err();
         assert!(err.to_string().contains("LAZARUS_BUDDY=sometimes"), "{err}");
+    }
+
+    #[test]
+    fn a_checkpoint_directory_must_be_one_that_can_be_created_and_written() {
+        let root = std::env::temp_dir().join(format!("lazarus-ckpt-dir-{}", std::process::id()));
+        let dir = root.join("run").join("nodes");
+        check_checkpoint_dir(&dir).expect("created with its parents");
+        assert!(dir.is_dir());
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "the probe file is gone"
+        );
+        let file = root.join("file");
+        std::fs::write(&file, "not a directory").unwrap();
+        let err = check_checkpoint_dir(&file).unwrap_err();
+        assert!(err.to_string().contains("not a directory"), "{err}");
+        assert!(check_checkpoint_dir(Path::new("/proc/nope")).is_err());
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

@@ -273,6 +273,18 @@ pub struct NodeFailure {
     pub detected_at: std::time::SystemTime,
 }
 
+/// How a peer came to be declared failed (what its error line says).
+#[derive(Clone, Copy, Debug)]
+enum FailedBecause {
+    /// It was silent for this long.
+    Silence(Duration),
+    /// A newer incarnation of it connected: its supervisor restarted it.
+    Replaced {
+        /// The incarnation that connected.
+        incarnation: u32,
+    },
+}
+
 /// Hook called on the net thread for each detected node failure.
 pub type NodeFailureHook = Arc<dyn Fn(&NodeFailure) + Send + Sync>;
 
@@ -748,7 +760,11 @@ impl Transport {
     /// Declares `rank` failed: fail its pending requests and barriers, run the hooks.
     /// With recovery on, barriers wait for the replacement instead of breaking, and the
     /// dead connection is closed so its queue can serve the next incarnation.
-    fn node_failed(&self, rank: u16, silent_for: Duration) {
+    fn node_failed(&self, rank: u16, why: FailedBecause) {
+        let silent_for = match why {
+            FailedBecause::Silence(d) => d,
+            FailedBecause::Replaced { .. } => Duration::ZERO,
+        };
         if let Ok(link) = self.link(rank) {
             link.state.store(LINK_DOWN, Ordering::Release);
         }
@@ -780,12 +796,20 @@ impl Transport {
             silent_for,
             detected_at: std::time::SystemTime::now(),
         };
-        tracing::error!(
-            rank,
-            silent_ms = silent_for.as_millis() as u64,
-            "node {rank} failed (no heartbeat for {} ms)",
-            silent_for.as_millis()
-        );
+        match why {
+            FailedBecause::Silence(d) => tracing::error!(
+                rank,
+                silent_ms = d.as_millis() as u64,
+                "node {rank} failed (no heartbeat for {} ms)",
+                d.as_millis()
+            ),
+            // Its supervisor restarted it: the process this node knew died without a word.
+            FailedBecause::Replaced { incarnation } => tracing::error!(
+                rank,
+                incarnation,
+                "node {rank} failed (its restarted process, incarnation {incarnation}, connected)"
+            ),
+        }
         // With recovery on, `main`'s asks wait for the replacement: their replies are
         // logged messages, which a restarted node sends again.
         let failed: Vec<u64> = self
@@ -1196,7 +1220,7 @@ async fn net_main(
                         .unwrap_or_else(|e| e.into_inner())
                         .poll(Instant::now());
                     for s in suspects {
-                        t.node_failed(s.rank, s.silent_for);
+                        t.node_failed(s.rank, FailedBecause::Silence(s.silent_for));
                         // With recovery on the rank comes back: the higher rank dials.
                         if t.reconnect && s.rank < rank {
                             rv_for_redial.begin_dial(s.rank);
@@ -1522,7 +1546,7 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
                 .unwrap_or_else(|e| e.into_inner())
                 .failed(peer);
             if declared {
-                t.node_failed(peer, Duration::ZERO);
+                t.node_failed(peer, FailedBecause::Replaced { incarnation });
             } else if let Some((_, c)) = t
                 .conns
                 .lock()
