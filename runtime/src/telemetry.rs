@@ -37,6 +37,12 @@ pub const SPAWN_UNREGISTERED: &str = "lazarus_spawn_unregistered_total";
 /// form).
 pub const ASKS_UNRECOVERED: &str = "lazarus_asks_unrecovered_total";
 
+/// Checkpoints not committed, with recovery on (label `reason`: `no_space` when the
+/// checkpoint directory's file system is full, `io` for another storage error,
+/// `capture`, `replica`, `protocol`, `awaiting_spawn`, `awaiting_spawn_long`). Defined
+/// with the recovery layer's metrics, named here with the others.
+pub const CHECKPOINT_FAILURES: &str = crate::recovery_layer::CHECKPOINT_FAILURES;
+
 /// One handler in this many is timed.
 pub const HANDLER_TIME_SAMPLE_EVERY: u64 = 64;
 
@@ -79,6 +85,11 @@ pub fn describe() {
         SPAWN_UNREGISTERED,
         Unit::Count,
         "actors spawned by actors whose type a restart could not rebuild"
+    );
+    describe_counter!(
+        CHECKPOINT_FAILURES,
+        Unit::Count,
+        "checkpoints not committed, by reason (no_space: the checkpoint directory is full; io: another storage error)"
     );
     describe_counter!(
         ASKS_UNRECOVERED,

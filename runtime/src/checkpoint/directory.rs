@@ -93,6 +93,11 @@ impl DirectoryStore {
         self.set_dir(set).join(format!("ckpt-{epoch:020}.lzck"))
     }
 
+    /// Where checkpoint `epoch` of `set` is written before it is renamed into place.
+    fn partial(&self, set: u16, epoch: u64) -> PathBuf {
+        self.set_dir(set).join(format!("ckpt-{epoch:020}.tmp"))
+    }
+
     /// Epochs with a (not yet verified) checkpoint file, newest first.
     fn epochs(&self, set: u16) -> Result<Vec<u64>, CheckpointError> {
         let dir = self.set_dir(set);
@@ -161,21 +166,29 @@ impl CheckpointStore for DirectoryStore {
     ) -> Result<u64, CheckpointError> {
         let dir = self.set_dir(set);
         fs::create_dir_all(&dir).map_err(io(&dir))?;
-        let tmp = dir.join(format!("ckpt-{epoch:020}.tmp"));
-        let (len, how) = match self.write_image(&tmp, true, set, epoch, fill) {
-            Ok(len) => (len, "direct"),
+        let tmp = self.partial(set, epoch);
+        let written = match self.write_image(&tmp, true, set, epoch, fill) {
+            Ok(len) => Ok((len, "direct")),
             // The file system refuses O_DIRECT (tmpfs, some network file systems).
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                let len = self
-                    .write_image(&tmp, false, set, epoch, fill)
-                    .map_err(io(&tmp))?;
-                (len, "buffered")
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self
+                .write_image(&tmp, false, set, epoch, fill)
+                .map(|len| (len, "buffered")),
+            Err(e) => Err(e),
+        };
+        let dst = self.file(set, epoch);
+        let renamed = written
+            .map_err(io(&tmp))
+            .and_then(|w| fs::rename(&tmp, &dst).map(|()| w).map_err(io(&dst)));
+        let (len, how) = match renamed {
+            Ok(w) => w,
+            Err(e) => {
+                // What was written (all of a full file system's room, possibly) would
+                // stay until the node's next start, and the next attempt would not fit.
+                remove_partial_file(&tmp);
+                return Err(e);
             }
-            Err(e) => return Err(io(&tmp)(e)),
         };
         metrics::counter!(CHECKPOINT_WRITES, "io" => how).increment(1);
-        let dst = self.file(set, epoch);
-        fs::rename(&tmp, &dst).map_err(io(&dst))?;
         // The rename is durable only once the directory entry is.
         File::open(&dir)
             .and_then(|d| d.sync_all())
@@ -202,8 +215,14 @@ impl CheckpointStore for DirectoryStore {
         }
         // What lies beyond `at` was appended for a checkpoint that did not commit.
         file.set_len(at).map_err(io(&path))?;
-        std::os::unix::fs::FileExt::write_all_at(&file, records, at).map_err(io(&path))?;
-        file.sync_data().map_err(io(&path))?;
+        let appended = std::os::unix::fs::FileExt::write_all_at(&file, records, at)
+            .and_then(|()| file.sync_data());
+        if let Err(e) = appended {
+            // A part written before the file system filled up is cut again now, not at
+            // the next append: meanwhile it would take room the images need.
+            let _ = file.set_len(at);
+            return Err(io(&path)(e));
+        }
         if at == 0 {
             // A new file: its directory entry must be durable too.
             File::open(&dir)
@@ -259,6 +278,33 @@ impl CheckpointStore for DirectoryStore {
         }
     }
 
+    fn remove_partial(&self, set: u16) -> Result<usize, CheckpointError> {
+        let dir = self.set_dir(set);
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(io(&dir)(e)),
+        };
+        let mut removed = 0;
+        for entry in entries.filter_map(|e| e.ok()) {
+            let name = entry.file_name();
+            let partial = name.to_str().is_some_and(|n| {
+                n.strip_prefix("ckpt-")
+                    .and_then(|n| n.strip_suffix(".tmp"))
+                    .is_some_and(|epoch| epoch.parse::<u64>().is_ok())
+            });
+            if partial {
+                let path = entry.path();
+                match fs::remove_file(&path) {
+                    Ok(()) => removed += 1,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io(&path)(e)),
+                }
+            }
+        }
+        Ok(removed)
+    }
+
     fn prune_before(&self, set: u16, epoch: u64) -> Result<(), CheckpointError> {
         let epochs = self.epochs(set)?;
         let newest = epochs.first().copied();
@@ -270,6 +316,20 @@ impl CheckpointStore for DirectoryStore {
             fs::remove_file(&f).map_err(io(&f))?;
         }
         Ok(())
+    }
+}
+
+/// Removes the temporary file of a save that failed. A removal that fails too is only
+/// logged: the save's own error is what the caller reports, and the node's next start
+/// removes the file ([`CheckpointStore::remove_partial`]).
+fn remove_partial_file(path: &Path) {
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(
+            "cannot remove the partly written checkpoint file {}: {e}",
+            path.display()
+        ),
     }
 }
 
@@ -515,6 +575,128 @@ mod tests {
         s.discard_all(2).unwrap();
         assert!(s.read_journal(2, 1).is_err(), "a fresh start drops it");
         let _ = fs::remove_dir_all(dir);
+    }
+
+    /// The temporary files in `set`'s directory.
+    fn partials(s: &DirectoryStore, set: u16) -> Vec<String> {
+        fs::read_dir(s.set_dir(set))
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .filter(|n| n.ends_with(".tmp"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_save_that_fails_leaves_no_partial_file_and_the_previous_checkpoint_intact() {
+        let (s, dir) = store();
+        s.save(0, 1, b"committed").unwrap();
+        // The encoder fails after more than a chunk is in the file, and before any.
+        for written in [DIRECT_CHUNK + 100, 0] {
+            let err = s
+                .save_streamed(0, 2, &mut |w| {
+                    w.write_all(&vec![1u8; written])?;
+                    Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+                })
+                .unwrap_err();
+            assert_eq!(err.reason(), "no_space", "{err}");
+            assert!(err.to_string().contains(".tmp"), "names the file: {err}");
+            assert_eq!(partials(&s, 0), Vec::<String>::new());
+        }
+        let other = s
+            .save_streamed(0, 3, &mut |_| Err(std::io::Error::other("encoder")))
+            .unwrap_err();
+        assert_eq!(other.reason(), "io");
+        assert_eq!(partials(&s, 0), Vec::<String>::new());
+        assert_eq!(s.load_latest(0).unwrap().unwrap().body, b"committed");
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn partial_files_of_the_set_only_are_removed() {
+        let (s, dir) = store();
+        assert_eq!(s.remove_partial(0).unwrap(), 0, "no directory yet");
+        s.save(0, 4, b"complete").unwrap();
+        s.save(1, 4, b"other set").unwrap();
+        for (set, epoch) in [(0, 5), (0, 6), (1, 5)] {
+            fs::write(s.partial(set, epoch), b"LZCK partial").unwrap();
+        }
+        fs::write(s.set_dir(0).join("notes.tmp"), b"not ours").unwrap();
+        assert_eq!(s.remove_partial(0).unwrap(), 2);
+        assert_eq!(partials(&s, 0), vec!["notes.tmp".to_string()]);
+        assert_eq!(
+            partials(&s, 1).len(),
+            1,
+            "another node's file is left alone"
+        );
+        assert_eq!(s.load_latest(0).unwrap().unwrap().body, b"complete");
+        s.save(0, 7, b"next").unwrap();
+        assert_eq!(s.load_latest(0).unwrap().unwrap().epoch, 7);
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    /// A tmpfs of `size` mounted at a fresh directory, unmounted when dropped.
+    struct SmallFileSystem(PathBuf);
+
+    impl SmallFileSystem {
+        /// `None` (the test skips) unless this process may mount: root only.
+        fn mount(size: &str) -> Option<Self> {
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } != 0 {
+                assert!(
+                    std::env::var("LAZARUS_TEST_REQUIRE_ALL").as_deref() != Ok("1"),
+                    "LAZARUS_TEST_REQUIRE_ALL=1 but not running as root"
+                );
+                eprintln!("skipping: mounting a tmpfs needs root");
+                return None;
+            }
+            let (_, dir) = store();
+            fs::create_dir_all(&dir).unwrap();
+            let status = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(&dir)
+                .status()
+                .unwrap();
+            assert!(status.success(), "mount a tmpfs at {}", dir.display());
+            Some(SmallFileSystem(dir))
+        }
+    }
+
+    impl Drop for SmallFileSystem {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.0)
+                .status();
+            let _ = fs::remove_dir(&self.0);
+        }
+    }
+
+    #[test]
+    fn on_a_full_file_system_a_save_fails_as_no_space_frees_its_room_and_the_next_fits() {
+        let Some(fs_) = SmallFileSystem::mount("1m") else {
+            return;
+        };
+        let s = DirectoryStore::new(&fs_.0);
+        s.save(0, 1, &[1u8; 100_000]).unwrap();
+        s.append_journal(0, 0, b"replies").unwrap();
+        let big = vec![2u8; 3 << 20];
+        for epoch in 2..5 {
+            let err = s.save(0, epoch, &big).unwrap_err();
+            assert_eq!(err.reason(), "no_space", "{err}");
+            assert!(err.to_string().contains("No space left on device"), "{err}");
+            assert_eq!(partials(&s, 0), Vec::<String>::new(), "epoch {epoch}");
+        }
+        // A journal append that does not fit is cut back too.
+        let err = s.append_journal(0, 7, &big).unwrap_err();
+        assert_eq!(err.reason(), "no_space", "{err}");
+        assert_eq!(fs::metadata(s.journal(0)).unwrap().len(), 7);
+        // The room the failed attempts took is free again: an image that fits commits.
+        s.save(0, 5, &[5u8; 600_000]).unwrap();
+        assert_eq!(s.load_latest(0).unwrap().unwrap().epoch, 5);
+        assert_eq!(s.read_journal(0, 7).unwrap(), b"replies");
     }
 
     #[test]

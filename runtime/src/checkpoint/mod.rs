@@ -7,8 +7,14 @@
 //! newest to oldest and returns the first one whose header, length and checksum all
 //! verify, so a checkpoint cut short by a crash, or damaged on disk, is never loaded: the
 //! previous complete one is.
+//!
+//! A save that fails (a full file system, say) removes what it had written, so a failed
+//! attempt takes no room from the next one; the files a killed incarnation left half
+//! written are removed when its successor starts ([`CheckpointStore::remove_partial`]).
+//! [`health`] decides what a node says while its checkpoints fail.
 
 pub mod directory;
+pub mod health;
 pub mod journal;
 
 pub use directory::DirectoryStore;
@@ -31,6 +37,20 @@ pub enum CheckpointError {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+impl CheckpointError {
+    /// Why the store failed, as the `reason` label of
+    /// `lazarus_checkpoint_failures_total`: `no_space` when the file system (or the
+    /// user's quota) is full, which frees up without any change to the run; `io` for any
+    /// other refusal.
+    pub fn reason(&self) -> &'static str {
+        let CheckpointError::Io { source, .. } = self;
+        match source.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => "no_space",
+            _ => "io",
+        }
+    }
 }
 
 /// One verified checkpoint as loaded.
@@ -77,4 +97,11 @@ pub trait CheckpointStore: Send + Sync {
     /// directory holds then was left by an earlier run, and a restart of this run must
     /// never load it.
     fn discard_all(&self, set: u16) -> Result<usize, CheckpointError>;
+
+    /// Deletes the partly written checkpoint files of `set` (an earlier incarnation was
+    /// killed while it wrote them) and returns how many there were. Only `set`'s own: the
+    /// other sets' nodes may be writing theirs. Called by a node at its start, before it
+    /// writes any checkpoint: on a file system shared by the nodes, such files take room
+    /// every node's next checkpoint needs.
+    fn remove_partial(&self, set: u16) -> Result<usize, CheckpointError>;
 }

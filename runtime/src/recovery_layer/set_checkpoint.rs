@@ -8,6 +8,7 @@
 use super::events::EventImage;
 use super::{event, RecoveryLayer, CHECKPOINTS, CHECKPOINT_BYTES, CHECKPOINT_DURATION};
 use super::{CHECKPOINT_FAILURES, CHECKPOINT_PAUSE, CHECKPOINT_REQUESTS, REQUESTED_CHECKPOINTS};
+use crate::checkpoint::health::{CheckpointHealth, Failure};
 use crate::checkpoint::CheckpointStore;
 use crate::lifecycle::ActorImage;
 use crate::node::NodeHandle;
@@ -112,9 +113,27 @@ pub enum CheckpointFailure {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] crate::checkpoint::CheckpointError),
+    /// The buddy did not acknowledge the replica in time.
+    #[error("the buddy did not acknowledge the replica within {0:?}")]
+    Replica(Duration),
     /// The protocol refused the commit.
     #[error("protocol: {0}")]
     Protocol(String),
+}
+
+impl CheckpointFailure {
+    /// Its `reason` label of `lazarus_checkpoint_failures_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CheckpointFailure::PauseTimeout(_)
+            | CheckpointFailure::NotReady
+            | CheckpointFailure::Encode(_) => "capture",
+            CheckpointFailure::AwaitingSpawn(_) => "awaiting_spawn",
+            CheckpointFailure::Store(e) => e.reason(),
+            CheckpointFailure::Replica(_) => "replica",
+            CheckpointFailure::Protocol(_) => "protocol",
+        }
+    }
 }
 
 /// Tracing target of the node's recovery state after each checkpoint (debug level): what
@@ -202,18 +221,16 @@ impl RecoveryLayer {
                 counter!(CHECKPOINT_FAILURES, "reason" => "awaiting_spawn").increment(1);
                 tracing::debug!("checkpoint postponed: {e}");
             }
-            _ => {
-                counter!(CHECKPOINT_FAILURES, "reason" => "capture").increment(1);
-                tracing::warn!("checkpoint not taken: {e}");
-            }
+            // Told by the checkpointer, at a bounded rate.
+            _ => counter!(CHECKPOINT_FAILURES, "reason" => e.reason()).increment(1),
         })?;
         // The replies first: an image is stored only once its part of the journal is
         // durable.
         let journal_from = driver.journal_len;
         let appended = self
             .append_journal(&mut driver, &unjournaled)
-            .inspect_err(|_| {
-                counter!(CHECKPOINT_FAILURES, "reason" => "journal").increment(1);
+            .inspect_err(|e| {
+                counter!(CHECKPOINT_FAILURES, "reason" => e.reason()).increment(1);
             })?;
         histogram!(CHECKPOINT_PAUSE).record(pause.as_secs_f64());
         let id = protocol.id;
@@ -255,8 +272,8 @@ impl RecoveryLayer {
                 control.recycle_image(actor);
             }
         }
-        let bytes = stored.inspect_err(|_| {
-            counter!(CHECKPOINT_FAILURES, "reason" => "store").increment(1);
+        let bytes = stored.map_err(CheckpointFailure::Store).inspect_err(|e| {
+            counter!(CHECKPOINT_FAILURES, "reason" => e.reason()).increment(1);
         })? as usize;
         let body: &[u8] = &body;
         if replicated {
@@ -269,13 +286,7 @@ impl RecoveryLayer {
             };
             if !self.replicate(id.0, body, journal, REPLICA_TIMEOUT) {
                 counter!(CHECKPOINT_FAILURES, "reason" => "replica").increment(1);
-                tracing::warn!(
-                    id = id.0,
-                    "buddy did not acknowledge the replica; not committed"
-                );
-                return Err(CheckpointFailure::Protocol(
-                    "buddy replica not acknowledged".into(),
-                ));
+                return Err(CheckpointFailure::Replica(REPLICA_TIMEOUT));
             }
         }
         let actions = {
@@ -283,7 +294,10 @@ impl RecoveryLayer {
             let protocol = core.protocol.as_mut().ok_or(CheckpointFailure::NotReady)?;
             let actions = protocol
                 .checkpoint_committed(id)
-                .map_err(|e| CheckpointFailure::Protocol(e.to_string()))?;
+                .map_err(|e| CheckpointFailure::Protocol(e.to_string()))
+                .inspect_err(|e| {
+                    counter!(CHECKPOINT_FAILURES, "reason" => e.reason()).increment(1);
+                })?;
             Self::publish_log_stats(&core, self.rank);
             self.report_stall(&core, node, id.0);
             actions
@@ -337,12 +351,10 @@ impl RecoveryLayer {
             Err(e) if is_short(&e) && self.journal_from_buddy(driver.journal_len) => self
                 .store
                 .append_journal(self.rank, driver.journal_len, &records)?,
-            Err(e) => {
-                // No checkpoint of this node can be complete again: its peers keep
-                // their logs.
-                tracing::error!("checkpoint not taken: the reply journal of main's replies: {e}");
-                return Err(e.into());
-            }
+            // Until the journal takes the replies (room on a full file system, or the
+            // lost journal back), no checkpoint of this node commits and its peers keep
+            // their logs; the checkpointer says so.
+            Err(e) => return Err(e.into()),
         };
         driver.journal_len = len;
         self.lock().driver.journaled(unjournaled.len(), len);
@@ -433,11 +445,13 @@ impl RecoveryLayer {
         let layer = Arc::clone(self);
         let stop = Arc::clone(&self.stop);
         let first = every.map(|e| first_checkpoint_after(e, self.rank, self.size));
+        self.remove_partial_checkpoints();
         let _ = std::thread::Builder::new()
             .name("lazarus-checkpoint".into())
             .spawn(move || {
                 let mut next = first.map(|f| Instant::now() + f);
                 let mut awaiting: Option<SpawnWait> = None;
+                let mut health = CheckpointHealth::new(Instant::now());
                 let mut last_end = Instant::now();
                 let mut gap = QUOTA_POLL;
                 while !stop.load(Ordering::Acquire) {
@@ -467,6 +481,7 @@ impl RecoveryLayer {
                     let outcome = layer.checkpoint_now(&node);
                     last_end = Instant::now();
                     gap = (last_end - now).max(QUOTA_POLL);
+                    layer.tell_outcome(&mut health, last_end, &outcome);
                     match outcome {
                         Ok(_) => awaiting = None,
                         // Soon: the replaying handlers spawn them within moments, but
@@ -492,6 +507,62 @@ impl RecoveryLayer {
                     }
                 }
             });
+    }
+
+    /// Deletes the partly written checkpoint files an earlier incarnation of this node
+    /// left (killed while it wrote one): they take room this node's and, on a shared file
+    /// system, the other nodes' next checkpoints need.
+    fn remove_partial_checkpoints(&self) {
+        match self.store.remove_partial(self.rank) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                "removed {n} partly written checkpoint files an earlier incarnation left"
+            ),
+            Err(e) => tracing::warn!("cannot remove partly written checkpoint files: {e}"),
+        }
+    }
+
+    /// Passes a checkpoint's outcome to `health` and says what it answers: an error in
+    /// the log and an event in the timeline for a failure (at a bounded rate) and for a
+    /// node left unprotected, a line when checkpoints commit again. A checkpoint waiting
+    /// for spawns is not a failure here: it has its own warning.
+    fn tell_outcome(
+        &self,
+        health: &mut CheckpointHealth,
+        now: Instant,
+        outcome: &Result<CheckpointReport, CheckpointFailure>,
+    ) {
+        let notices = match outcome {
+            Ok(report) => health.committed(now, report.id).into_iter().collect(),
+            Err(CheckpointFailure::AwaitingSpawn(_)) => Vec::new(),
+            Err(failure) => {
+                let cause = failure.to_string();
+                // The OS error without the file's name, which holds the checkpoint's
+                // number: the same cause each period.
+                let kind = match failure {
+                    CheckpointFailure::Store(crate::checkpoint::CheckpointError::Io {
+                        source,
+                        ..
+                    }) => source.to_string(),
+                    other => other.to_string(),
+                };
+                let failure = Failure {
+                    reason: failure.reason(),
+                    kind: &kind,
+                    cause: &cause,
+                };
+                health.failed(now, failure)
+            }
+        };
+        for notice in notices {
+            event(self.rank, &notice.event());
+            let message = notice.message(self.rank);
+            if notice.is_error() {
+                tracing::error!("{message}");
+            } else {
+                tracing::info!("{message}");
+            }
+        }
     }
 
     /// Says that checkpoints have waited `waited` for `held` logged messages whose
