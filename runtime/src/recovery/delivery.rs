@@ -62,6 +62,9 @@ struct InChannel<P> {
     head: Head,
     /// Digests of the delivered messages the sender's checkpoint does not cover yet.
     digests: DigestWindow,
+    /// Where in the sender's history each of those messages was sent: its interval at
+    /// the send (the message's dependency on its own set), same window as `digests`.
+    positions: PositionWindow,
 }
 
 impl<P> Default for InChannel<P> {
@@ -72,8 +75,69 @@ impl<P> Default for InChannel<P> {
             queue: BTreeMap::new(),
             head: Head::Idle,
             digests: DigestWindow::default(),
+            positions: PositionWindow::starting_at(1),
         }
     }
+}
+
+/// The sender's interval at each send of a run of delivered indices of one channel
+/// (at most [`POSITION_LIMIT`]; the oldest are dropped beyond).
+#[derive(Clone, Debug)]
+struct PositionWindow {
+    first: u64,
+    at: VecDeque<u64>,
+}
+
+/// Most positions kept per channel (as many as digests).
+const POSITION_LIMIT: usize = 65_536;
+
+impl PositionWindow {
+    fn starting_at(next: u64) -> Self {
+        PositionWindow {
+            first: next,
+            at: VecDeque::new(),
+        }
+    }
+
+    fn next(&self) -> u64 {
+        self.first + self.at.len() as u64
+    }
+
+    /// Appends index `index`, sent at the sender's interval `position`; a window that it
+    /// does not follow starts afresh there (as [`DigestWindow::push`]).
+    fn push(&mut self, index: u64, position: u64) {
+        if self.at.is_empty() && index < self.first {
+            return;
+        }
+        if index != self.next() {
+            *self = PositionWindow::starting_at(index);
+        }
+        if self.at.len() == POSITION_LIMIT {
+            self.at.pop_front();
+            self.first += 1;
+        }
+        self.at.push_back(position);
+    }
+
+    fn forget_upto(&mut self, upto: u64) {
+        while self.first <= upto && self.at.pop_front().is_some() {
+            self.first += 1;
+        }
+        self.first = self.first.max(upto.saturating_add(1));
+    }
+}
+
+/// Where a set's sends on one channel sit in its history, as a receiver saw them: the
+/// sender's interval at each send of indices `first, first + 1, ...` (see
+/// [`Inbox::positions_from`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SendPositions {
+    /// The channel.
+    pub channel: ChannelId,
+    /// The first index.
+    pub first: u64,
+    /// The sender's interval at each send, from `first` on.
+    pub at: Vec<u64>,
 }
 
 /// Outcome of [`Inbox::insert`].
@@ -94,6 +158,8 @@ pub struct Taken<P> {
     pub queued: Queued<P>,
     /// Its requirement on this set exceeded the interval, but did not bind.
     pub relaxed: bool,
+    /// Its requirement binds (see [`DependencyRule`]).
+    pub binding: bool,
 }
 
 /// How strictly dependency requirements bind.
@@ -115,10 +181,18 @@ pub struct Inbox<P> {
     rule: DependencyRule,
     peers: Vec<BTreeMap<ChannelId, InChannel<P>>>,
     ready: VecDeque<(SetId, ChannelId)>,
+    /// Keyed by *need*: a binding requirement `r` needs `r + 1`, so that a requirement
+    /// that does not bind (need 0) is never held.
     blocked: BTreeMap<u64, Vec<(SetId, ChannelId)>>,
     queued: usize,
     violations: Vec<ContractViolation>,
     checked: u64,
+    /// The smallest interval, in this set's lost history, of a send that another set
+    /// delivered and this set has not made again yet (`u64::MAX`: none). A message that
+    /// depends on this set up to interval `r` is held until `r < frontier`: it may
+    /// depend on that send (see [`SetProtocol`](super::protocol::SetProtocol)'s
+    /// regenerations).
+    frontier: u64,
 }
 
 impl<P: LogPayload> Inbox<P> {
@@ -133,6 +207,7 @@ impl<P: LogPayload> Inbox<P> {
             queued: 0,
             violations: Vec::new(),
             checked: 0,
+            frontier: u64::MAX,
         }
     }
 
@@ -143,6 +218,7 @@ impl<P: LogPayload> Inbox<P> {
             c.last_deliver = delivered;
             c.last_checkpointed = delivered;
             c.digests = DigestWindow::starting_at(delivered.saturating_add(1));
+            c.positions = PositionWindow::starting_at(delivered.saturating_add(1));
         }
     }
 
@@ -170,10 +246,34 @@ impl<P: LogPayload> Inbox<P> {
         }
     }
 
+    /// Puts back the send positions a checkpoint kept of what was delivered from `from`
+    /// (after [`Inbox::restore_channel`]); a run that does not end at its channel's
+    /// delivered index is cut to it, or dropped if it does not reach it.
+    pub fn restore_positions(&mut self, from: SetId, runs: &[SendPositions]) {
+        let Some(peer) = self.peers.get_mut(from.index()) else {
+            return;
+        };
+        for run in runs {
+            let Some(c) = peer.get_mut(&run.channel) else {
+                continue;
+            };
+            let mut window = PositionWindow::starting_at(run.first);
+            for (index, at) in (run.first..).zip(run.at.iter().copied()) {
+                if index > c.last_deliver {
+                    break;
+                }
+                window.push(index, at);
+            }
+            if window.next() == c.last_deliver + 1 {
+                c.positions = window;
+            }
+        }
+    }
+
     /// Queues a message received from set `from` (already validated by the caller).
     /// `interval` is the set's current own interval.
     pub fn insert(&mut self, from: SetId, q: Queued<P>, interval: u64) -> Received {
-        let requirement = binding_requirement(self.rule, self.me, &q.meta);
+        let requirement = need(self.rule, self.me, &q.meta);
         let channel = q.meta.channel;
         let index = q.meta.send_index;
         let Some(peer) = self.peers.get_mut(from.index()) else {
@@ -203,7 +303,7 @@ impl<P: LogPayload> Inbox<P> {
             btree_map::Entry::Occupied(mut o) => {
                 // Keep the copy that waits less: it is as valid, and never worse for
                 // liveness.
-                let old_req = binding_requirement(self.rule, self.me, &o.get().meta);
+                let old_req = need(self.rule, self.me, &o.get().meta);
                 if requirement < old_req {
                     o.insert(q);
                     if let Head::Blocked(r) = c.head {
@@ -245,8 +345,8 @@ impl<P: LogPayload> Inbox<P> {
         if index != c.last_deliver + 1 {
             return;
         }
-        let requirement = binding_requirement(rule, me, &q.meta);
-        if requirement <= interval {
+        let requirement = need(rule, me, &q.meta);
+        if requirement <= level(interval, self.frontier) {
             c.head = Head::Ready;
             self.ready.push_back((from, channel));
         } else {
@@ -271,17 +371,34 @@ impl<P: LogPayload> Inbox<P> {
             };
             c.head = Head::Idle;
             let next = c.last_deliver + 1;
+            let Some(q) = c.queue.get(&next) else {
+                continue;
+            };
+            // The frontier may have come down since the channel was listed (a peer's
+            // answer named sends still to be made again).
+            let requirement = need(self.rule, self.me, &q.meta);
+            if requirement > level(interval, self.frontier) {
+                c.head = Head::Blocked(requirement);
+                self.blocked
+                    .entry(requirement)
+                    .or_default()
+                    .push((from, channel));
+                continue;
+            }
             let Some(queued) = c.queue.remove(&next) else {
                 continue;
             };
             c.last_deliver = next;
             c.digests.push(next, queued.payload.digest());
+            c.positions.push(next, queued.meta.depend.get(from));
             self.queued -= 1;
-            let relaxed = queued.meta.depend.get(self.me) > interval;
+            let binding = binds(self.rule, &queued.meta);
+            let relaxed = !binding && queued.meta.depend.get(self.me) > interval;
             return Some(Taken {
                 from,
                 queued,
                 relaxed,
+                binding,
             });
         }
         None
@@ -297,7 +414,9 @@ impl<P: LogPayload> Inbox<P> {
     /// The set's interval grew to `interval` without a delivery (an input from outside
     /// the sets): releases the channels that waited for it.
     pub fn interval_raised(&mut self, interval: u64) {
-        let still_blocked = self.blocked.split_off(&(interval + 1));
+        let still_blocked = self
+            .blocked
+            .split_off(&level(interval, self.frontier).saturating_add(1));
         let unblocked = std::mem::replace(&mut self.blocked, still_blocked);
         for (_, keys) in unblocked {
             for (f, ch) in keys {
@@ -334,7 +453,9 @@ impl<P: LogPayload> Inbox<P> {
         };
         for (channel, upto) in sent.iter() {
             // Also a channel not delivered on yet: its first deliveries are covered.
-            peer.entry(channel).or_default().digests.forget_upto(upto);
+            let c = peer.entry(channel).or_default();
+            c.digests.forget_upto(upto);
+            c.positions.forget_upto(upto);
         }
     }
 
@@ -345,6 +466,35 @@ impl<P: LogPayload> Inbox<P> {
             .get(from.index())
             .map(|p| DeliveredDigests::collect(p.iter().map(|(c, s)| (*c, &s.digests))))
             .unwrap_or_default()
+    }
+
+    /// Where in `from`'s history each message this set delivered from it after `from`'s
+    /// last committed checkpoint known here was sent, for `from`'s recovery.
+    pub fn positions_from(&self, from: SetId) -> Vec<SendPositions> {
+        self.peers
+            .get(from.index())
+            .map(|p| {
+                p.iter()
+                    .filter(|(_, c)| !c.positions.at.is_empty())
+                    .map(|(channel, c)| SendPositions {
+                        channel: *channel,
+                        first: c.positions.first,
+                        at: c.positions.at.iter().copied().collect(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Sets the frontier (see the field); `interval` is the set's current interval. A
+    /// frontier that went up releases the channels that waited for it; one that came
+    /// down holds channels as they are taken.
+    pub fn set_frontier(&mut self, frontier: u64, interval: u64) {
+        let raised = frontier > self.frontier;
+        self.frontier = frontier;
+        if raised {
+            self.interval_raised(interval);
+        }
     }
 
     /// Digests held over all channels (for metrics).
@@ -391,11 +541,23 @@ impl<P: LogPayload> Inbox<P> {
         for (s, peer) in self.peers.iter().enumerate() {
             for (channel, c) in peer.iter().filter(|(_, c)| !c.queue.is_empty()) {
                 let next = c.queue.keys().next().copied().unwrap_or(0);
+                let head = match c.head {
+                    Head::Idle if next != c.last_deliver + 1 => {
+                        format!("waits for index {} (a gap)", c.last_deliver + 1)
+                    }
+                    Head::Idle | Head::Ready => "deliverable".to_string(),
+                    Head::Blocked(n) if n > self.frontier => format!(
+                        "requires interval {} and this set's sends up to it made again \
+                         (the earliest not made yet was made at {})",
+                        n - 1,
+                        self.frontier
+                    ),
+                    Head::Blocked(n) => format!("requires interval {}", n - 1),
+                };
                 out.push(format!(
-                    "{s}:{channel:?} delivered={} next={next} queued={} head={:?}",
+                    "{s}:{channel:?} delivered={} next={next} queued={} {head}",
                     c.last_deliver,
                     c.queue.len(),
-                    c.head
                 ));
             }
         }
@@ -414,9 +576,13 @@ impl<P: LogPayload> Inbox<P> {
         self.blocked.values().map(Vec::len).sum()
     }
 
-    /// The smallest interval a blocked channel's head waits for.
-    pub fn next_requirement(&self) -> Option<u64> {
-        self.blocked.keys().next().copied()
+    /// The smallest interval a blocked channel's head waits for (heads held only by
+    /// the frontier wait for sends, not for the interval).
+    pub fn next_requirement(&self, interval: u64) -> Option<u64> {
+        self.blocked
+            .range(interval.saturating_add(2)..)
+            .next()
+            .map(|(n, _)| n - 1)
     }
 
     /// Whether a message is ready for delivery.
@@ -425,17 +591,29 @@ impl<P: LogPayload> Inbox<P> {
     }
 }
 
-/// The interval set `me` must have reached before delivering a message with `meta`: its
-/// dependency on `me` when that binds under `rule`, else 0.
-fn binding_requirement(rule: DependencyRule, me: SetId, meta: &MessageMeta) -> u64 {
-    let binds = match rule {
-        DependencyRule::Strict => true,
-        DependencyRule::OriginalSenders => meta.sender_incarnation == Incarnation::ORIGINAL,
-    };
-    if binds {
-        meta.depend.get(me)
+/// What set `me` needs before delivering a message with `meta`: its dependency on `me`
+/// plus one when that binds under `rule` (the interval must reach the dependency, and
+/// every send this set made up to that interval, as far as others saw them, must be made
+/// again), else 0 (nothing).
+fn need(rule: DependencyRule, me: SetId, meta: &MessageMeta) -> u64 {
+    if binds(rule, meta) {
+        meta.depend.get(me).saturating_add(1)
     } else {
         0
+    }
+}
+
+/// The most a set may deliver a message for: need `n` is met when `n <= level`, i.e. its
+/// requirement `n - 1` is at most the interval and below the frontier.
+fn level(interval: u64, frontier: u64) -> u64 {
+    interval.saturating_add(1).min(frontier)
+}
+
+/// Whether a message's requirement binds under `rule`.
+fn binds(rule: DependencyRule, meta: &MessageMeta) -> bool {
+    match rule {
+        DependencyRule::Strict => true,
+        DependencyRule::OriginalSenders => meta.sender_incarnation == Incarnation::ORIGINAL,
     }
 }
 
@@ -514,11 +692,11 @@ mod tests {
         let said = inbox.describe_waiting(16);
         assert!(said.starts_with("2 channels waiting"), "{said}");
         assert!(
-            said.contains("delivered=0 next=2 queued=1 head=Idle"),
+            said.contains("delivered=0 next=2 queued=1 waits for index 1 (a gap)"),
             "{said}"
         );
         assert!(
-            said.contains("delivered=0 next=1 queued=1 head=Blocked(5)"),
+            said.contains("delivered=0 next=1 queued=1 requires interval 5"),
             "{said}"
         );
         assert_eq!(inbox.describe_waiting(1).matches("delivered=").count(), 1);

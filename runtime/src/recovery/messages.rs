@@ -2,6 +2,7 @@
 //! inter-set application message, and the control messages (ROLLBACK, RESPONSE,
 //! CHECKPOINT_ADVANCE, CHECKPOINT_REQUEST). All are serde types with canonical, validated encodings.
 
+use super::delivery::SendPositions;
 use super::dep_vector::{varint_len, DepVector};
 use super::ids::{ChannelId, Incarnation};
 use super::replay_check::DeliveredDigests;
@@ -160,6 +161,10 @@ pub enum ControlMessage {
         /// addressee's last checkpoint known to it: the addressee compares its
         /// regenerations with them (the determinism contract's check).
         digests: DeliveredDigests,
+        /// Where in the addressee's history each of those messages was sent (its
+        /// interval at the send): what its deliveries wait for until it has made them
+        /// again.
+        positions: Vec<SendPositions>,
     },
     /// CHECKPOINT_ADVANCE: the sender committed a checkpoint covering these deliveries
     /// from the addressee and these sends to it; the addressee releases its log entries
@@ -255,6 +260,11 @@ mod tests {
                 to_incarnation: Incarnation(1),
                 report,
                 digests: DeliveredDigests::default(),
+                positions: vec![SendPositions {
+                    channel: ch(1, 1),
+                    first: 5,
+                    at: vec![40, 41, 41],
+                }],
             },
             ControlMessage::CheckpointAdvance {
                 checkpointed: ChannelIndices::default(),

@@ -48,7 +48,7 @@ pub mod sender_log;
 pub mod snapshot;
 pub mod timer_state;
 
-pub use delivery::{DependencyRule, Received};
+pub use delivery::{DependencyRule, Received, SendPositions};
 pub use dep_vector::DepVector;
 pub use determinant::{Determinant, Diverged, Event, ReplayDelivery, ReplayPoll, ReplayScript};
 pub use error::ProtocolError;

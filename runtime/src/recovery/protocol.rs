@@ -7,7 +7,7 @@
 //! the returned [`Action`]s in order, on the FIFO stream to each set. Every event is
 //! deterministic: the same events in the same order give the same actions.
 
-use super::delivery::{DependencyRule, Inbox, Queued, Received};
+use super::delivery::{DependencyRule, Inbox, Queued, Received, SendPositions};
 use super::dep_vector::DepVector;
 use super::error::ProtocolError;
 use super::ids::{ChannelId, CheckpointId, Incarnation, SetId};
@@ -16,7 +16,7 @@ use super::messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryRepor
 use super::replay_check::{ContractViolation, DeliveredDigests, FoundBy};
 use super::sender_log::{LogPayload, LogStats, SenderLog};
 use super::snapshot::{Snapshot, SNAPSHOT_FORMAT};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Tunables of the protocol.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -69,12 +69,15 @@ pub struct Delivery<P> {
     /// The message.
     pub payload: P,
     /// The set's own interval after this delivery: this delivery is the `interval`-th of
-    /// the set. `(interval, channel, send_index)` is what a determinant of an
-    /// order-sensitive actor would record (not implemented: see docs/recovery.md).
+    /// the set.
     pub interval: u64,
     /// The message's requirement on this set had not been reached, but it came from a
     /// restarted sender and did not bind.
     pub relaxed: bool,
+    /// Its requirement on this set binds: the replay holds it until the set's interval
+    /// reaches it (false for a message a restarted sender sent: see
+    /// [`DependencyRule::OriginalSenders`]).
+    pub binding: bool,
 }
 
 /// Something the driver must do, in order.
@@ -189,6 +192,10 @@ pub struct SetProtocol<P> {
     /// [`SetProtocol::on_logger_lost`]); forgotten when released.
     lost_blocks: BTreeSet<(u16, BlockId)>,
     violations: Vec<ContractViolation>,
+    /// After a restore: per peer and channel to it, the sends the peer delivered from a
+    /// lost incarnation of this set that this set has not made again yet, as (send
+    /// index, this set's interval when the lost incarnation made it), oldest first.
+    regenerations: BTreeMap<(SetId, ChannelId), VecDeque<(u64, u64)>>,
     stats: ProtocolStats,
 }
 
@@ -221,6 +228,7 @@ impl<P: LogPayload> SetProtocol<P> {
             checkpoint_wanted: false,
             lost_blocks: BTreeSet::new(),
             violations: Vec::new(),
+            regenerations: BTreeMap::new(),
             stats: ProtocolStats::default(),
         })
     }
@@ -253,6 +261,9 @@ impl<P: LogPayload> SetProtocol<P> {
         for (from, digests) in &snapshot.digests {
             p.inbox.restore_digests(*from, digests);
         }
+        for (from, runs) in &snapshot.positions {
+            p.inbox.restore_positions(*from, runs);
+        }
         p.log = SenderLog::from_channels(sets, snapshot.sent);
         for (to, held) in &snapshot.held_regenerations {
             p.log.restore_held(*to, held);
@@ -262,6 +273,7 @@ impl<P: LogPayload> SetProtocol<P> {
         p.lost_blocks = snapshot.lost_blocks.into_iter().collect();
         p.last_checkpoint = snapshot.id;
         p.awaiting = p.peers().collect();
+        p.update_frontier();
         let actions = p
             .peers()
             .map(|to| Action::Control {
@@ -286,6 +298,9 @@ impl<P: LogPayload> SetProtocol<P> {
         let recorded =
             self.log
                 .record_send(to, channel, self.incarnation, &self.depend, payload)?;
+        if !self.regenerations.is_empty() {
+            self.made_again(to, channel, recorded.meta.send_index);
+        }
         if let Some(digest) = recorded.digest {
             let index = recorded.meta.send_index;
             if self.awaiting.contains(&to) {
@@ -365,6 +380,7 @@ impl<P: LogPayload> SetProtocol<P> {
             payload,
             interval,
             relaxed: taken.relaxed,
+            binding: taken.binding,
         })
     }
 
@@ -395,7 +411,7 @@ impl<P: LogPayload> SetProtocol<P> {
     /// the current interval), if any: the driver folds local deliveries in once they
     /// reach it.
     pub fn next_requirement(&self) -> Option<u64> {
-        self.inbox.next_requirement()
+        self.inbox.next_requirement(self.interval())
     }
 
     /// Takes the protocol part of a set checkpoint (Algorithm 1, line 33). The driver
@@ -434,6 +450,11 @@ impl<P: LogPayload> SetProtocol<P> {
                 .peers()
                 .map(|p| (p, self.inbox.digests_from(p)))
                 .filter(|(_, d)| !d.is_empty())
+                .collect(),
+            positions: self
+                .peers()
+                .map(|p| (p, self.inbox.positions_from(p)))
+                .filter(|(_, r)| !r.is_empty())
                 .collect(),
             delivered,
             sent: self.log.channels(),
@@ -524,7 +545,8 @@ impl<P: LogPayload> SetProtocol<P> {
                 to_incarnation,
                 report,
                 digests,
-            } => self.on_response(from, to_incarnation, report, &digests),
+                positions,
+            } => self.on_response(from, to_incarnation, report, &digests, &positions),
             ControlMessage::CheckpointAdvance { checkpointed, sent } => {
                 self.on_checkpoint_advance(from, &checkpointed, &sent)
             }
@@ -730,12 +752,19 @@ impl<P: LogPayload> SetProtocol<P> {
         // covered: announce again at the next commit.
         self.advertised_sent[from.index()] = ChannelIndices::default();
         let mut actions = self.apply_report(from, &report);
+        // The peer restarted: what its lost incarnation delivered no longer says what
+        // this set must make again before it delivers.
+        if self.regenerations.keys().any(|(to, _)| *to == from) {
+            self.regenerations.retain(|(to, _), _| *to != from);
+            self.update_frontier();
+        }
         actions.push(Action::Control {
             to: from,
             message: ControlMessage::Response {
                 to_incarnation: report.incarnation,
                 report: self.report_for(from),
                 digests: self.inbox.digests_from(from),
+                positions: self.inbox.positions_from(from),
             },
         });
         self.stats.control_sent += 1;
@@ -760,6 +789,7 @@ impl<P: LogPayload> SetProtocol<P> {
         to_incarnation: Incarnation,
         report: RecoveryReport,
         digests: &DeliveredDigests,
+        positions: &[SendPositions],
     ) -> Result<Vec<Action<P>>, ProtocolError> {
         self.check_report(from, &report)?;
         if report.incarnation < self.known[from.index()] {
@@ -772,9 +802,10 @@ impl<P: LogPayload> SetProtocol<P> {
             for (channel, index, matches) in self.log.set_expected(from, digests) {
                 self.checked(channel, index, matches, FoundBy::Sender);
             }
+            self.expect_regenerations(from, positions);
         }
-        if to_incarnation == self.incarnation {
-            self.awaiting.remove(&from);
+        if to_incarnation == self.incarnation && self.awaiting.remove(&from) {
+            self.update_frontier();
         }
         Ok(actions)
     }
@@ -846,6 +877,69 @@ impl<P: LogPayload> SetProtocol<P> {
             });
         }
         actions
+    }
+
+    /// A peer answered this incarnation's ROLLBACK with where in this set's lost history
+    /// each message it delivered from this set was sent: the sends not made again yet
+    /// are what this set's deliveries wait for (see [`Inbox`]'s frontier). A message
+    /// from another set that depends on this set up to interval `r` may depend on any
+    /// of them made at `r` or before, and the interval alone cannot tell: several actors
+    /// of a set run at once, and a replay interleaves them differently.
+    fn expect_regenerations(&mut self, from: SetId, positions: &[SendPositions]) {
+        self.regenerations.retain(|(to, _), _| *to != from);
+        for run in positions {
+            // The driver checked that the channels run from this set to `from`.
+            let made = self.last_sent(from, &run.channel);
+            let pending: VecDeque<(u64, u64)> = (run.first..)
+                .zip(run.at.iter().copied())
+                .filter(|(index, _)| *index > made)
+                .collect();
+            if !pending.is_empty() {
+                self.regenerations.insert((from, run.channel), pending);
+            }
+        }
+        self.update_frontier();
+    }
+
+    /// This set sent `index` on `channel` to `to`: a send a peer waits for is made again.
+    fn made_again(&mut self, to: SetId, channel: ChannelId, index: u64) {
+        let Some(q) = self.regenerations.get_mut(&(to, channel)) else {
+            return;
+        };
+        while q.front().is_some_and(|(i, _)| *i <= index) {
+            q.pop_front();
+        }
+        if q.is_empty() {
+            self.regenerations.remove(&(to, channel));
+        }
+        self.update_frontier();
+    }
+
+    /// Hands the inbox the earliest position of a send still to be made again.
+    fn update_frontier(&mut self) {
+        // Until every peer has answered, this set does not know what they delivered from
+        // its lost incarnations: a message may depend on any send, even one made before
+        // the first event (interval 0).
+        let frontier = if self.awaiting.is_empty() {
+            self.regenerations
+                .values()
+                .filter_map(|q| q.front().map(|(_, at)| *at))
+                .min()
+                .unwrap_or(u64::MAX)
+        } else {
+            0
+        };
+        let interval = self.interval();
+        self.inbox.set_frontier(frontier, interval);
+    }
+
+    /// The first send this set must make again before it delivers what waits for it:
+    /// (peer, channel, send index, interval of the lost history when it was made).
+    pub fn next_regeneration(&self) -> Option<(SetId, ChannelId, u64, u64)> {
+        self.regenerations
+            .iter()
+            .filter_map(|((to, ch), q)| q.front().map(|(i, at)| (*to, *ch, *i, *at)))
+            .min_by_key(|(_, _, _, at)| *at)
     }
 
     fn report_for(&self, peer: SetId) -> RecoveryReport {
@@ -953,8 +1047,19 @@ impl<P: LogPayload> SetProtocol<P> {
     /// What the inbox holds back and why (see [`Inbox::describe_waiting`]), with the
     /// interval and the peers still awaited: a diagnostic for a stalled set.
     pub fn describe_waiting(&self, limit: usize) -> String {
+        let regeneration = match self.next_regeneration() {
+            Some((to, channel, index, at)) => format!(
+                " first send to make again: {channel:?}#{index} to {to} (made at interval \
+                 {at} before the failure; {} sends to make again in all)",
+                self.regenerations
+                    .values()
+                    .map(VecDeque::len)
+                    .sum::<usize>()
+            ),
+            None => String::new(),
+        };
         format!(
-            "interval={} awaiting={:?} queued={} blocked={} ready={} {}",
+            "interval={} awaiting={:?} queued={} blocked={} ready={}{regeneration} {}",
             self.interval(),
             self.awaiting,
             self.inbox.queued(),
@@ -972,6 +1077,19 @@ impl<P: LogPayload> SetProtocol<P> {
     /// Last delivered index per channel from `from`.
     pub fn delivered_from(&self, from: SetId) -> ChannelIndices {
         self.inbox.delivered_from(from)
+    }
+
+    /// Read-only, for the driver's diagnosis of a ROLLBACK from `to` before it is
+    /// handled: the channels to `to` whose log was released past the indices `delivered`
+    /// the ROLLBACK reports, as `(channel, released, delivered)` (see
+    /// [`SenderLog::released_past`]). Non-empty: `to` restored an older state than the
+    /// checkpoint it committed, and the messages in between cannot be resent.
+    pub fn released_past(
+        &self,
+        to: SetId,
+        delivered: &ChannelIndices,
+    ) -> Vec<(ChannelId, u64, u64)> {
+        self.log.released_past(to, delivered)
     }
 }
 
@@ -1273,18 +1391,89 @@ mod tests {
         else {
             panic!("sent")
         };
-        let (mut restarted, _) =
+        let (mut restarted, rollbacks) =
             SetProtocol::restore(fresh, Incarnation(1), Config::default()).unwrap();
         // Set 1 resends its logged answer at once; the actor must not see it before
         // main's tell, which it never would have in a failure-free run.
         restarted.on_receive(SetId(1), meta, payload).unwrap();
         assert!(restarted.poll_delivery().is_none());
         assert_eq!(restarted.blocked(), 1);
+        answer_rollbacks(&mut restarted, &mut b, rollbacks);
         restarted.on_local_input();
+        assert!(
+            restarted.poll_delivery().is_none(),
+            "set 1 delivered the ask: the answer waits for it to be made again"
+        );
+        assert!(matches!(
+            restarted.on_send(SetId(1), ch(0, 1), b"ask".to_vec()),
+            Ok(SendOutcome::Suppressed { .. })
+        ));
         let d = restarted
             .poll_delivery()
-            .expect("deliverable after the tell");
+            .expect("deliverable after the tell and the ask");
         assert_eq!(d.payload, b"answer");
+    }
+
+    /// `peer` answers `restarted`'s ROLLBACKs (the resends of its log are dropped here:
+    /// the tests hand them over themselves), and `restarted` takes the RESPONSE.
+    fn answer_rollbacks(
+        restarted: &mut SetProtocol<Vec<u8>>,
+        peer: &mut SetProtocol<Vec<u8>>,
+        rollbacks: Vec<Action<Vec<u8>>>,
+    ) {
+        for a in rollbacks {
+            let Action::Control { message, .. } = a else {
+                continue;
+            };
+            for answer in peer.on_control(restarted.set(), message).unwrap() {
+                if let Action::Control { message, .. } = answer {
+                    restarted.on_control(peer.set(), message).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_message_that_depends_on_a_send_a_peer_delivered_waits_until_it_is_made_again() {
+        // Two actors of set 0 run at once: X asks set 1 at interval 1; meanwhile Y takes
+        // two messages (intervals 2 and 3). Set 1 answers X. Set 0 restarts from the
+        // beginning, and in the replay Y runs ahead: the interval reaches 3 before X has
+        // asked again. The answer must still wait for X's ask: the interval counts
+        // events, not which ones.
+        let mut a = SetProtocol::<Vec<u8>>::new(SetId(0), 2).unwrap();
+        let mut b = SetProtocol::<Vec<u8>>::new(SetId(1), 2).unwrap();
+        let fresh = a.checkpoint();
+        a.on_local_input();
+        let SendOutcome::Transmit { meta, payload } =
+            a.on_send(SetId(1), ch(0, 1), b"ask".to_vec()).unwrap()
+        else {
+            panic!("sent")
+        };
+        a.on_local_deliveries(2);
+        b.on_receive(SetId(0), meta, payload).unwrap();
+        assert!(b.poll_delivery().is_some());
+        let SendOutcome::Transmit { meta, payload } =
+            b.on_send(SetId(0), ch(1, 0), b"answer".to_vec()).unwrap()
+        else {
+            panic!("sent")
+        };
+        let (mut restarted, rollbacks) =
+            SetProtocol::restore(fresh, Incarnation(1), Config::default()).unwrap();
+        answer_rollbacks(&mut restarted, &mut b, rollbacks);
+        restarted.on_receive(SetId(1), meta, payload).unwrap();
+        restarted.on_local_deliveries(3);
+        assert!(
+            restarted.poll_delivery().is_none(),
+            "the interval is reached, but X has not asked again"
+        );
+        assert!(restarted.describe_waiting(4).contains("made again"));
+        let (peer, channel, index, at) = restarted.next_regeneration().expect("pending");
+        assert_eq!((peer, channel, index, at), (SetId(1), ch(0, 1), 1, 1));
+        let _ = restarted
+            .on_send(SetId(1), ch(0, 1), b"ask".to_vec())
+            .unwrap();
+        assert!(restarted.poll_delivery().is_some(), "X asked again");
+        assert_eq!(restarted.next_regeneration(), None);
     }
 
     #[test]
@@ -1308,8 +1497,9 @@ mod tests {
         else {
             panic!("sent")
         };
-        let (mut restarted, _) =
+        let (mut restarted, rollbacks) =
             SetProtocol::restore(before, Incarnation(1), Config::default()).unwrap();
+        answer_rollbacks(&mut restarted, &mut b, rollbacks);
         restarted.on_receive(SetId(1), meta, payload).unwrap();
         assert_eq!(restarted.next_requirement(), Some(2));
         restarted.on_local_deliveries(1);
@@ -1318,6 +1508,13 @@ mod tests {
             "one of A's two messages is not enough"
         );
         restarted.on_local_deliveries(1);
+        assert!(
+            restarted.poll_delivery().is_none(),
+            "set 1 delivered B's report: the request waits for it to be made again"
+        );
+        let _ = restarted
+            .on_send(SetId(1), ch(0, 1), b"finished".to_vec())
+            .unwrap();
         let d = restarted.poll_delivery().expect("deliverable after both");
         assert_eq!(d.payload, b"send your values");
         assert_eq!(restarted.next_requirement(), None);

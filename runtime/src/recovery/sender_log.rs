@@ -418,6 +418,27 @@ impl<P: LogPayload> SenderLog<P> {
         self.peers.get(dst.index())?.get(channel)
     }
 
+    /// The channels to `dst` whose log was released past what `dst` reports it has
+    /// delivered (`delivered`, from its ROLLBACK): `(channel, released, delivered)`.
+    /// The entries in between are gone, so they cannot be resent: `dst` restored an older
+    /// state than the checkpoint it had committed (that one was lost or damaged). Empty
+    /// when every message `dst` lacks is still logged. Read-only.
+    pub fn released_past(
+        &self,
+        dst: SetId,
+        delivered: &ChannelIndices,
+    ) -> Vec<(ChannelId, u64, u64)> {
+        let Some(peer) = self.peers.get(dst.index()) else {
+            return Vec::new();
+        };
+        peer.iter()
+            .filter_map(|(channel, out)| {
+                let have = delivered.get(channel);
+                (out.released > have).then_some((*channel, out.released, have))
+            })
+            .collect()
+    }
+
     /// Current size of the log.
     pub fn stats(&self) -> LogStats {
         self.stats
@@ -544,6 +565,41 @@ mod tests {
         let s = log.stats();
         assert_eq!((s.entries, s.payload_bytes), (3, 25));
         assert_eq!(s.vector_bytes, 3, "an empty vector costs its length byte");
+    }
+
+    #[test]
+    fn a_receiver_reporting_less_than_was_released_is_told_apart_from_one_that_can_be_served() {
+        let mut log = SenderLog::new(2);
+        for _ in 0..5 {
+            send(&mut log, ch(1), 10);
+        }
+        send(&mut log, ch(2), 10);
+        // The receiver's committed checkpoint covered 3 messages of ch(1), 1 of ch(2).
+        log.release_all(T, &idx(&[(ch(1), 3), (ch(2), 1)]));
+        // Restored from that checkpoint (or a newer one): everything it lacks is logged.
+        assert!(log
+            .released_past(T, &idx(&[(ch(1), 3), (ch(2), 1)]))
+            .is_empty());
+        assert!(log
+            .released_past(T, &idx(&[(ch(1), 5), (ch(2), 1)]))
+            .is_empty());
+        // Restored from an older state: 2 and 3 of ch(1) are gone; from the beginning,
+        // ch(2) too (a channel it does not report counts as nothing delivered).
+        assert_eq!(
+            log.released_past(T, &idx(&[(ch(1), 1), (ch(2), 1)])),
+            vec![(ch(1), 3, 1)]
+        );
+        assert_eq!(
+            log.released_past(T, &ChannelIndices::default()),
+            vec![(ch(1), 3, 0), (ch(2), 1, 0)]
+        );
+        // Nothing released to another set, or to a set that is not in the cluster.
+        assert!(log
+            .released_past(SetId(0), &ChannelIndices::default())
+            .is_empty());
+        assert!(log
+            .released_past(SetId(9), &ChannelIndices::default())
+            .is_empty());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! resend them after a rollback. Suppression thresholds are not either: they describe
 //! peers' states at the time, and a restored set relearns them from RESPONSEs.
 
+use super::delivery::SendPositions;
 use super::dep_vector::DepVector;
 use super::error::ProtocolError;
 use super::ids::{ChannelId, CheckpointId, Incarnation, SetId};
@@ -17,7 +18,7 @@ use serde::{Deserialize, Serialize};
 /// Version of the snapshot layout; bumped on incompatible changes. 3: held
 /// regenerations; 4: logged payloads may be at a logger node; 5: blocks lost with a
 /// logger.
-pub const SNAPSHOT_FORMAT: u16 = 5;
+pub const SNAPSHOT_FORMAT: u16 = 6;
 
 /// A set's protocol state at a checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +41,10 @@ pub struct Snapshot<P> {
     /// by sending set: a restored set still checks their regenerations (see
     /// [`replay_check`](super::replay_check)).
     pub digests: Vec<(SetId, DeliveredDigests)>,
+    /// Where in each sender's history those messages were sent, grouped by sending set:
+    /// a restored set still tells a restarted sender which of its sends to make again
+    /// before it delivers (see [`SendPositions`]).
+    pub positions: Vec<(SetId, Vec<SendPositions>)>,
     /// Every outgoing channel: last send index, release point and logged entries.
     pub sent: Vec<(SetId, ChannelId, OutChannel<P>)>,
     /// Digests of regenerations this set did not transmit and has not compared yet with
@@ -92,6 +97,11 @@ impl<P> Snapshot<P> {
         for (from, _) in &self.digests {
             if !peer_ok(*from) {
                 return bad(format!("digests from {from}"));
+            }
+        }
+        for (from, _) in &self.positions {
+            if !peer_ok(*from) {
+                return bad(format!("send positions from {from}"));
             }
         }
         for (to, _) in &self.held_regenerations {

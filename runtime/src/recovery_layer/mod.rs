@@ -119,6 +119,10 @@ pub(crate) fn turn_begins() {
     QUOTA_WAIT_LEFT.with(|left| left.set(QUOTA_WAIT_MAX));
 }
 
+/// Restarted peers this node could not serve: their ROLLBACK reported less delivered
+/// than this node's log had been released up to (their newest checkpoint was lost).
+pub const RECOVERY_IMPOSSIBLE: &str = "lazarus_recovery_impossible_total";
+
 /// Exit status of a node process that ended because one of its actors failed.
 pub const ACTOR_FAILED_EXIT: i32 = 70;
 
@@ -1256,6 +1260,15 @@ impl RecoveryLayer {
         };
         let kind = message.kind();
         let was_recovering = protocol.is_recovering();
+        // Read before the ROLLBACK is applied: what the restarted peer needs that this
+        // node's log no longer holds.
+        let unservable = match &message {
+            ControlMessage::Rollback(report) => Some((
+                report.incarnation,
+                protocol.released_past(SetId(from), &report.delivered),
+            )),
+            _ => None,
+        };
         match protocol.on_control(SetId(from), message) {
             Ok(actions) => {
                 if kind == "rollback" {
@@ -1266,6 +1279,11 @@ impl RecoveryLayer {
                             actions.len().saturating_sub(1)
                         ),
                     );
+                }
+                // A stale ROLLBACK (an older incarnation's) is ignored and answers
+                // nothing; a current one always gets a RESPONSE.
+                if let Some((incarnation, gaps)) = unservable.filter(|_| !actions.is_empty()) {
+                    self.cannot_resend(from, incarnation, &gaps);
                 }
                 if protocol.take_checkpoint_request() {
                     self.checkpoint_requested.store(true, Ordering::Release);
@@ -1295,6 +1313,39 @@ impl RecoveryLayer {
                 tracing::warn!(from, "refused a {kind} from node {from}: {e}");
             }
         }
+    }
+
+    /// Says that restarted node `to` (incarnation `incarnation`) cannot be recovered
+    /// exactly: its ROLLBACK reports less delivered on the channels of `gaps` than this
+    /// node's log was released up to, as `(channel, released, delivered)`, so the
+    /// messages in between are gone. It restored an older state than the checkpoint it
+    /// had committed (that one was damaged or lost, and no intact copy was found). An
+    /// error, and the `recovery-impossible` event on which the launcher stops the run
+    /// (nothing this node could do would let `to` replay the same execution).
+    fn cannot_resend(&self, to: u16, incarnation: Incarnation, gaps: &[(ChannelId, u64, u64)]) {
+        let Some(&(channel, released, delivered)) = gaps.iter().max_by_key(|(_, r, d)| r - d)
+        else {
+            return;
+        };
+        let missing: u64 = gaps.iter().map(|(_, r, d)| r - d).sum();
+        counter!(RECOVERY_IMPOSSIBLE).increment(1);
+        tracing::error!(
+            "cannot resend to restarted node {to} (incarnation {}) the messages it needs: \
+             channel {channel:?} was released up to {released}, node {to} restored {delivered} \
+             ({missing} messages on {} channel(s) are gone); its newest checkpoint was damaged \
+             or lost, and it restored an older state: recovery is impossible",
+            incarnation.0,
+            gaps.len()
+        );
+        event(
+            self.rank,
+            &format!(
+                "recovery-impossible peer={to} incarnation={} channel={channel:?} \
+                 released={released} restored={delivered} channels={} missing={missing}",
+                incarnation.0,
+                gaps.len()
+            ),
+        );
     }
 
     /// Feeds the frames that arrived before the protocol existed.
@@ -1667,8 +1718,15 @@ fn channels_fit(me: u16, from: u16, message: &ControlMessage) -> bool {
     match message {
         ControlMessage::Rollback(report) => report_fits(report),
         ControlMessage::Response {
-            report, digests, ..
-        } => report_fits(report) && digests.runs().iter().all(|r| towards_them(&r.channel)),
+            report,
+            digests,
+            positions,
+            ..
+        } => {
+            report_fits(report)
+                && digests.runs().iter().all(|r| towards_them(&r.channel))
+                && positions.iter().all(|r| towards_them(&r.channel))
+        }
         ControlMessage::CheckpointAdvance { checkpointed, sent } => {
             checkpointed.iter().all(|(c, _)| towards_them(&c))
                 && sent.iter().all(|(c, _)| towards_us(&c))
@@ -1689,6 +1747,19 @@ mod tests {
         let mut fresh = SetProtocol::<Vec<u8>>::new(SetId(0), 2).unwrap();
         let (mut p, _) =
             SetProtocol::restore(fresh.checkpoint(), Incarnation(1), Config::default()).unwrap();
+        // The peer answered the rollback: it had delivered nothing from set 0.
+        let empty = crate::recovery::RecoveryReport {
+            incarnation: Incarnation(0),
+            delivered: ChannelIndices::default(),
+            checkpointed: ChannelIndices::default(),
+        };
+        let response = ControlMessage::Response {
+            to_incarnation: Incarnation(1),
+            report: empty,
+            digests: Default::default(),
+            positions: Vec::new(),
+        };
+        p.on_control(SetId(1), response).unwrap();
         let mut depend = DepVector::new();
         depend.set(SetId(0), 3);
         let meta = MessageMeta {

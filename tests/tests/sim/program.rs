@@ -76,8 +76,36 @@ pub struct Program {
     /// Per actor: whether it is order-sensitive (its sends depend on arrival order and on
     /// drawn values).
     pub sensitive: Vec<bool>,
+    /// A request/answer service instead of the dataflow (see [`Service`]).
+    pub service: Option<Service>,
     by_id: BTreeMap<ActorId, usize>,
 }
+
+/// The shape of a service program ("chains"): order-sensitive *servers* and
+/// deterministic *clients*, every client connected to every server and back, every
+/// server to every server, itself included. A client keeps exactly one request
+/// outstanding: it sends request `seq` to a server it draws from its own generator, and
+/// the next one once the answer to `seq` is in. A server folds each delivery into its
+/// arrival-order hash and draws a nondeterministic value; from both it decides to answer
+/// the client itself or to forward the request to another server (drawn from the same
+/// hash: on another set, on its own set, or itself), which decides the same way, up to
+/// the request's hop limit. So an order-sensitive delivery causes a send to another
+/// order-sensitive actor, and what is forwarded where depends on arrival order: the
+/// shape of a bank whose withdrawal decides a deposit elsewhere.
+#[derive(Clone, Debug)]
+pub struct Service {
+    /// Requests per client.
+    pub ops: u64,
+    /// Global numbers of the servers (order-sensitive).
+    pub servers: Vec<usize>,
+    /// Most forwards of one request.
+    pub max_hops: u64,
+}
+
+/// The kinds of a service program's messages (first payload byte).
+const REQUEST: u8 = 0;
+const FORWARD: u8 = 1;
+const ANSWER: u8 = 2;
 
 impl Program {
     /// A random program: `sets` sets of 1..=`max_actors` actors, out-degree
@@ -121,7 +149,95 @@ impl Program {
             rounds,
             padding: rng.below(48) as usize,
             sensitive: vec![false; n],
+            service: None,
             by_id,
+        }
+    }
+
+    /// A random service program (see [`Service`]): `sets` sets of 1..=`max_actors`
+    /// actors, each a server or a client (at least one of each), `ops` requests per
+    /// client.
+    pub fn service(rng: &mut Rng, sets: u16, max_actors: u64, ops: u64) -> Self {
+        let mut ids = Vec::new();
+        let mut set_of = Vec::new();
+        let mut members = vec![Vec::new(); usize::from(sets)];
+        let mut server = Vec::new();
+        for s in 0..sets {
+            for local in 0..rng.range(1, max_actors) {
+                members[usize::from(s)].push(ids.len());
+                ids.push(ActorId::new(s, local).expect("small sequence"));
+                set_of.push(s);
+                server.push(rng.chance(1, 2));
+            }
+        }
+        // Every set has an actor and there are at least two sets: room for a server and a
+        // client.
+        let n = ids.len();
+        if !server.iter().any(|&x| x) {
+            server[rng.below(n as u64) as usize] = true;
+        }
+        if server.iter().all(|&x| x) {
+            let mut pick = rng.below(n as u64) as usize;
+            // Keep at least one server.
+            if server.iter().filter(|&&x| x).count() == 1 {
+                pick = (pick + 1) % n;
+            }
+            server[pick] = false;
+        }
+        let servers: Vec<usize> = (0..n).filter(|&a| server[a]).collect();
+        let mut outputs = vec![Vec::new(); n];
+        let mut inputs = vec![Vec::new(); n];
+        for a in 0..n {
+            // A client talks to every server; a server to every server (itself too) and
+            // every client.
+            let outs: Vec<usize> = if server[a] {
+                (0..n).collect()
+            } else {
+                servers.clone()
+            };
+            for &b in &outs {
+                inputs[b].push(a);
+            }
+            outputs[a] = outs;
+        }
+        let by_id = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        Program {
+            ids,
+            set_of,
+            members,
+            outputs,
+            inputs,
+            rounds: 0,
+            padding: rng.below(48) as usize,
+            sensitive: server,
+            service: Some(Service {
+                ops,
+                servers,
+                max_hops: rng.range(1, 3),
+            }),
+            by_id,
+        }
+    }
+
+    /// Messages a failure-free run sends, about (where crashes are spread).
+    pub fn expected_messages(&self) -> u64 {
+        match &self.service {
+            None => {
+                self.outputs.iter().map(|o| o.len() as u64).sum::<u64>()
+                    * u64::from(self.rounds + 1)
+            }
+            Some(svc) => {
+                let clients = (self.actors() - svc.servers.len()) as u64;
+                clients * svc.ops * (2 + svc.max_hops / 2)
+            }
+        }
+    }
+
+    /// Whether actor `a` has done all its work in `st` (for a run without an oracle).
+    pub fn finished(&self, a: usize, st: &ActorState) -> bool {
+        match &self.service {
+            None => st.next_round == self.rounds + 1,
+            Some(svc) => self.sensitive[a] || (st.seq == svc.ops && st.outstanding.is_none()),
         }
     }
 
@@ -161,6 +277,9 @@ impl Program {
             timers_live: Vec::new(),
             timers_handled: 0,
             sent: vec![(0, 0); self.outputs[a].len()],
+            seq: 0,
+            outstanding: None,
+            early: BTreeMap::new(),
             violation: None,
         }
     }
@@ -171,6 +290,11 @@ impl Program {
     pub fn start(&self, a: usize, st: &mut ActorState, draw: Draw<'_>) -> Effects {
         let mut out = Effects::default();
         st.started = true;
+        if self.service.is_some() {
+            self.next_request(a, st, &mut out.sends);
+            self.take_early(a, st, &mut out.sends);
+            return out;
+        }
         self.emit(a, st, 0, 0, draw, &mut out.sends);
         self.compute(a, st, draw, &mut out.sends);
         out
@@ -179,6 +303,9 @@ impl Program {
     /// Runs actor `a`'s handler for a message from actor `from` with channel index
     /// `send_index` (for an order-sensitive actor, the driver has ticked its event clock
     /// for this delivery).
+    /// `trusted`: no delivery whose requirement did not bind lies in the message's causal
+    /// past (a service client checks causal order only for those).
+    #[allow(clippy::too_many_arguments)]
     pub fn handle(
         &self,
         a: usize,
@@ -186,6 +313,7 @@ impl Program {
         from: usize,
         send_index: u64,
         payload: &[u8],
+        trusted: bool,
         draw: Draw<'_>,
     ) -> Effects {
         let mut out = Effects::default();
@@ -193,6 +321,20 @@ impl Program {
             st.violate(format!("actor {a} got a message from {from}, not an input"));
             return out;
         };
+        if self.service.is_some() {
+            self.serve(
+                a,
+                st,
+                pos,
+                from,
+                send_index,
+                payload,
+                trusted,
+                draw,
+                &mut out.sends,
+            );
+            return out;
+        }
         let Some((round, value)) = decode(payload) else {
             st.violate(format!("actor {a} got an undecodable payload from {from}"));
             return out;
@@ -282,6 +424,146 @@ impl Program {
         st.receive_only = Some(self.inputs[a][pick]);
     }
 
+    /// A client's next request, if it has requests left: to a server and with a hop
+    /// limit drawn from its own state alone (send-deterministic).
+    fn next_request(&self, a: usize, st: &mut ActorState, out: &mut Vec<(usize, Vec<u8>)>) {
+        let Some(svc) = &self.service else {
+            return;
+        };
+        if self.sensitive[a] || st.outstanding.is_some() || st.seq >= svc.ops {
+            return;
+        }
+        st.seq += 1;
+        let h = mix((a as u64) << 32 ^ st.seq ^ 0x5E7C);
+        let server = svc.servers[(h % svc.servers.len() as u64) as usize];
+        let hops = (h >> 16) % (svc.max_hops + 1);
+        st.outstanding = Some(h);
+        let payload = self.service_payload(REQUEST, a as u64, st.seq, hops, h);
+        self.sent_on(a, st, server, &payload, out);
+    }
+
+    /// Encodes a service message: kind, client, request number, hops left, value.
+    fn service_payload(&self, kind: u8, client: u64, seq: u64, hops: u64, value: u64) -> Vec<u8> {
+        let mut p = Vec::with_capacity(33 + self.padding);
+        p.push(kind);
+        for x in [client, seq, hops, value] {
+            p.extend_from_slice(&x.to_le_bytes());
+        }
+        p.resize(33 + self.padding, (value & 0xff) as u8);
+        p
+    }
+
+    /// Records a send on the channel to `to` (count and hash chain) and queues it.
+    fn sent_on(
+        &self,
+        a: usize,
+        st: &mut ActorState,
+        to: usize,
+        payload: &[u8],
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
+        let Some(k) = self.outputs[a].iter().position(|&b| b == to) else {
+            st.violate(format!("actor {a} sent to {to}, not an output"));
+            return;
+        };
+        let f = fingerprint(payload);
+        st.sent[k] = (st.sent[k].0 + 1, mix(st.sent[k].1 ^ f));
+        out.push((to, payload.to_vec()));
+    }
+
+    /// A service program's handler: a server serves or forwards, a client takes answers
+    /// in request order and sends its next request.
+    #[allow(clippy::too_many_arguments)]
+    fn serve(
+        &self,
+        a: usize,
+        st: &mut ActorState,
+        pos: usize,
+        from: usize,
+        send_index: u64,
+        payload: &[u8],
+        trusted: bool,
+        draw: Draw<'_>,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
+        let expected = st.received[pos];
+        if send_index != expected + 1 {
+            st.violate(format!(
+                "actor {a}: channel from {from} delivered index {send_index} but {expected} \
+                 messages were delivered before: duplicate, gap or reorder"
+            ));
+            return;
+        }
+        let Some((kind, client, seq, hops, value)) = decode_service(payload) else {
+            st.violate(format!("actor {a} got an undecodable payload from {from}"));
+            return;
+        };
+        st.received[pos] += 1;
+        st.chain[pos] = mix(st.chain[pos] ^ fingerprint(payload));
+        if self.sensitive[a] {
+            // Order-sensitive: what happens next depends on every delivery so far, in
+            // arrival order, and on a drawn value.
+            st.order = mix(st.order ^ value ^ (from as u64) << 48 ^ seq << 20);
+            st.clock += 1;
+            let h = mix(st.order ^ draw(st.clock));
+            st.acc = st.acc.wrapping_add(h);
+            let client_actor = client as usize;
+            if kind == ANSWER || client_actor >= self.actors() || self.sensitive[client_actor] {
+                st.violate(format!(
+                    "server {a} got a {kind} for client {client} from {from}"
+                ));
+                return;
+            }
+            let servers = &self.service.as_ref().expect("a service program").servers;
+            if hops > 0 && h % 4 != 0 {
+                let next = servers[((h >> 8) % servers.len() as u64) as usize];
+                let p = self.service_payload(FORWARD, client, seq, hops - 1, h);
+                self.sent_on(a, st, next, &p, out);
+            } else {
+                let p = self.service_payload(ANSWER, client, seq, 0, h);
+                self.sent_on(a, st, client_actor, &p, out);
+            }
+            return;
+        }
+        // A client: answers are taken in request order, whatever order the channels
+        // from different servers interleave in (a restored set gets its answers back all
+        // at once).
+        if kind != ANSWER || client != a as u64 {
+            st.violate(format!("client {a} got a {kind} for {client} from {from}"));
+            return;
+        }
+        if seq > st.seq && trusted {
+            // Causal order: the answer depends on the request, which this client has
+            // not sent (again) yet. Only a delivery that did not bind may do that.
+            st.violate(format!(
+                "client {a}: the answer to request {seq} came before the client sent it \
+                 (it has sent {}): a replay out of causal order",
+                st.seq
+            ));
+            return;
+        }
+        let answered = seq < st.seq || (seq == st.seq && st.outstanding.is_none());
+        if seq == 0 || answered || st.early.insert(seq, value).is_some() {
+            st.violate(format!("client {a}: a second answer to request {seq}"));
+            return;
+        }
+        self.take_early(a, st, out);
+    }
+
+    /// A client takes the answers to its outstanding request, in request order, as far
+    /// as they have come (an answer can even come before the client started, when its set
+    /// restored and its peers resent what they logged).
+    fn take_early(&self, a: usize, st: &mut ActorState, out: &mut Vec<(usize, Vec<u8>)>) {
+        while st.started && st.outstanding.is_some() {
+            let Some(v) = st.early.remove(&st.seq) else {
+                return;
+            };
+            st.outstanding = None;
+            st.acc = mix(st.acc ^ v);
+            self.next_request(a, st, out);
+        }
+    }
+
     fn compute(
         &self,
         a: usize,
@@ -349,7 +631,7 @@ impl Program {
         }
         while let Some((a, b, i, p)) = queue.pop_front() {
             for (c, q) in self
-                .handle(b, &mut states[b], a, i, &p, &mut no_draws)
+                .handle(b, &mut states[b], a, i, &p, true, &mut no_draws)
                 .sends
             {
                 let j = sent[b].entry(c).or_default();
@@ -391,6 +673,12 @@ pub struct ActorState {
     pub timers_handled: u64,
     /// Per output: messages sent and the hash chain of their values.
     pub sent: Vec<(u64, u64)>,
+    /// Service clients: the number of the last request sent.
+    pub seq: u64,
+    /// Service clients: the request awaiting its answer (its value), if any.
+    pub outstanding: Option<u64>,
+    /// Service clients: answers that came before their turn, by request number.
+    pub early: BTreeMap<u64, u64>,
     /// The first application-level violation seen (duplicate, gap, reorder, misroute).
     pub violation: Option<String>,
 }
@@ -404,6 +692,24 @@ impl ActorState {
     fn violate(&mut self, what: String) {
         self.violation.get_or_insert(what);
     }
+}
+
+/// A service message's kind, client, request number, hops left and value.
+fn decode_service(payload: &[u8]) -> Option<(u8, u64, u64, u64, u64)> {
+    let kind = *payload.first()?;
+    let field = |i: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            payload.get(1 + 8 * i..9 + 8 * i)?.try_into().ok()?,
+        ))
+    };
+    Some((kind, field(0)?, field(1)?, field(2)?, field(3)?))
+}
+
+/// What a service message adds to its channel's hash chain.
+fn fingerprint(payload: &[u8]) -> u64 {
+    payload
+        .iter()
+        .fold(payload.len() as u64, |h, &b| mix(h ^ u64::from(b)))
 }
 
 fn decode(payload: &[u8]) -> Option<(u32, u64)> {

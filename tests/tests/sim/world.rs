@@ -118,6 +118,9 @@ pub struct SimConfig {
     /// runtime's limit, which these short runs never reach), so batches and loggers'
     /// answers travel in parts.
     pub event_parts: Option<usize>,
+    /// The program is a request/answer service with chains of order-sensitive servers
+    /// (`Program::service`) instead of the dataflow.
+    pub service: bool,
 }
 
 impl SimConfig {
@@ -150,6 +153,7 @@ impl SimConfig {
             second_logger_restart: false,
             relocate_refills: false,
             event_parts: None,
+            service: false,
         }
     }
 
@@ -162,6 +166,14 @@ impl SimConfig {
         // Drawn apart so that the other parameters of a seed stay as they were.
         let mut parts = Rng::new(seed ^ 0x9A27_5E75);
         cfg.event_parts = parts.chance(1, 2).then(|| parts.range(1, 4) as usize);
+        cfg
+    }
+
+    /// The parameters of `seed` for a run of the service program: order-sensitive
+    /// servers forwarding requests to each other (see `Program::service`).
+    pub fn random_chains(seed: u64) -> Self {
+        let mut cfg = Self::random_order_sensitive(seed);
+        cfg.service = true;
         cfg
     }
 
@@ -468,6 +480,12 @@ pub struct World {
     logger_restart: Option<(u16, Option<BTreeSet<u16>>)>,
     /// Each logger's process: a restart starts another.
     logger_instances: [u64; LOGGERS],
+    /// Messages (channel, send index) whose causal past includes a delivery whose
+    /// requirement did not bind (a restarted sender's): the protocol promises no
+    /// causal order for them, so a service client takes them early without complaint.
+    untrusted: BTreeSet<(ChannelId, u64)>,
+    /// Whether the handler running now took such a message (what it sends inherits it).
+    handling_untrusted: bool,
 }
 
 const STEP_LIMIT: u64 = 2_000_000;
@@ -533,9 +551,7 @@ impl World {
             });
         }
         // Crash moments spread over the run's expected length.
-        let messages: u64 =
-            prog.outputs.iter().map(|o| o.len() as u64).sum::<u64>() * u64::from(prog.rounds + 1);
-        let horizon = messages * 3 + 20;
+        let horizon = prog.expected_messages() * 3 + 20;
         let mut crash_at: Vec<u64> = (0..cfg.crashes).map(|_| rng.below(horizon)).collect();
         crash_at.sort_unstable();
         World {
@@ -557,6 +573,8 @@ impl World {
             logger: BTreeMap::new(),
             logger_restart: cfg_logger_restart,
             logger_instances: [0; LOGGERS],
+            untrusted: BTreeSet::new(),
+            handling_untrusted: false,
         }
     }
 
@@ -872,6 +890,7 @@ impl World {
             Act::Mailbox(s, local) => self.deliver_from_mailbox(s, local),
             Act::Fire(s, local) => self.fire(s, local),
             Act::Start(s, a) => {
+                self.handling_untrusted = false;
                 let out = self.run_actor(s, a, |prog, st, draw| prog.start(a, st, draw));
                 self.note(|| format!("S{s} start actor {a}"));
                 self.apply(s, a, out);
@@ -1168,6 +1187,8 @@ impl World {
     /// Handles an inter-set or intra-set message for actor `b`: ticks an order-sensitive
     /// actor's event clock and records (or replays) the delivery determinant first.
     fn handle(&mut self, s: u16, b: usize, from: usize, index: u64, payload: &[u8]) -> Effects {
+        let trusted = !self.untrusted.contains(&(self.channel(from, b), index));
+        self.handling_untrusted = !trusted;
         if self.prog.sensitive[b] {
             let id = self.prog.ids[b];
             let channel = self.channel(from, b);
@@ -1232,7 +1253,7 @@ impl World {
             return self.handle_timer(s, b, index, payload);
         }
         self.run_actor(s, b, |prog, st, draw| {
-            prog.handle(b, st, from, index, payload, draw)
+            prog.handle(b, st, from, index, payload, trusted, draw)
         })
     }
 
@@ -1484,6 +1505,9 @@ impl World {
         let Some(d) = node.proto.as_mut().and_then(|p| p.poll_delivery()) else {
             return;
         };
+        if !d.binding {
+            self.untrusted.insert((d.channel, d.send_index));
+        }
         let (Some(to), Some(from)) = (
             self.prog.actor(d.channel.to),
             self.prog.actor(d.channel.from),
@@ -1493,6 +1517,7 @@ impl World {
         if self.prog.set_of[to] != s || self.prog.set_of[from] != d.from.0 {
             return self.fail(format!("S{s} delivered {:?} from {}", d.channel, d.from));
         }
+        let node = &mut self.nodes[usize::from(s)];
         let local = self.local_of[to];
         let holding = node.mailbox.get(&local).is_some_and(|q| !q.is_empty());
         if self.prog.sensitive[to] && (holding || !self.may_deliver(s, to, from, d.send_index)) {
@@ -1544,6 +1569,10 @@ impl World {
                 if let Some(p) = node.proto.as_mut() {
                     p.on_local_deliveries(1);
                 }
+                if self.handling_untrusted {
+                    let channel = ChannelId::new(self.prog.ids[a], self.prog.ids[b]);
+                    self.untrusted.insert((channel, index));
+                }
                 // ... and the receiver depends on what its sender depended on.
                 let carried = node.deps[self.local_of[a]];
                 let lb = self.local_of[b];
@@ -1558,7 +1587,14 @@ impl World {
             }
             let hash = payload_hash(&payload);
             let proto = node.proto.as_mut().expect("alive");
-            match proto.on_send(SetId(dst), channel, payload) {
+            let sent = proto.on_send(SetId(dst), channel, payload);
+            if self.handling_untrusted {
+                if let Ok(o) = &sent {
+                    self.untrusted.insert((channel, o.meta().send_index));
+                }
+            }
+            let node = &mut self.nodes[usize::from(s)];
+            match sent {
                 Ok(SendOutcome::Transmit { meta, payload }) => {
                     let la = self.local_of[a];
                     let (needed, from) = match node.events.as_mut() {
@@ -1919,7 +1955,7 @@ impl World {
                         ));
                     }
                     Some(_) => {}
-                    None if st.next_round != self.prog.rounds + 1 => {
+                    None if !self.prog.finished(a, st) => {
                         return self.fail(format!("actor {a} of S{s} did not finish: {st:?}"));
                     }
                     None => {}
@@ -2021,6 +2057,10 @@ pub fn run_seed(cfg: SimConfig, trace: bool) -> (Result<SimStats, String>, Vec<S
 /// The program seed `cfg.seed` runs.
 fn program_of(cfg: &SimConfig) -> Program {
     let mut rng = Rng::new(cfg.seed ^ 0xA11CE);
+    if cfg.service {
+        let ops = rng.range(2, 2 + u64::from(cfg.rounds) * 2);
+        return Program::service(&mut rng, cfg.sets, cfg.max_actors.max(2), ops);
+    }
     let mut prog = Program::random(
         &mut rng,
         cfg.sets,
