@@ -930,7 +930,7 @@ impl RecoveryLayer {
         let protocol = core.protocol.as_mut()?;
         let to = SetId(env.to.rank());
         let channel = ChannelId::new(from, env.to);
-        match protocol.on_send(to, channel, env) {
+        let frame = match protocol.on_send(to, channel, env) {
             Ok(SendOutcome::Transmit { meta, payload }) => {
                 histogram!(PIGGYBACK_BYTES).record(meta.piggyback_len() as f64);
                 Some(FrameBody::Logged { meta, env: payload })
@@ -944,7 +944,12 @@ impl RecoveryLayer {
                 tracing::error!("recovery layer refused a send: {e}");
                 None
             }
+        };
+        // After a restore, a send made again may be what logged messages waited for.
+        if protocol.has_deliverable() {
+            Self::deliver_ready(core, node);
         }
+        frame
     }
 
     /// An actor of this node put a message into a mailbox of this node (see
