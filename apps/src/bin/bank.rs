@@ -24,6 +24,14 @@
 //! Transfers are compared through order-independent tallies (count, wrapping sum and xor
 //! of their fingerprints, and the money they moved), so no node has to keep them all.
 //!
+//! It also reports `early`: answers that reached a client before it had sent the transfer
+//! they answer. A failure-free run has none (one transfer is outstanding at a time), and
+//! neither has a run in which a node was killed and its peers did not restart meanwhile:
+//! the replay delivers a logged answer only once the restored client has made the transfer
+//! again (docs/recovery.md, "Sends made again"). When nodes fail together, an answer that a
+//! restarted node regenerates may come early; the client keeps it until its turn, so
+//! `early` is reported (`causal=false`) but not part of `verified`.
+//!
 //! The RESULT line holds the digest of the final balances (`balances`); `verified` is all
 //! of the checks. Which transfers are rejected, and so the digest, depends on timing and
 //! differs between runs; the checks do not.
@@ -133,6 +141,8 @@ struct ClientReport {
     answered: u64,
     /// Answers to transfers already answered, or never made.
     stray: u64,
+    /// Answers that came before the client had sent their transfer.
+    early: u64,
     applied: Tally,
     rejected: Tally,
 }
@@ -190,6 +200,8 @@ struct Outcome {
     matched: bool,
     non_negative: bool,
     no_duplicates: bool,
+    /// Answers that reached their client before it sent the transfer.
+    early: u64,
 }
 
 impl Outcome {
@@ -443,6 +455,9 @@ impl Client {
 impl Client {
     /// Keeps `answer` to transfer `seq` until it is the one awaited.
     fn answer(&mut self, seq: u64, answer: Answer, ctx: &mut Context<Self>) {
+        if seq > self.seq {
+            self.report.early += 1;
+        }
         let answered = seq < self.seq || (seq == self.seq && self.outstanding.is_none());
         if seq == 0 || seq > self.transfers || answered || self.early.insert(seq, answer).is_some()
         {
@@ -730,6 +745,7 @@ fn judge(
         matched,
         non_negative,
         no_duplicates,
+        early: clients.values().map(|c| c.early).sum(),
     }
 }
 
@@ -836,7 +852,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .field("answered", outcome.answered)
             .field("matched", outcome.matched)
             .field("non_negative", outcome.non_negative)
-            .field("no_duplicates", outcome.no_duplicates);
+            .field("no_duplicates", outcome.no_duplicates)
+            .field("early", outcome.early)
+            .field("causal", outcome.early == 0);
         if args.measure {
             result = result.elapsed(elapsed).field(
                 "transfers_per_s",
