@@ -24,16 +24,17 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="${SOAK_DIR:-$(mktemp -d /tmp/lazarus-soak.XXXXXX)}"
 mkdir -p "$DIR/bin"
 (cd "$ROOT" && cargo build --release --quiet -p lazarus -p lazarus-apps) || exit 1
-for b in lazarus jacobi2d kvstore master-worker npb-cg pingpong power spawn-ring; do
+for b in lazarus bank jacobi2d kvstore master-worker npb-cg pingpong power spawn-ring; do
     cp "$ROOT/target/release/$b" "$DIR/bin/"
 done
 B="$DIR/bin"
 
 # Fields that depend on timing or on the arrival order an order-sensitive app is free
-# to see (its checks, `consistent`, `history`, `verified`, stay).
+# to see (its checks, `consistent`, `history`, bank's `conserved` ... `no_duplicates`,
+# `verified`, stay).
 norm() {
     grep '^RESULT' | tr ' ' '\n' |
-        grep -Ev '^(elapsed_s|mlups|mops|tasks_per_s|ops_per_s|tasks_per_worker|ledger|epochs|replies|store|puts|min_latency_us|max_bandwidth_MBps)=' |
+        grep -Ev '^(elapsed_s|mlups|mops|tasks_per_s|ops_per_s|transfers_per_s|tasks_per_worker|ledger|epochs|replies|store|puts|balances|applied|rejected|min_latency_us|max_bandwidth_MBps)=' |
         tr '\n' ' '
 }
 # nodes|seconds a run lasts here (for the kill times)|app and arguments
@@ -43,6 +44,7 @@ if [ "$MODE" = plain ]; then
         "4|4|spawn-ring --uneven --rounds 8000"
         "4|9|master-worker --tasks 60000"
         "4|5|kvstore --ops 25000"
+        "4|5|bank --transfers 12000"
         "4|3|power --coordinator actor --steps 6000"
         "4|3|power --steps 6000"
         "4|4|npb-cg --class A"
@@ -53,6 +55,7 @@ else
         "4|6|jacobi2d --n 512 --iters 25000"
         "4|3|power --coordinator actor --steps 6000"
         "4|4|spawn-ring --uneven --rounds 8000"
+        "4|5|bank --transfers 12000"
     )
 fi
 # Frames a healthy cluster never refuses (`misdirected` and the channel checks).
