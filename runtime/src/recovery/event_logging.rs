@@ -605,6 +605,14 @@ impl EventLogging {
         self.fetching.is_some()
     }
 
+    /// The loggers whose answer a restored set still waits for (empty when not fetching).
+    pub fn fetching_from(&self) -> Vec<SetId> {
+        self.fetching
+            .as_ref()
+            .map(|f| f.waiting.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
     /// The events the re-execution must reproduce (empty once nothing is left to replay
     /// or if nothing was logged).
     pub fn script(&self) -> &ReplayScript {

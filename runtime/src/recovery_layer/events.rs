@@ -145,6 +145,51 @@ impl Events {
         (!logging.is_fetching()).then(|| self.clocks.get(&actor).copied().unwrap_or(0) + 1)
     }
 
+    /// Whether an order-sensitive actor holds messages back or the node still fetches its
+    /// determinants, or frames wait for stable determinants.
+    pub(crate) fn holds_back(&self) -> bool {
+        !self.waiting.is_empty()
+            || self.held.len() > 0
+            || self.logging.as_ref().is_some_and(|l| l.is_fetching())
+    }
+
+    /// What the order-sensitive actors of this node wait for, for a stall report: the
+    /// loggers a restored node still waits for, and for each actor holding messages back
+    /// the delivery its replay needs next (tick, channel, send index, sending node).
+    pub(crate) fn describe_waits(&self) -> String {
+        let Some(logging) = self.logging.as_ref() else {
+            return "determinants: not restored yet".to_string();
+        };
+        let mut out = Vec::new();
+        if logging.is_fetching() {
+            let from: Vec<u16> = logging.fetching_from().iter().map(|s| s.0).collect();
+            out.push(format!("fetching its determinants from nodes {from:?}"));
+        }
+        let mut waiting: Vec<&ActorId> = self.waiting.iter().collect();
+        waiting.sort();
+        for actor in waiting.into_iter().take(8) {
+            let tick = self.clocks.get(actor).copied().unwrap_or(0) + 1;
+            match logging.script().delivery(*actor, tick) {
+                Ok(ReplayDelivery::Forced {
+                    channel,
+                    send_index,
+                }) => out.push(format!(
+                    "actor {actor} replays tick {tick}: waits for message #{send_index} on \
+                     channel {channel:?} from node {}",
+                    channel.from.rank()
+                )),
+                _ => out.push(format!(
+                    "actor {actor} at tick {tick} holds messages back (a selective receive)"
+                )),
+            }
+        }
+        if out.is_empty() {
+            "no order-sensitive actor waits".to_string()
+        } else {
+            out.join("; ")
+        }
+    }
+
     /// Determinant batches to ship now.
     fn batches(&mut self) -> Vec<(u16, FrameBody)> {
         self.logging

@@ -28,6 +28,7 @@ pub mod log_offload;
 pub mod replica;
 pub mod restore;
 pub mod set_checkpoint;
+pub(crate) mod stall;
 
 use crate::actor_id::ActorId;
 use crate::checkpoint::{CheckpointStore, DirectoryStore};
@@ -84,6 +85,11 @@ pub const RECOVERY_PHASE: &str = "lazarus_recovery_phase_seconds";
 /// Checkpoint periods in which a node delivered, sent and received nothing although its
 /// inbox held messages (a stalled run; the warning says what they wait for).
 pub const STALLED_PERIODS: &str = "lazarus_recovery_stalled_periods_total";
+
+/// Stalls reported: a node held messages back for longer than the stall bound (10 s,
+/// `LAZARUS_STALL_AFTER`) without delivering, receiving or sending anything (see
+/// `stall.rs`; the timeline's `stalled` event says what it waits for).
+pub const STALLS: &str = "lazarus_recovery_stalls_total";
 /// Recovery frames refused by the protocol (label `reason`).
 pub const BAD_RECOVERY_FRAMES: &str = "lazarus_recovery_rejected_total";
 

@@ -20,6 +20,26 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// What a node with recovery on waits for: its protocol's inbox (the interval, the peers
+/// it awaits, and each channel whose messages it holds back, with why: see
+/// `SetProtocol::describe_waiting`), the frames its send gate holds, and the mailboxes
+/// that hold messages. The text of the stall report at a commit, and of the node's
+/// answer to the launcher's `report`.
+pub(crate) fn blocked_state(core: &super::Core, node: &NodeHandle) -> String {
+    let Some(p) = core.protocol.as_ref() else {
+        return format!(
+            "restoring its checkpoint (no protocol yet); {}",
+            node.mailbox_summary(16)
+        );
+    };
+    format!(
+        "{} held_frames={} {}",
+        p.describe_waiting(16),
+        core.events.held_len(),
+        node.mailbox_summary(16)
+    )
+}
+
 /// Version of the layout of a node's checkpoint image (`SetImage`). 6: actor images
 /// record their core and their count of children. 7: the actors `main` spawned that
 /// have exited. 8: every actor that has exited. 9: the logger processes the node knew.
@@ -407,16 +427,7 @@ impl RecoveryLayer {
         if !stalled && !tracing::enabled!(target: STATE_TARGET, tracing::Level::DEBUG) {
             return;
         }
-        let depths: Vec<(String, usize)> = node
-            .controls()
-            .iter()
-            .map(|c| (c.id().to_string(), c.depth()))
-            .collect();
-        let state = format!(
-            "{} held_frames={} mailboxes={depths:?}",
-            p.describe_waiting(16),
-            core.events.held_len()
-        );
+        let state = blocked_state(core, node);
         if stalled {
             counter!(super::STALLED_PERIODS).increment(1);
             tracing::warn!(
@@ -425,6 +436,32 @@ impl RecoveryLayer {
             );
         } else {
             tracing::debug!(target: STATE_TARGET, "after checkpoint {id}: {state}");
+        }
+    }
+
+    /// What this node waits for ([`blocked_state`]), for a report outside the checkpoint
+    /// path (the launcher's stall watchdog). Waits at most `patience` for the layer's
+    /// lock; a lock held longer is itself the answer.
+    pub(crate) fn stall_report(&self, node: &NodeHandle, patience: Duration) -> String {
+        let deadline = Instant::now() + patience;
+        loop {
+            match self.core.try_lock() {
+                Ok(g) => return blocked_state(&super::CoreGuard::new(self, g), node),
+                Err(std::sync::TryLockError::Poisoned(p)) => {
+                    return blocked_state(&super::CoreGuard::new(self, p.into_inner()), node)
+                }
+                Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    return format!(
+                        "its recovery layer has been locked for over {} ms (a checkpoint, or \
+                         a thread stuck holding it); {}",
+                        patience.as_millis(),
+                        node.mailbox_summary(16)
+                    )
+                }
+            }
         }
     }
 
@@ -454,9 +491,15 @@ impl RecoveryLayer {
                 let mut health = CheckpointHealth::new(Instant::now());
                 let mut last_end = Instant::now();
                 let mut gap = QUOTA_POLL;
+                let mut watch = super::stall::StallWatch::new(super::stall::bound_from_env());
+                let mut watched = Instant::now();
                 while !stop.load(Ordering::Acquire) {
                     layer.enforce_log_quota();
                     let now = Instant::now();
+                    if now >= watched + STALL_WATCH_EVERY {
+                        watched = now;
+                        layer.watch_stall(&node, &mut watch, now);
+                    }
                     let periodic = next.is_some_and(|n| now >= n);
                     let requested =
                         layer.checkpoint_requested.load(Ordering::Acquire) && now >= last_end + gap;
@@ -507,6 +550,44 @@ impl RecoveryLayer {
                     }
                 }
             });
+    }
+
+    /// Says (timeline event `stalled`, a warning, [`super::STALLS`]) when this node has
+    /// held messages back for the stall bound without any progress: which channels wait
+    /// for what, which actor's replay waits for which message from which node, which
+    /// loggers it still waits for, and which peers have not answered its rollback.
+    fn watch_stall(&self, node: &NodeHandle, watch: &mut super::stall::StallWatch, now: Instant) {
+        let core = self.lock();
+        let Some(p) = core.protocol.as_ref().filter(|_| core.ready) else {
+            return;
+        };
+        let s = p.stats();
+        let progress = s.delivered + s.sent + s.received + p.interval();
+        let holds = p.queued() > 0 || p.is_recovering() || core.events.holds_back();
+        let waiting = holds.then(|| {
+            format!(
+                "{}; {}",
+                blocked_state(&core, node),
+                core.events.describe_waits()
+            )
+        });
+        drop(core);
+        if let Some(stall) = watch.observe(now, progress, waiting) {
+            counter!(super::STALLS).increment(1);
+            tracing::warn!(
+                "nothing delivered, received or sent for {:.0?} while messages are held back: {}",
+                stall.for_,
+                stall.waiting
+            );
+            event(
+                self.rank,
+                &format!(
+                    "stalled for_s={:.0} waiting: {}",
+                    stall.for_.as_secs_f64(),
+                    stall.waiting
+                ),
+            );
+        }
     }
 
     /// Deletes the partly written checkpoint files an earlier incarnation of this node
@@ -615,6 +696,9 @@ pub(crate) const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 
 /// How often the checkpointer wakes without a quota to enforce.
 const IDLE_POLL: Duration = Duration::from_millis(50);
+
+/// How often the checkpointer thread looks for a stall (see `stall.rs`).
+const STALL_WATCH_EVERY: Duration = Duration::from_millis(500);
 
 /// First retry of a checkpoint that waits for replaying handlers to spawn the addressees
 /// of held logged messages; each further one waits twice as long, up to
