@@ -303,8 +303,9 @@ impl Program {
     /// Runs actor `a`'s handler for a message from actor `from` with channel index
     /// `send_index` (for an order-sensitive actor, the driver has ticked its event clock
     /// for this delivery).
-    /// `trusted`: no delivery whose requirement did not bind lies in the message's causal
-    /// past (a service client checks causal order only for those).
+    /// `trusted`: the run promises causal order for this message (no delivery whose
+    /// requirement did not bind lies in its causal past, and one set fails at a time): a
+    /// service client then refuses an answer to a request it has not sent.
     #[allow(clippy::too_many_arguments)]
     pub fn handle(
         &self,

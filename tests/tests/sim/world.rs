@@ -121,6 +121,13 @@ pub struct SimConfig {
     /// The program is a request/answer service with chains of order-sensitive servers
     /// (`Program::service`) instead of the dataflow.
     pub service: bool,
+    /// Service clients check causal order (an answer before its request is a failure,
+    /// unless a delivery that did not bind lies in its past). Only promised when one set
+    /// fails at a time: crashes then wait until no set is down, recovering or still
+    /// making again the sends its peers delivered (`one_at_a_time`).
+    pub causal_clients: bool,
+    /// No crash while a set is down, recovering, or making sends again.
+    pub one_at_a_time: bool,
 }
 
 impl SimConfig {
@@ -154,6 +161,8 @@ impl SimConfig {
             relocate_refills: false,
             event_parts: None,
             service: false,
+            causal_clients: false,
+            one_at_a_time: false,
         }
     }
 
@@ -174,6 +183,16 @@ impl SimConfig {
     pub fn random_chains(seed: u64) -> Self {
         let mut cfg = Self::random_order_sensitive(seed);
         cfg.service = true;
+        cfg
+    }
+
+    /// [`SimConfig::random_chains`] with one failure at a time and clients that check
+    /// causal order.
+    pub fn random_chains_one_at_a_time(seed: u64) -> Self {
+        let mut cfg = Self::random_chains(seed);
+        cfg.max_down = 1;
+        cfg.one_at_a_time = true;
+        cfg.causal_clients = true;
         cfg
     }
 
@@ -795,6 +814,16 @@ impl World {
         if !due_scheduled && !due_soon {
             return false;
         }
+        if self.cfg.one_at_a_time
+            && self.nodes.iter().any(|n| {
+                n.proto
+                    .as_ref()
+                    .is_none_or(|p| p.is_recovering() || p.next_regeneration().is_some())
+            })
+        {
+            // Later: a set is still down or catching up.
+            return false;
+        }
         if due_scheduled {
             self.crash_at.pop_front();
         } else {
@@ -1252,8 +1281,9 @@ impl World {
         if from == TIMER {
             return self.handle_timer(s, b, index, payload);
         }
+        let strict = trusted && self.cfg.causal_clients;
         self.run_actor(s, b, |prog, st, draw| {
-            prog.handle(b, st, from, index, payload, trusted, draw)
+            prog.handle(b, st, from, index, payload, strict, draw)
         })
     }
 
