@@ -268,6 +268,10 @@ impl CheckpointStore for DirectoryStore {
         Ok(None)
     }
 
+    fn newest_epoch(&self, set: u16) -> Result<Option<u64>, CheckpointError> {
+        Ok(self.epochs(set)?.first().copied())
+    }
+
     fn discard_all(&self, set: u16) -> Result<usize, CheckpointError> {
         let found = self.epochs(set)?.len();
         let dir = self.set_dir(set);
@@ -491,6 +495,12 @@ mod tests {
         bytes[last] ^= 0x01; // one flipped bit in the body
         fs::write(&f, bytes).unwrap();
         assert_eq!(s.load_latest(1).unwrap().unwrap().epoch, 5);
+        assert_eq!(
+            s.newest_epoch(1).unwrap(),
+            Some(6),
+            "the restore can tell that a newer one was skipped"
+        );
+        assert_eq!(s.newest_epoch(2).unwrap(), None, "no directory");
         let _ = fs::remove_dir_all(dir);
     }
 

@@ -6,7 +6,10 @@
 //! file, fsync it, rename it into place, fsync the directory. Loading walks the epochs from
 //! newest to oldest and returns the first one whose header, length and checksum all
 //! verify, so a checkpoint cut short by a crash, or damaged on disk, is never loaded: the
-//! previous complete one is.
+//! previous complete one is, if the store still holds one. A node prunes the older ones
+//! once a newer one has committed, so after a commit a damaged newest checkpoint leaves
+//! only the buddy's replica, or nothing ([`CheckpointStore::newest_epoch`] lets the
+//! restore tell; see docs/recovery.md, "A committed checkpoint damaged or lost").
 //!
 //! A save that fails (a full file system, say) removes what it had written, so a failed
 //! attempt takes no room from the next one; the files a killed incarnation left half
@@ -80,6 +83,10 @@ pub trait CheckpointStore: Send + Sync {
 
     /// The newest complete, intact checkpoint of `set`, if any.
     fn load_latest(&self, set: u16) -> Result<Option<StoredCheckpoint>, CheckpointError>;
+
+    /// The epoch of `set`'s newest checkpoint file, whether or not it verifies: newer
+    /// than what [`CheckpointStore::load_latest`] returns when the newest is damaged.
+    fn newest_epoch(&self, set: u16) -> Result<Option<u64>, CheckpointError>;
 
     /// Deletes checkpoints of `set` older than `epoch` (the newest is never deleted).
     fn prune_before(&self, set: u16, epoch: u64) -> Result<(), CheckpointError>;

@@ -149,7 +149,7 @@ impl Events {
     /// determinants, or frames wait for stable determinants.
     pub(crate) fn holds_back(&self) -> bool {
         !self.waiting.is_empty()
-            || self.held.len() > 0
+            || !self.held.is_empty()
             || self.logging.as_ref().is_some_and(|l| l.is_fetching())
     }
 

@@ -99,11 +99,14 @@ impl RecoveryLayer {
         }
     }
 
-    /// The newest usable checkpoint of this node, with the replies of its reply journal.
+    /// The newest usable checkpoint of this node, with the replies of its reply journal,
+    /// and the epoch of a newer checkpoint file the directory holds that could not be
+    /// used (damaged, or its journal does not verify).
     /// The directory is asked first: a checkpoint reaches the buddy only after it is in
     /// the directory, so the buddy is needed only when the directory lost it (or it, or
-    /// its journal, does not verify).
-    fn load_newest(&self) -> (Option<(SetImage, Journal)>, RestoreSource) {
+    /// its journal, does not verify; an intact older file does not do: the peers may
+    /// have released their logs for the newer one).
+    fn load_newest(&self) -> (Option<(SetImage, Journal)>, RestoreSource, Option<u64>) {
         let local = match self.store.load_latest(self.rank) {
             Ok(Some(c)) => self.decode_image(&c.body).and_then(|i| {
                 let journal = self
@@ -120,32 +123,62 @@ impl RecoveryLayer {
                 None
             }
         };
-        let remote = if local.is_none() && self.config.buddy && self.size > 1 {
+        let newest_file = self.store.newest_epoch(self.rank).unwrap_or_else(|e| {
+            tracing::warn!("checkpoint directory: {e}");
+            None
+        });
+        let unusable = newest_file.filter(|n| local.as_ref().is_none_or(|(l, _, _)| n > l));
+        let buddy = self.config.buddy && self.size > 1;
+        let remote = if (local.is_none() || unusable.is_some()) && buddy {
             self.fetch_replica(FETCH_TIMEOUT)
                 .and_then(|(id, body, journal)| {
                     let image = self.decode_image(&body)?;
                     let records = self.journal_records(&image, journal)?;
-                    // The directory's journal continues from the buddy's copy.
-                    let mut bytes = Vec::new();
-                    crate::checkpoint::journal::encode_records(&records, &mut bytes);
-                    if let Err(e) = self.store.append_journal(self.rank, 0, &bytes) {
-                        // Restore anyway: the state is good; this node's checkpoints
-                        // will fail (and say so) until its directory is writable.
-                        tracing::error!("cannot write the buddy's reply journal here: {e}");
-                    }
                     Some((id, image, records))
                 })
         } else {
             None
         };
-        match (local, remote) {
+        let chosen = match (local, remote) {
             (Some((l, _, _)), Some((r, ri, rj))) if r > l => {
                 (Some((ri, rj)), RestoreSource::Buddy(r))
             }
             (Some((l, li, lj)), _) => (Some((li, lj)), RestoreSource::Directory(l)),
             (None, Some((r, ri, rj))) => (Some((ri, rj)), RestoreSource::Buddy(r)),
             (None, None) => (None, RestoreSource::Beginning),
+        };
+        if let (Some((_, records)), RestoreSource::Buddy(_)) = (&chosen.0, chosen.1) {
+            // The directory's journal continues from the buddy's copy.
+            let mut bytes = Vec::new();
+            crate::checkpoint::journal::encode_records(records, &mut bytes);
+            if let Err(e) = self.store.append_journal(self.rank, 0, &bytes) {
+                // Restore anyway: the state is good; this node's checkpoints
+                // will fail (and say so) until its directory is writable.
+                tracing::error!("cannot write the buddy's reply journal here: {e}");
+            }
         }
+        if let Some(damaged) = unusable {
+            let older = match chosen.1 {
+                RestoreSource::Buddy(id) if id >= damaged => None,
+                RestoreSource::Buddy(id) | RestoreSource::Directory(id) => {
+                    Some(format!("the older checkpoint id={id}"))
+                }
+                RestoreSource::Beginning => Some("the beginning".to_string()),
+            };
+            if let Some(older) = older {
+                tracing::error!(
+                    "the newest checkpoint (id={damaged}) is unusable (see above) and {}: \
+                     restarting from {older}; unless its peers still log every message \
+                     it delivered since, the run cannot be recovered",
+                    if buddy {
+                        "the buddy holds no newer intact copy"
+                    } else {
+                        "no copy of it is kept (--buddy on keeps one in the next node's memory)"
+                    }
+                );
+            }
+        }
+        (chosen.0, chosen.1, unusable)
     }
 
     /// Restarts the protocol of this node from its newest checkpoint as the configured
@@ -154,7 +187,7 @@ impl RecoveryLayer {
     pub(crate) fn begin_restore(&self, node: &NodeHandle) -> Result<RestoreSource, String> {
         let started = Instant::now();
         let incarnation = Incarnation(self.config.incarnation);
-        let (image, source) = self.load_newest();
+        let (image, source, unusable) = self.load_newest();
         let (snapshot, actors, driver, events, exited, logger_instances) = match image {
             Some((img, journal)) => (
                 img.protocol,
@@ -185,14 +218,15 @@ impl RecoveryLayer {
         event(
             self.rank,
             &format!(
-                "loaded source={} actors={} load_ms={}",
+                "loaded source={} actors={} load_ms={}{}",
                 match source {
                     RestoreSource::Directory(id) => format!("directory:{id}"),
                     RestoreSource::Buddy(id) => format!("buddy:{id}"),
                     RestoreSource::Beginning => "beginning".into(),
                 },
                 actors.len(),
-                started.elapsed().as_millis()
+                started.elapsed().as_millis(),
+                unusable.map_or(String::new(), |id| format!(" unusable=directory:{id}"))
             ),
         );
         {
