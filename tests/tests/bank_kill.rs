@@ -61,25 +61,9 @@ fn launch(transfers: &str) -> Launched {
     Launched::spawn(cmd, 4)
 }
 
-/// Waits until each of `victims` has started its clients and then committed a
-/// checkpoint, and a little longer: the transfers its bank books after that checkpoint
-/// are what the restored bank must book again in the same order.
-fn wait_mid_run(run: &mut Launched, victims: &[u16]) {
-    run.wait_started();
-    for &v in victims {
-        run.wait_for_seen(&format!("node {v}'s clients at work"), |l| {
-            l.contains(&format!("bank: node {v}: clients started"))
-        });
-        run.wait_for(&format!("a checkpoint of node {v} after that"), |l| {
-            l.contains(&format!("node {v}: checkpoint committed"))
-        });
-    }
-    std::thread::sleep(Duration::from_millis(300));
-}
-
-/// SIGKILLs `victims` together mid-run (see [`wait_mid_run`]).
+/// SIGKILLs `victims` together mid-run (see [`Launched::wait_mid_run`]).
 fn kill_mid_run(run: &mut Launched, victims: &[u16]) {
-    wait_mid_run(run, victims);
+    run.wait_mid_run("bank", victims);
     for &v in victims {
         run.kill(v);
     }

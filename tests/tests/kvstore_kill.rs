@@ -14,7 +14,6 @@ mod support;
 
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::Duration;
 use support::bin;
 use support::launched::{assert_only_restarted, Finished, Launched};
 
@@ -54,16 +53,7 @@ fn launch_with_ops(ops: &str, env: &[(&str, &str)]) -> Launched {
 /// committed a checkpoint, a little later (the requests its shard serves after that
 /// checkpoint are what the restored shard must reproduce).
 fn kill_mid_run(run: &mut Launched, victims: &[u16]) {
-    run.wait_started();
-    for &v in victims {
-        run.wait_for_seen(&format!("node {v}'s clients at work"), |l| {
-            l.contains(&format!("kvstore: node {v}: clients started"))
-        });
-        run.wait_for(&format!("a checkpoint of node {v} after that"), |l| {
-            l.contains(&format!("node {v}: checkpoint committed"))
-        });
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    run.wait_mid_run("kvstore", victims);
     for &v in victims {
         run.kill(v);
     }

@@ -172,6 +172,24 @@ impl Launched {
         }
     }
 
+    /// Waits until each of `victims` has started its clients (the app prints
+    /// `APP: node V: clients started`) and then committed a checkpoint, and 300 ms more:
+    /// the work its order-sensitive actors do after that checkpoint is what a restored
+    /// node must do again in the same order. The moment to SIGKILL them mid-run.
+    #[allow(dead_code)]
+    pub fn wait_mid_run(&mut self, app: &str, victims: &[u16]) {
+        self.wait_started();
+        for &v in victims {
+            self.wait_for_seen(&format!("node {v}'s clients at work"), |l| {
+                l.contains(&format!("{app}: node {v}: clients started"))
+            });
+            self.wait_for(&format!("a checkpoint of node {v} after that"), |l| {
+                l.contains(&format!("node {v}: checkpoint committed"))
+            });
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
     /// Waits until logger node `index` reports holding at least `blocks` blocks.
     #[allow(dead_code)]
     pub fn wait_for_logger_blocks(&mut self, index: u16, blocks: u64) {
@@ -254,8 +272,15 @@ impl Launched {
 
     /// Waits for the launcher to end; returns what the run left behind. Fails the test,
     /// showing the output, if the run has not ended within [`FINISH_TIMEOUT`].
-    pub fn finish(mut self) -> Finished {
-        let deadline = Instant::now() + FINISH_TIMEOUT;
+    pub fn finish(self) -> Finished {
+        self.finish_within(FINISH_TIMEOUT)
+    }
+
+    /// [`Launched::finish`], but the run must end within `limit` (from now): a run
+    /// expected to end soon by itself (a fatal error, say) fails the test instead of
+    /// hanging it.
+    pub fn finish_within(mut self, limit: Duration) -> Finished {
+        let deadline = Instant::now() + limit;
         let status = loop {
             self.read_available();
             if let Some(status) = self.child.try_wait().expect("wait") {
@@ -267,7 +292,7 @@ impl Launched {
                     self.seen.push(line);
                 }
                 panic!(
-                    "the run did not end within {FINISH_TIMEOUT:?}; output:\n{}",
+                    "the run did not end within {limit:?}; output:\n{}",
                     self.seen.join("\n")
                 );
             }
@@ -290,6 +315,7 @@ impl Launched {
             .and_then(|l| parse_result(l));
         Finished {
             success: status.success(),
+            code: status.code(),
             nodes: self.nodes,
             result,
             lines: self.seen,
@@ -304,6 +330,8 @@ const SLOW_RUN: Duration = Duration::from_secs(30);
 pub struct Finished {
     /// Whether the launcher exited 0.
     pub success: bool,
+    /// The launcher's exit status (`None`: killed by a signal).
+    pub code: Option<i32>,
     /// Nodes in the cluster.
     pub nodes: u16,
     /// The fields of the launcher's last RESULT line, if it printed one.
