@@ -117,6 +117,10 @@ pub(crate) struct CoreQueue {
     /// on (see `recovery_layer::LocalDeliveries`). Written only by this core's thread,
     /// with a plain store: no locked instruction per message.
     local_sends: CachePadded<AtomicU64>,
+    /// Messages whose handler this core's actors ran, for the launcher's stall watchdog
+    /// (see `cluster::supervisor_channel`). Written only by this core's thread, once per
+    /// batch, with a plain store.
+    handled: CachePadded<AtomicU64>,
 }
 
 /// Actor turns between two non-blocking network turns on an engine core.
@@ -153,6 +157,20 @@ pub(crate) fn count_local_send(receiver: &CoreQueue) -> bool {
         let c = &me.local_sends;
         c.store(c.load(Ordering::Relaxed) + 1, Ordering::Release);
         true
+    })
+}
+
+/// Counts `n` handler calls made by the thread running now, if it is a core thread (actors
+/// run on no other).
+#[inline]
+pub(crate) fn count_handled(n: u64) {
+    CURRENT_CORE.with(|c| {
+        // SAFETY: as in `count_local_send`: the pointer is this thread's own queue, which
+        // outlives every read here.
+        if let Some(me) = unsafe { c.get().as_ref() } {
+            let h = &me.handled;
+            h.store(h.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        }
     })
 }
 
@@ -243,6 +261,7 @@ impl CoreQueue {
             in_engine: CachePadded::new(AtomicBool::new(false)),
             engine_waker: futures::task::AtomicWaker::new(),
             local_sends: CachePadded::new(AtomicU64::new(0)),
+            handled: CachePadded::new(AtomicU64::new(0)),
         }
     }
 
@@ -252,6 +271,11 @@ impl CoreQueue {
     /// instruction as an acquire load on x86-64 and on aarch64 without RCpc.
     pub(crate) fn local_sends(&self) -> u64 {
         self.local_sends.load(Ordering::SeqCst)
+    }
+
+    /// How many handler calls this core's actors have made (see [`count_handled`]).
+    pub(crate) fn handled(&self) -> u64 {
+        self.handled.load(Ordering::Relaxed)
     }
 
     /// Hands this core a network engine to drive from now on.

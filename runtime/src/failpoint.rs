@@ -10,6 +10,8 @@
 //! | `before-finished:RANK` | node `RANK` SIGKILLs itself once its `main` has finished and its mailboxes are drained, right before it announces it has finished (the others are about to finish, and must wait for its replacement), in the first incarnation only |
 //! | `after-final:RANK` | node `RANK` SIGKILLs itself right after it reported its final recovery totals (the supervisor has let it leave: every node had finished), in the first incarnation only |
 //! | `logger-full:INDEX:K` | logger node `INDEX`, in its `K`-th start (0 the first; the launcher restarts a logger that dies), declines every block as if it were full |
+//! | `slow-start:RANK:INCARNATION:MILLIS` | node `RANK`'s process of incarnation `INCARNATION` waits `MILLIS` ms before it joins the cluster (a replacement slow to come up: a cold host, a binary on a slow file system), printing `failpoint: node RANK incarnation I joins in MILLIS ms` and `failpoint: node RANK incarnation I joins now` |
+//! | `withhold:RANK:K` | node `RANK` (recovery on) drops the `K`-th logged message it receives, in the first incarnation only, and prints `failpoint: node RANK withholds logged message index=I channel=C from node F`: the channel waits for it for ever, a stall whose report must name it |
 //!
 //! Some faults cannot be hit from outside at a precise moment (a SIGKILL "during a
 //! checkpoint" from a test races the checkpoint); a failpoint hits it every time. With no
@@ -74,6 +76,22 @@ pub enum Failpoint {
         /// Which start of it (0 the first).
         incarnation: u32,
     },
+    /// Node `rank`'s process of incarnation `incarnation` waits before joining.
+    SlowStart {
+        /// The node.
+        rank: u16,
+        /// Which of its processes.
+        incarnation: u32,
+        /// How long it waits, in milliseconds.
+        millis: u64,
+    },
+    /// Node `rank` drops the `k`-th logged message it receives.
+    Withhold {
+        /// The node.
+        rank: u16,
+        /// Which logged message (from 1).
+        k: u64,
+    },
     /// Node `rank` stalls before handling its first message of type `message`.
     StallOn {
         /// The node.
@@ -107,6 +125,16 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
                 .map_err(|_| format!("failpoint `{spec}`: incarnation too large"))?,
         }),
         ["before-finished", r] => Ok(Failpoint::BeforeFinished { rank: rank(r)? }),
+        ["slow-start", r, k, millis] => Ok(Failpoint::SlowStart {
+            rank: rank(r)?,
+            incarnation: u32::try_from(num(k)?)
+                .map_err(|_| format!("failpoint `{spec}`: incarnation too large"))?,
+            millis: num(millis)?,
+        }),
+        ["withhold", r, k] => Ok(Failpoint::Withhold {
+            rank: rank(r)?,
+            k: num(k)?,
+        }),
         ["stall", r, k, millis] => Ok(Failpoint::Stall {
             rank: rank(r)?,
             k: num(k)?,
@@ -130,7 +158,8 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
         _ => Err(format!(
             "failpoint `{spec}`: expected checkpoint:RANK:N, panic:RANK:SEQ:K, \
              panic-always:RANK:SEQ:K, stall:RANK:K:MILLIS, stall-on:RANK:MESSAGE:MILLIS, \
-             before-finished:RANK, after-final:RANK or logger-full:INDEX:K"
+             before-finished:RANK, after-final:RANK, slow-start:RANK:INCARNATION:MILLIS, \
+             withhold:RANK:K or logger-full:INDEX:K"
         )),
     }
 }
@@ -138,6 +167,8 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
 static ARMED: AtomicBool = AtomicBool::new(false);
 static POINT: OnceLock<Failpoint> = OnceLock::new();
 static CALLS: AtomicU64 = AtomicU64::new(0);
+/// For `withhold`: logged messages received so far.
+static LOGGED: AtomicU64 = AtomicU64::new(0);
 /// For `stall`: the checkpoint taken after the `k`-th handler call (0 while there is none),
 /// the handler calls counted when it was taken, and how far the stall got.
 static STALL_AFTER: AtomicU64 = AtomicU64::new(0);
@@ -156,7 +187,13 @@ pub(crate) fn arm(point: Failpoint, rank: u16, incarnation: u32) {
         | Failpoint::AfterFinal { rank: r }
         | Failpoint::BeforeFinished { rank: r }
         | Failpoint::Stall { rank: r, .. }
+        | Failpoint::Withhold { rank: r, .. }
         | Failpoint::StallOn { rank: r, .. } => *r == rank && incarnation == 0,
+        Failpoint::SlowStart {
+            rank: r,
+            incarnation: k,
+            ..
+        } => *r == rank && *k == incarnation,
         // A logger's, not a node's.
         Failpoint::LoggerFull { .. } => false,
     };
@@ -223,6 +260,44 @@ fn handler_slow(actor: ActorId, message: &str) {
         }
         _ => {}
     }
+}
+
+/// Called right before the node joins its cluster (starts its transport): waits if the
+/// failpoint says so.
+pub(crate) fn before_joining() {
+    if let Some(Failpoint::SlowStart {
+        rank,
+        incarnation,
+        millis,
+    }) = POINT.get()
+    {
+        eprintln!("failpoint: node {rank} incarnation {incarnation} joins in {millis} ms");
+        std::thread::sleep(std::time::Duration::from_millis(*millis));
+        eprintln!("failpoint: node {rank} incarnation {incarnation} joins now");
+    }
+}
+
+/// Called for each logged message that arrives from node `from` (`meta` its metadata),
+/// before the recovery layer sees it: true if the failpoint withholds it (the caller
+/// drops it).
+#[inline]
+pub(crate) fn withhold_logged(from: u16, meta: &crate::recovery::MessageMeta) -> bool {
+    ARMED.load(Ordering::Relaxed) && withhold_slow(from, meta)
+}
+
+#[cold]
+fn withhold_slow(from: u16, meta: &crate::recovery::MessageMeta) -> bool {
+    let Some(Failpoint::Withhold { rank, k }) = POINT.get() else {
+        return false;
+    };
+    if LOGGED.fetch_add(1, Ordering::Relaxed) + 1 != *k {
+        return false;
+    }
+    eprintln!(
+        "failpoint: node {rank} withholds logged message index={} channel={:?} from node {from}",
+        meta.send_index, meta.channel
+    );
+    true
 }
 
 /// Called when the node's `main` has finished, right before the node announces it: the
@@ -328,6 +403,18 @@ mod tests {
                 index: 0,
                 incarnation: 1
             })
+        );
+        assert_eq!(
+            parse("slow-start:2:1:4000"),
+            Ok(Failpoint::SlowStart {
+                rank: 2,
+                incarnation: 1,
+                millis: 4000
+            })
+        );
+        assert_eq!(
+            parse("withhold:1:200"),
+            Ok(Failpoint::Withhold { rank: 1, k: 200 })
         );
         assert!(parse("stall-on:0::10").is_err(), "a message type is needed");
         assert!(parse("panic:1").unwrap_err().contains("expected"));

@@ -312,6 +312,8 @@ impl<A: Actor> ActorCell<A> {
             None
         };
         let mut dequeued = 0u64;
+        // Handler calls of this batch, counted for the core once at its end.
+        let mut handled = 0u64;
         let mut exit = None;
         // The mailbox ran dry: held messages (if any) were not deliverable either.
         let mut drained = false;
@@ -372,6 +374,7 @@ impl<A: Actor> ActorCell<A> {
                 Some(msg) if !self.handle_now(stamp) => drop(msg),
                 None => {}
                 Some(msg) => {
+                    handled += 1;
                     let message_type = msg.type_name();
                     let started = stats.start_handler();
                     let id = self.mailbox.id;
@@ -402,6 +405,9 @@ impl<A: Actor> ActorCell<A> {
         }
         let depth = self.mailbox.len() as u64;
         stats.flush(dequeued, depth, self.mailbox.signals_pushed());
+        if handled > 0 {
+            crate::executor::count_handled(handled);
+        }
         exit
     }
 

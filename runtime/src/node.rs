@@ -454,6 +454,39 @@ impl NodeHandle {
         self.inner.registry.snapshot()
     }
 
+    /// Messages whose handler ran on this node so far (all cores).
+    pub(crate) fn handled_messages(&self) -> u64 {
+        self.inner.cores.iter().map(|q| q.handled()).sum()
+    }
+
+    /// The actors whose mailboxes hold messages, for a stall report: `mailboxes: N of M
+    /// hold messages: ID=DEPTH ...`, at most `limit` of them, deepest first.
+    pub(crate) fn mailbox_summary(&self, limit: usize) -> String {
+        let controls = self.controls();
+        let mut full: Vec<(usize, String)> = controls
+            .iter()
+            .map(|c| (c.depth(), c.id().to_string()))
+            .filter(|(depth, _)| *depth > 0)
+            .collect();
+        full.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let shown: Vec<String> = full
+            .iter()
+            .take(limit)
+            .map(|(depth, id)| format!("{id}={depth}"))
+            .collect();
+        let more = match full.len().saturating_sub(limit) {
+            0 => String::new(),
+            n => format!(" (and {n} more)"),
+        };
+        format!(
+            "mailboxes: {} of {} hold messages{}{}{more}",
+            full.len(),
+            controls.len(),
+            if shown.is_empty() { "" } else { ": " },
+            shown.join(" ")
+        )
+    }
+
     /// Delivers a message that arrived from node `from` (with its channel stamp when the
     /// recovery layer delivers it); returns the addressee's mailbox depth afterwards (the
     /// transport slows its reading when it is high).

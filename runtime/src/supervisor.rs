@@ -1,9 +1,11 @@
 //! The supervisor's pure parts: kill plans (`--kill RANK@SECONDS`), the restart policy,
-//! and the recovery timeline built from the `lazarus-event` lines nodes print. The
-//! launcher (`lazarus run --ft on`) owns the processes: it restarts a dead node with the
-//! same rank and the next incarnation, and prints the timeline as it happens.
+//! the recovery timeline built from the `lazarus-event` lines nodes print, and the stall
+//! watchdog over the `lazarus-report` lines they answer its requests with. The launcher
+//! (`lazarus run --ft on`) owns the processes: it restarts a dead node with the same rank
+//! and the next incarnation, and prints the timeline as it happens.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// A planned SIGKILL of a node, for resilience demos and tests.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -226,6 +228,62 @@ pub fn suspicion(e: &NodeEvent) -> Option<(u16, u32)> {
     ))
 }
 
+/// Exit status of `lazarus run` when a restarted node cannot be recovered exactly (see
+/// [`recovery_impossible`]): the launcher stops every node at once and exits with it.
+pub const RECOVERY_IMPOSSIBLE_EXIT: u8 = 3;
+
+/// The value of `key=` in an event's details.
+fn field<'a>(e: &'a NodeEvent, key: &str) -> Option<&'a str> {
+    e.details
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// The id of the checkpoint a `checkpoint` event says its node committed; `None` for
+/// other events.
+pub fn checkpoint_id(e: &NodeEvent) -> Option<u64> {
+    (e.kind == "checkpoint")
+        .then(|| field(e, "id")?.parse().ok())
+        .flatten()
+}
+
+/// A node's `recovery-impossible` event: a restarted peer's ROLLBACK reported less
+/// delivered on a channel than the node's log had been released up to, so the messages
+/// in between, which the peer's lost checkpoint covered, can never be resent and the
+/// peer cannot reach its lost state again. Returns the peer and the reason as the
+/// launcher says it; `newest` is the id of the newest checkpoint the peer had committed,
+/// if the timeline saw one. `None` for other events.
+pub fn recovery_impossible(
+    e: &NodeEvent,
+    newest: impl Fn(u16) -> Option<u64>,
+) -> Option<(u16, String)> {
+    if e.kind != "recovery-impossible" {
+        return None;
+    }
+    let peer: u16 = field(e, "peer")?.parse().ok()?;
+    let text = |key| field(e, key).unwrap_or("?");
+    let lost = match newest(peer) {
+        Some(id) => format!("node {peer}'s newest checkpoint (id={id}) was damaged or lost"),
+        None => format!("node {peer}'s newest checkpoint was damaged or lost"),
+    };
+    Some((
+        peer,
+        format!(
+            "node {} cannot resend to restarted node {peer} (incarnation {}) the messages \
+             it needs: channel {} was released up to {} but node {peer} restored {} of it \
+             ({} messages on {} channel(s) are gone): {lost}, and no intact copy of it \
+             was found (with --buddy on the next node keeps one in memory)",
+            e.rank,
+            text("incarnation"),
+            text("channel"),
+            text("released"),
+            text("restored"),
+            text("missing"),
+            text("channels"),
+        ),
+    ))
+}
+
 /// One of a node's final totals (`final ... KEY=N ...`), e.g. `regenerations_checked`
 /// and `contract_violations` (regenerated messages compared with the copies delivered
 /// before a failure, and those that differed).
@@ -236,6 +294,196 @@ pub fn final_total(e: &NodeEvent, key: &str) -> Option<u64> {
     e.details
         .split_whitespace()
         .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+}
+
+/// A node's answer to the launcher's `report` request (`cluster::supervisor_channel`):
+/// how far it got and what it waits for, one `lazarus-report` line on its standard error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeReport {
+    /// The node.
+    pub rank: u16,
+    /// Its process's incarnation (0 without recovery).
+    pub incarnation: u32,
+    /// Messages whose handler ran in this process so far.
+    pub handled: u64,
+    /// CPU time the process has used so far (user and system), in milliseconds.
+    pub cpu_ms: u64,
+    /// What it waits for: with recovery on, the stall report (what its inbox holds back
+    /// and why, held frames, mailboxes); without, its mailboxes.
+    pub state: String,
+}
+
+impl NodeReport {
+    /// The line the node prints.
+    pub fn line(&self) -> String {
+        format!(
+            "lazarus-report rank={} incarnation={} handled={} cpu_ms={} state: {}",
+            self.rank,
+            self.incarnation,
+            self.handled,
+            self.cpu_ms,
+            self.state.replace(['\n', '\r'], " ")
+        )
+    }
+}
+
+/// Parses a node's report line; `None` for any other line.
+pub fn parse_report(line: &str) -> Option<NodeReport> {
+    let rest = line.trim().strip_prefix("lazarus-report ")?;
+    let (fields, state) = match rest.split_once(" state:") {
+        Some((fields, state)) => (fields, state.trim()),
+        None => (rest, ""),
+    };
+    let field = |key: &str| {
+        fields
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+    };
+    Some(NodeReport {
+        rank: field("rank")?.parse().ok()?,
+        incarnation: field("incarnation")?.parse().ok()?,
+        handled: field("handled")?.parse().ok()?,
+        cpu_ms: field("cpu_ms")?.parse().ok()?,
+        state: state.to_string(),
+    })
+}
+
+/// The default of `lazarus run --stall-timeout`.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The exit status of a run the watchdog ended (as `timeout(1)`'s for a command that
+/// ran out of time).
+pub const STALLED_EXIT: u8 = 124;
+
+/// Parses `--stall-timeout`: a duration of at least a second, or `off` (also `0`) for no
+/// watchdog.
+pub fn parse_stall_timeout(s: &str) -> Result<Option<Duration>, String> {
+    if matches!(s.trim(), "off" | "0") {
+        return Ok(None);
+    }
+    let d = parse_duration(s)?;
+    if d < Duration::from_secs(1) {
+        return Err(format!(
+            "`{s}`: a stall timeout is at least 1s (or `off`): legitimate pauses of a run \
+             (a long handler, a checkpoint, a restart) last longer than that"
+        ));
+    }
+    Ok(Some(d))
+}
+
+/// What the watchdog concludes at a [`Watchdog::poll`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Progress within the timeout, or nothing to judge.
+    Fine,
+    /// No progress for the timeout: say what each node waits for.
+    Stalled {
+        /// Since the last progress.
+        idle: Duration,
+    },
+    /// No progress for twice the timeout: end the run.
+    GiveUp {
+        /// Since the last progress.
+        idle: Duration,
+    },
+}
+
+/// The launcher's stall watchdog (`lazarus run --stall-timeout`), sans-IO: it is fed the
+/// nodes' reports and what the launcher itself sees, and says when nothing has moved for
+/// the timeout (report what each node waits for) and for twice the timeout (end the run).
+///
+/// Progress is a node handling messages (its count of handler calls changed since its
+/// previous report), a node computing (its CPU time grew by at least [`BUSY_SHARE`] of the
+/// wall time between its two reports: one long handler), the first report of a process,
+/// and whatever the launcher calls [`Watchdog::activity`] for: a node starting, dying or
+/// being restarted, every running node having finished its `main`. Until some node has
+/// answered a report at all (an app that never forms a cluster, a single node), it judges
+/// nothing.
+#[derive(Debug)]
+pub struct Watchdog {
+    timeout: Duration,
+    /// The last progress.
+    progress_at: Instant,
+    /// Each rank's last report: incarnation, handler calls, CPU ms, when it arrived.
+    last: HashMap<u16, (u32, u64, u64, Instant)>,
+    /// When the stall was reported, while it lasts.
+    reported_at: Option<Instant>,
+    /// Whether the end of the run was called for.
+    gave_up: bool,
+}
+
+/// The share of the wall time between two reports a node's CPU time must grow by to
+/// count as computing (a long handler) rather than waiting.
+pub const BUSY_SHARE: f64 = 0.25;
+
+impl Watchdog {
+    /// A watchdog with `timeout`, counting from `now`.
+    pub fn new(timeout: Duration, now: Instant) -> Watchdog {
+        Watchdog {
+            timeout,
+            progress_at: now,
+            last: HashMap::new(),
+            reported_at: None,
+            gave_up: false,
+        }
+    }
+
+    /// How often the launcher asks the nodes for reports: a quarter of the timeout,
+    /// between 100 ms and 5 s.
+    pub fn ask_every(&self) -> Duration {
+        (self.timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5))
+    }
+
+    /// Progress seen by the launcher at `now`. Returns how long the run had been stalled
+    /// if a reported stall ends here.
+    pub fn activity(&mut self, now: Instant) -> Option<Duration> {
+        let stalled = self
+            .reported_at
+            .take()
+            .map(|_| now.saturating_duration_since(self.progress_at));
+        self.progress_at = self.progress_at.max(now);
+        self.gave_up = false;
+        stalled
+    }
+
+    /// A node's report, arrived at `at`. Returns how long the run had been stalled if a
+    /// reported stall ends with it.
+    pub fn observe(&mut self, report: &NodeReport, at: Instant) -> Option<Duration> {
+        let now = (report.incarnation, report.handled, report.cpu_ms, at);
+        let progressed = match self.last.insert(report.rank, now) {
+            None => true,
+            Some((incarnation, handled, cpu_ms, then)) => {
+                let wall = at.saturating_duration_since(then).as_secs_f64() * 1000.0;
+                incarnation != report.incarnation
+                    || handled != report.handled
+                    || (report.cpu_ms.saturating_sub(cpu_ms) as f64) >= BUSY_SHARE * wall
+                        && wall > 0.0
+            }
+        };
+        if progressed {
+            self.activity(at)
+        } else {
+            None
+        }
+    }
+
+    /// What to do at `now`: [`Verdict::Stalled`] once when the timeout has passed without
+    /// progress, [`Verdict::GiveUp`] once when twice the timeout has.
+    pub fn poll(&mut self, now: Instant) -> Verdict {
+        if self.last.is_empty() || self.gave_up {
+            return Verdict::Fine;
+        }
+        let idle = now.saturating_duration_since(self.progress_at);
+        if idle >= self.timeout * 2 && self.reported_at.is_some() {
+            self.gave_up = true;
+            return Verdict::GiveUp { idle };
+        }
+        if idle >= self.timeout && self.reported_at.is_none() {
+            self.reported_at = Some(now);
+            return Verdict::Stalled { idle };
+        }
+        Verdict::Fine
+    }
 }
 
 /// Parses a node's event line; `None` for any other line.
@@ -304,6 +552,11 @@ pub fn describe_event(e: &NodeEvent) -> String {
         "contract-violation" => {
             "DETERMINISM CONTRACT BROKEN: a regenerated message differs from the copy \
              delivered before the failure"
+        }
+        "recovery-impossible" => {
+            "RECOVERY IMPOSSIBLE: cannot resend to a restarted peer messages it needs (its \
+             log was released past what the peer restored: the peer's newest checkpoint \
+             was lost)"
         }
         other => other,
     };
@@ -437,6 +690,111 @@ mod tests {
         assert!(is_deterministic(&[a.clone(), b, a.clone(), a]));
     }
 
+    fn report(rank: u16, incarnation: u32, handled: u64, cpu_ms: u64) -> NodeReport {
+        NodeReport {
+            rank,
+            incarnation,
+            handled,
+            cpu_ms,
+            state: "interval=3 awaiting=[] queued=1".into(),
+        }
+    }
+
+    #[test]
+    fn report_lines_parse_back() {
+        let r = NodeReport {
+            state: "line one\nline two".into(),
+            ..report(3, 2, 1234, 56)
+        };
+        let line = r.line();
+        assert!(!line.contains('\n'), "one line: {line}");
+        assert_eq!(
+            parse_report(&line),
+            Some(NodeReport {
+                state: "line one line two".into(),
+                ..r
+            })
+        );
+        let empty = report(1, 0, 0, 0);
+        assert_eq!(
+            parse_report(
+                &NodeReport {
+                    state: String::new(),
+                    ..empty.clone()
+                }
+                .line()
+            ),
+            Some(NodeReport {
+                state: String::new(),
+                ..empty
+            })
+        );
+        assert_eq!(parse_report("lazarus-report rank=x incarnation=0"), None);
+        assert_eq!(parse_report("lazarus-event ms=1 rank=0 checkpoint"), None);
+    }
+
+    #[test]
+    fn stall_timeouts_parse() {
+        assert_eq!(parse_stall_timeout("off"), Ok(None));
+        assert_eq!(parse_stall_timeout("0"), Ok(None));
+        assert_eq!(
+            parse_stall_timeout("30s"),
+            Ok(Some(Duration::from_secs(30)))
+        );
+        assert_eq!(
+            parse_stall_timeout("2min"),
+            Ok(Some(Duration::from_secs(120)))
+        );
+        assert!(parse_stall_timeout("500ms")
+            .unwrap_err()
+            .contains("at least 1s"));
+        assert!(parse_stall_timeout("soon").is_err());
+    }
+
+    #[test]
+    fn the_watchdog_reports_a_stall_once_then_gives_up_and_progress_resets_it() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut w = Watchdog::new(s(10), t0);
+        assert_eq!(w.ask_every(), Duration::from_millis(2500));
+        // Nothing is judged before a node has answered.
+        assert_eq!(w.poll(t0 + s(100)), Verdict::Fine);
+        let mut w = Watchdog::new(s(10), t0);
+        assert_eq!(w.observe(&report(0, 0, 5, 0), t0), None);
+        assert_eq!(w.observe(&report(1, 0, 7, 0), t0), None);
+        // Counts that move are progress.
+        w.observe(&report(0, 0, 9, 0), t0 + s(4));
+        assert_eq!(w.poll(t0 + s(13)), Verdict::Fine);
+        // Counts that stay put (and an idle CPU) are not.
+        w.observe(&report(0, 0, 9, 10), t0 + s(8));
+        w.observe(&report(1, 0, 7, 10), t0 + s(8));
+        assert_eq!(w.poll(t0 + s(14)), Verdict::Stalled { idle: s(10) });
+        assert_eq!(w.poll(t0 + s(15)), Verdict::Fine, "reported once");
+        assert_eq!(w.poll(t0 + s(24)), Verdict::GiveUp { idle: s(20) });
+        assert_eq!(w.poll(t0 + s(25)), Verdict::Fine, "given up once");
+
+        // A reported stall that ends says for how long it lasted.
+        let mut w = Watchdog::new(s(10), t0);
+        w.observe(&report(0, 0, 1, 0), t0);
+        assert_eq!(w.poll(t0 + s(11)), Verdict::Stalled { idle: s(11) });
+        assert_eq!(w.observe(&report(0, 0, 2, 0), t0 + s(12)), Some(s(12)));
+        assert_eq!(w.poll(t0 + s(20)), Verdict::Fine);
+        // A restart, or a process busy in one long handler, is progress too.
+        assert_eq!(w.observe(&report(0, 1, 0, 0), t0 + s(15)), None);
+        assert_eq!(w.poll(t0 + s(24)), Verdict::Fine);
+        w.observe(&report(0, 1, 0, 2_000), t0 + s(23));
+        assert_eq!(w.poll(t0 + s(32)), Verdict::Fine, "2 s of CPU in 8 s: busy");
+        w.observe(&report(0, 1, 0, 2_500), t0 + s(31));
+        assert_eq!(
+            w.poll(t0 + s(33)),
+            Verdict::Stalled { idle: s(10) },
+            "0.5 s of CPU in 8 s: waiting"
+        );
+        // So is whatever the launcher sees (a node started or died).
+        assert_eq!(w.activity(t0 + s(34)), Some(s(11)));
+        assert_eq!(w.poll(t0 + s(43)), Verdict::Fine);
+    }
+
     #[test]
     fn event_lines_parse() {
         let e =
@@ -462,5 +820,32 @@ mod tests {
         assert_eq!(final_total(&last, "contract_violations"), Some(4));
         assert_eq!(final_total(&last, "regenerations_checked"), Some(9));
         assert_eq!(final_total(&f, "contract_violations"), None);
+        assert_eq!(checkpoint_id(&e), Some(3));
+        assert_eq!(checkpoint_id(&f), None);
+    }
+
+    #[test]
+    fn a_peer_that_cannot_resend_names_the_channel_and_the_lost_checkpoint() {
+        let e = parse_event(
+            "lazarus-event ms=1 rank=1 recovery-impossible peer=2 incarnation=1 \
+             channel=1:0->2:1 released=57 restored=40 channels=2 missing=30",
+        )
+        .unwrap();
+        let (peer, why) = recovery_impossible(&e, |r| (r == 2).then_some(3)).unwrap();
+        assert_eq!(peer, 2);
+        for part in [
+            "node 1 cannot resend to restarted node 2 (incarnation 1)",
+            "channel 1:0->2:1 was released up to 57 but node 2 restored 40",
+            "(30 messages on 2 channel(s) are gone)",
+            "node 2's newest checkpoint (id=3) was damaged or lost",
+        ] {
+            assert!(why.contains(part), "{part:?} in {why:?}");
+        }
+        let (_, unknown) = recovery_impossible(&e, |_| None).unwrap();
+        assert!(unknown.contains("node 2's newest checkpoint was damaged"));
+        let other = parse_event("lazarus-event ms=1 rank=1 checkpoint id=3").unwrap();
+        assert_eq!(recovery_impossible(&other, |_| None), None);
+        let garbled = parse_event("lazarus-event ms=1 rank=1 recovery-impossible peer=x").unwrap();
+        assert_eq!(recovery_impossible(&garbled, |_| None), None);
     }
 }

@@ -205,6 +205,16 @@ struct RunArgs {
     /// a duration, e.g. 1m).
     #[arg(long, value_parser = parse_kill_list)]
     kill: Option<KillList>,
+    /// Stall watchdog: when no node has handled a message for this long (e.g. 30s, 5min)
+    /// while nodes run and not all of them have finished their `main`, print what each
+    /// node waits for; if nothing moves for as long again, stop the nodes and exit with
+    /// status 124. A node busy computing (one long handler: its CPU time grows by a
+    /// quarter of the wall time or more) counts as moving; a `main` that waits (a timer,
+    /// its input) for longer does not: raise it then, or `off` for no watchdog. The
+    /// launcher asks each node for its counts on its standard input every quarter of
+    /// this (at most every 5 s); nothing is shown unless the run stalls.
+    #[arg(long, default_value = "30s", value_parser = parse_stall_timeout)]
+    stall_timeout: StallTimeout,
     /// The app binary and its arguments.
     #[arg(last = true, required = true)]
     app: Vec<String>,
@@ -249,6 +259,14 @@ struct DemoArgs {
 /// The planned kills of a run.
 #[derive(Clone, Debug)]
 struct KillList(Vec<PlannedKill>);
+
+/// `--stall-timeout`: `None` for no watchdog.
+#[derive(Clone, Copy, Debug)]
+struct StallTimeout(Option<Duration>);
+
+fn parse_stall_timeout(s: &str) -> Result<StallTimeout, String> {
+    supervisor::parse_stall_timeout(s).map(StallTimeout)
+}
 
 /// `--failure-timeout`: a duration no shorter than the nodes accept.
 fn parse_failure_timeout(s: &str) -> Result<Duration, String> {
@@ -654,6 +672,14 @@ struct Output {
     in_place: Arc<Mutex<Vec<(u16, u32)>>>,
     /// Ranks that have committed a checkpoint (in any incarnation).
     checkpointed: Arc<Mutex<std::collections::HashSet<u16>>>,
+    /// The nodes' answers to the watchdog's `report` requests, and when each came. Not
+    /// yet acted on; never printed as they come.
+    reports: Arc<Mutex<Vec<(supervisor::NodeReport, Instant)>>>,
+    /// The id of each rank's newest committed checkpoint (any incarnation).
+    newest_checkpoint: Arc<Mutex<std::collections::HashMap<u16, u64>>>,
+    /// Why a restarted node cannot be recovered (a peer's `recovery-impossible` event):
+    /// the run is stopped at once. Not yet acted on.
+    impossible: Arc<Mutex<Option<String>>>,
     /// Regenerated messages the nodes' final totals report compared with the copies
     /// delivered before a failure.
     checked: Arc<std::sync::atomic::AtomicU64>,
@@ -733,6 +759,17 @@ impl Launch<'_> {
                 let _ = writeln!(stdin, "{line}").and_then(|()| stdin.flush());
             }
         }
+    }
+
+    /// Asks `rank`'s current process for its progress report (`report`); false if it
+    /// has no channel or its channel is closed.
+    fn ask_report(&self, rank: u16) -> bool {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        channels.get_mut(&rank).is_some_and(|stdin| {
+            writeln!(stdin, "report")
+                .and_then(|()| stdin.flush())
+                .is_ok()
+        })
     }
 
     /// Says again to `rank` where every peer that moved to a spare slot listens now.
@@ -819,6 +856,9 @@ impl Launch<'_> {
                 // The node leaves only when told: see `supervisor::may_leave`.
                 .env("LAZARUS_SUPERVISOR", "stdin")
                 .stdin(Stdio::piped());
+        } else if args.stall_timeout.0.is_some() {
+            // Recovery off: the channel only carries the watchdog's `report` requests.
+            cmd.env("LAZARUS_SUPERVISOR", "stdin").stdin(Stdio::piped());
         }
         let timed_start = match incarnation {
             0 => None,
@@ -1023,6 +1063,9 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         finished: Arc::default(),
         in_place: Arc::default(),
         checkpointed: Arc::default(),
+        reports: Arc::default(),
+        newest_checkpoint: Arc::default(),
+        impossible: Arc::default(),
         start_unix_ms: unix_ms(),
         timed_starts: Arc::default(),
         stderr_lines: Arc::default(),
@@ -1063,6 +1106,8 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     // What the supervisor remembers of each rank across its processes.
     let mut history: Vec<RankHistory> = vec![RankHistory::default(); n];
     let mut stopping = false;
+    // Why a restarted node could not be recovered, once the run is stopped for it.
+    let mut impossible: Option<String> = None;
     let mut restarts = 0;
     // With recovery on, whether every node has finished and been told it may leave. Until
     // then no node leaves, so a node that dies can be restarted and replayed; after it no
@@ -1070,6 +1115,9 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     let mut released = false;
     // Processes already killed because their peers declared them failed.
     let mut fenced: std::collections::HashSet<(u16, u32)> = std::collections::HashSet::new();
+    // The stall watchdog (`--stall-timeout`), and whether it ended the run.
+    let mut stall_watch = args.stall_timeout.0.map(StallWatch::new);
+    let mut stalled = false;
     loop {
         // A node that rolled back in place is the same process as a new incarnation: its
         // `finished` and its peers' suspicions from now on name that one. A `moved` line
@@ -1123,6 +1171,24 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 ),
             );
         }
+        // A restarted node that cannot reach its lost state again (its newest checkpoint
+        // was lost and its peers released the messages it needs) would wait for ever:
+        // stop every node now and say why.
+        let why = (launch.out.impossible.lock())
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(why) = why.filter(|_| !stopping && impossible.is_none()) {
+            errln!("lazarus: recovery impossible: {why}; stopping the run");
+            launch.out.timeline(
+                started.elapsed(),
+                "recovery impossible: every node is stopped",
+            );
+            stopping = true;
+            impossible = Some(why);
+            for node in nodes.iter_mut().filter(|n| n.status.is_none()) {
+                let _ = node.child.kill();
+            }
+        }
         let due = |k: &PlannedKill| {
             started.elapsed() >= k.at
                 && (!k.after_a_checkpoint
@@ -1173,6 +1239,15 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                     node.rank,
                     node.pid,
                     describe(status)
+                );
+            }
+            if recovery && !released && !status.success() {
+                // Its peers drop its connection now rather than after the failure timeout,
+                // whether or not they ever saw it (a replacement may die as it comes up),
+                // and refuse it if its packets were still on their way.
+                launch.tell_all(
+                    Some(node.rank),
+                    &format!("died {} {}", node.rank, node.incarnation),
                 );
             }
             // Nodes the launcher itself stops after a fatal failure stay stopped.
@@ -1337,6 +1412,16 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 }
             }
         }
+        // Once the nodes are leaving (or being stopped), there is nothing to watch.
+        if let Some(watch) = stall_watch.as_mut().filter(|_| !released && !stopping) {
+            if watch.tick(&launch, &nodes, restarts) {
+                stopping = true;
+                stalled = true;
+                for node in nodes.iter_mut().filter(|n| n.status.is_none()) {
+                    let _ = node.child.kill();
+                }
+            }
+        }
         std::thread::sleep(Duration::from_millis(5));
     }
     let elapsed = started.elapsed();
@@ -1379,8 +1464,14 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         }
         _ => None,
     };
+    if let Some(why) = &impossible {
+        // Last, where a reader of the output looks first.
+        errln!("lazarus: recovery impossible: {why}");
+    }
     Ok(RunOutcome {
         code: match (first_failure, app_error.or(lost_answer)) {
+            _ if stalled => ExitCode::from(supervisor::STALLED_EXIT),
+            _ if impossible.is_some() => ExitCode::from(supervisor::RECOVERY_IMPOSSIBLE_EXIT),
             (Some((_, status, _)), _) | (None, Some(status)) => ExitCode::from(exit_code(status)),
             (None, None) => ExitCode::SUCCESS,
         },
@@ -1395,6 +1486,156 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             violations,
         ),
     })
+}
+
+/// The launcher's side of the stall watchdog: asks the running nodes for their reports,
+/// feeds them and what it sees of the processes to [`supervisor::Watchdog`], and prints
+/// what each node waits for when the run stalls.
+struct StallWatch {
+    watchdog: supervisor::Watchdog,
+    /// When to ask the nodes again.
+    next_ask: Instant,
+    /// Requests not answered yet, by rank and incarnation: a node is asked again only
+    /// once it answered (a node that does not read its channel yet, or cannot answer,
+    /// does not pile requests up).
+    asked: std::collections::HashMap<(u16, u32), Instant>,
+    /// Each rank's newest report and when it came.
+    latest: std::collections::BTreeMap<u16, (supervisor::NodeReport, Instant)>,
+    /// Restarts and ended processes so far: when it changes, something happened.
+    seen: (u32, usize),
+}
+
+impl StallWatch {
+    fn new(timeout: Duration) -> Self {
+        let now = Instant::now();
+        StallWatch {
+            watchdog: supervisor::Watchdog::new(timeout, now),
+            next_ask: now,
+            asked: Default::default(),
+            latest: Default::default(),
+            seen: (0, 0),
+        }
+    }
+
+    /// One turn of the launcher's loop; true when the run is to be ended (nothing moved
+    /// for twice the timeout). `restarts` counts the restarts so far.
+    fn tick(&mut self, launch: &Launch<'_>, nodes: &[Node], restarts: u32) -> bool {
+        let now = Instant::now();
+        let reports =
+            std::mem::take(&mut *launch.out.reports.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut resumed = None;
+        for (report, at) in reports {
+            self.asked.remove(&(report.rank, report.incarnation));
+            resumed = resumed.or(self.watchdog.observe(&report, at));
+            self.latest.insert(report.rank, (report, at));
+        }
+        let running: Vec<&Node> = nodes.iter().filter(|n| n.status.is_none()).collect();
+        let all_finished = {
+            let finished = launch.out.finished.lock();
+            let finished = finished.unwrap_or_else(|e| e.into_inner());
+            running
+                .iter()
+                .all(|n| finished.contains(&(n.rank, n.incarnation)))
+        };
+        let seen = (restarts, nodes.len() - running.len());
+        // Nodes that started or ended, or that have all finished and wait to leave (or
+        // none running: a restart is due), are not a stalled run.
+        if seen != self.seen || all_finished {
+            self.seen = seen;
+            resumed = resumed.or(self.watchdog.activity(now));
+        }
+        if let Some(idle) = resumed {
+            errln!(
+                "lazarus: the run moves again, after {:.1} s without a delivered message",
+                idle.as_secs_f64()
+            );
+        }
+        if now >= self.next_ask {
+            self.next_ask = now + self.watchdog.ask_every();
+            for n in &running {
+                let key = (n.rank, n.incarnation);
+                if !self.asked.contains_key(&key) && launch.ask_report(n.rank) {
+                    self.asked.insert(key, now);
+                }
+            }
+        }
+        match self.watchdog.poll(now) {
+            supervisor::Verdict::Fine => false,
+            supervisor::Verdict::Stalled { idle } => {
+                self.say_stalled(launch, &running, idle, now);
+                false
+            }
+            supervisor::Verdict::GiveUp { idle } => {
+                errln!(
+                    "lazarus: still no message delivered after {:.0} s: stopping the nodes; \
+                     the run ends with status {}",
+                    idle.as_secs_f64(),
+                    supervisor::STALLED_EXIT
+                );
+                true
+            }
+        }
+    }
+
+    /// Prints what each running node waits for, as its newest report says.
+    fn say_stalled(&self, launch: &Launch<'_>, running: &[&Node], idle: Duration, now: Instant) {
+        let finished = launch
+            .out
+            .finished
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        // One block, not interleaved with the nodes' lines.
+        let _g = launch.out.lock.lock().unwrap_or_else(|e| e.into_inner());
+        write_line(
+            &format!(
+                "lazarus: no node delivered a message for {:.0} s; what each node waits for:",
+                idle.as_secs_f64()
+            ),
+            true,
+        );
+        for n in running {
+            let key = (n.rank, n.incarnation);
+            let done = if finished.contains(&key) {
+                ", main finished"
+            } else {
+                ""
+            };
+            let line = match self.latest.get(&n.rank) {
+                Some((r, at)) if r.incarnation == n.incarnation => format!(
+                    "lazarus:   node {} (incarnation {}, {} messages handled{done}, reported {:.1} s \
+                     ago): {}",
+                    n.rank,
+                    n.incarnation,
+                    r.handled,
+                    now.saturating_duration_since(*at).as_secs_f64(),
+                    r.state
+                ),
+                _ => match self.asked.get(&key) {
+                    Some(at) => format!(
+                        "lazarus:   node {} (incarnation {}{done}): no answer to the report \
+                         asked {:.1} s ago",
+                        n.rank,
+                        n.incarnation,
+                        now.saturating_duration_since(*at).as_secs_f64()
+                    ),
+                    None => format!(
+                        "lazarus:   node {} (incarnation {}{done}): no report",
+                        n.rank, n.incarnation
+                    ),
+                },
+            };
+            write_line(&line, true);
+        }
+        write_line(
+            &format!(
+                "lazarus: the run is stopped if nothing is delivered for another {:.0} s \
+                 (--stall-timeout; a run that is only slow can raise it, or turn it off)",
+                idle.as_secs_f64()
+            ),
+            true,
+        );
+    }
 }
 
 /// The value of `key` in a RESULT line.
@@ -1441,6 +1682,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         spare_hosts: None,
         remote: None,
         kill: None,
+        stall_timeout: StallTimeout(Some(supervisor::DEFAULT_STALL_TIMEOUT)),
         app: app_args,
         ft_options_given: Vec::new(),
     };
@@ -1540,6 +1782,14 @@ fn pump(
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines() {
             let Ok(line) = line else { break };
+            if let Some(report) = supervisor::parse_report(&line) {
+                // For the stall watchdog; shown only if the run stalls.
+                out.reports
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((report, Instant::now()));
+                continue;
+            }
             if let Some(e) = supervisor::parse_event(&line) {
                 if e.kind == lazarus::cluster::TIMED_PART_EVENT {
                     // Bookkeeping for restarts, not a step of the recovery: no timeline.
@@ -1583,6 +1833,22 @@ fn pump(
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .insert(e.rank);
+                }
+                if let Some(id) = supervisor::checkpoint_id(&e) {
+                    out.newest_checkpoint
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(e.rank, id);
+                }
+                let newest = |rank| {
+                    let ids = out.newest_checkpoint.lock();
+                    ids.unwrap_or_else(|e| e.into_inner()).get(&rank).copied()
+                };
+                if let Some((_, why)) = supervisor::recovery_impossible(&e, newest) {
+                    out.impossible
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(why);
                 }
                 if let Some(incarnation) = supervisor::finished_incarnation(&e) {
                     out.finished

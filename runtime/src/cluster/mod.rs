@@ -487,13 +487,25 @@ impl Cluster {
             if let Some(timeout) = spec.failure_timeout {
                 config.failure_timeout = timeout;
             }
+            crate::failpoint::before_joining();
             let t = Transport::start(config, node.handle().clone())?;
             node.handle().set_transport(Arc::clone(&t));
-            if spec.recovery.as_ref().is_some_and(|r| r.supervised) {
+            let supervised = match &spec.recovery {
+                Some(r) => r.supervised,
+                // Recovery off: the launcher's channel only carries `report`, for its
+                // stall watchdog.
+                None => {
+                    spec.launcher == Launcher::Lazarus
+                        && std::env::var("LAZARUS_SUPERVISOR").is_ok_and(|v| v.trim() == "stdin")
+                }
+            };
+            if supervised {
                 supervisor = Some(
-                    supervisor_channel::SupervisorChannel::start(Arc::clone(&t)).map_err(|e| {
-                        ClusterError::Environment(format!("supervisor channel: {e}"))
-                    })?,
+                    supervisor_channel::SupervisorChannel::start(
+                        Arc::clone(&t),
+                        node.handle().clone(),
+                    )
+                    .map_err(|e| ClusterError::Environment(format!("supervisor channel: {e}")))?,
                 );
             }
             if let Some(layer) = layer {

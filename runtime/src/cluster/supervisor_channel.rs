@@ -6,11 +6,18 @@
 //! | `leave` | every node's `main` has finished: the second phase of `Cluster::shutdown` |
 //! | `moved RANK HOST:PORT` | `RANK`'s next incarnation listens there (a spare slot): dial it there |
 //! | `gone RANK` | `RANK` died after `leave` and is not restarted: leave without waiting for it |
+//! | `died RANK INCARNATION` | that process of `RANK` died (before `leave`): drop its connection now and refuse it if it comes up later, whether or not this node saw it ([`Transport::peer_died`]) |
+//! | `report` | print one `lazarus-report` line: this node's progress and what it waits for (the launcher's stall watchdog asks) |
 //!
-//! A line that is neither is refused with a warning and counted
+//! A line that is none of these is refused with a warning and counted
 //! (`lazarus_supervisor_bad_lines_total`); the node goes on. If standard input ends, the
 //! supervisor is gone: nobody will restart a peer any more, so the node may leave.
+//!
+//! With recovery off the launcher talks to its nodes on the same channel, but only
+//! `report` means anything there (such a node leaves when its `main` returns).
 
+use crate::node::NodeHandle;
+use crate::supervisor::NodeReport;
 use crate::transport::Transport;
 use metrics::counter;
 use std::io::BufRead;
@@ -38,6 +45,15 @@ pub enum Word {
         /// The rank that is gone.
         rank: u16,
     },
+    /// `rank`'s process of incarnation `incarnation` died (and every earlier one).
+    Died {
+        /// The rank whose process died.
+        rank: u16,
+        /// Which of its processes.
+        incarnation: u32,
+    },
+    /// Print this node's progress report.
+    Report,
 }
 
 /// What the channel does to the node's transport: `moved` and `gone` lines land here.
@@ -46,6 +62,8 @@ pub(crate) trait Peers {
     fn moved(&self, rank: u16, addr: SocketAddr) -> bool;
     /// `rank` is gone for good; false if `rank` is not a peer.
     fn gone(&self, rank: u16) -> bool;
+    /// `rank`'s incarnation `incarnation` died; false if `rank` is not a peer.
+    fn died(&self, rank: u16, incarnation: u32) -> bool;
 }
 
 impl Peers for Transport {
@@ -55,31 +73,81 @@ impl Peers for Transport {
     fn gone(&self, rank: u16) -> bool {
         self.peer_gone(rank)
     }
+    fn died(&self, rank: u16, incarnation: u32) -> bool {
+        self.peer_died(rank, incarnation)
+    }
 }
 
 /// Parses one line from the supervisor.
 pub fn parse(line: &str) -> Result<Word, String> {
     let line = line.trim();
     let words: Vec<&str> = line.split_whitespace().collect();
+    let rank_of = |rank: &str| {
+        rank.parse()
+            .map_err(|_| format!("`{line}`: `{rank}` is not a rank"))
+    };
     match words.as_slice() {
         ["leave"] => Ok(Word::Leave),
+        ["report"] => Ok(Word::Report),
         ["gone", rank] => Ok(Word::Gone {
-            rank: rank
+            rank: rank_of(rank)?,
+        }),
+        ["died", rank, incarnation] => Ok(Word::Died {
+            rank: rank_of(rank)?,
+            incarnation: incarnation
                 .parse()
-                .map_err(|_| format!("`{line}`: `{rank}` is not a rank"))?,
+                .map_err(|_| format!("`{line}`: `{incarnation}` is not an incarnation"))?,
         }),
         ["moved", rank, addr] => Ok(Word::Moved {
-            rank: rank
-                .parse()
-                .map_err(|_| format!("`{line}`: `{rank}` is not a rank"))?,
+            rank: rank_of(rank)?,
             addr: addr
                 .parse()
                 .map_err(|_| format!("`{line}`: `{addr}` is not an address (HOST:PORT)"))?,
         }),
         _ => Err(format!(
-            "`{line}`: expected `leave`, `moved RANK HOST:PORT` or `gone RANK`"
+            "`{line}`: expected `leave`, `moved RANK HOST:PORT`, `gone RANK`, \
+             `died RANK INCARNATION` or `report`"
         )),
     }
+}
+
+/// How long a report waits for the recovery layer's lock before it says the lock is held.
+const REPORT_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// This node's answer to `report`: its progress (handler calls, CPU time) and what it
+/// waits for (with recovery on, the stall report of `recovery_layer::set_checkpoint`;
+/// without, its mailboxes).
+fn report(node: &NodeHandle, rank: u16) -> NodeReport {
+    let (incarnation, state) = match node.recovery_layer() {
+        Some(layer) => (
+            layer.config().incarnation,
+            layer.stall_report(node, REPORT_PATIENCE),
+        ),
+        None => (0, node.mailbox_summary(16)),
+    };
+    NodeReport {
+        rank,
+        incarnation,
+        handled: node.handled_messages(),
+        cpu_ms: process_cpu_ms(),
+        state,
+    }
+}
+
+/// CPU time this process has used (user and system), in milliseconds; 0 if unknown.
+fn process_cpu_ms() -> u64 {
+    // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_SELF is valid.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
+            return 0;
+        }
+        usage
+    };
+    let ms = |t: libc::timeval| {
+        (t.tv_sec.max(0) as u64).saturating_mul(1000) + (t.tv_usec.max(0) as u64) / 1000
+    };
+    ms(usage.ru_utime).saturating_add(ms(usage.ru_stime))
 }
 
 /// The node's end of the channel: a thread reads standard input and acts on each line.
@@ -89,22 +157,29 @@ pub(crate) struct SupervisorChannel {
 }
 
 impl SupervisorChannel {
-    /// Starts reading standard input; `moved` lines update `transport`'s peer addresses.
-    pub(crate) fn start(transport: Arc<Transport>) -> std::io::Result<Arc<Self>> {
+    /// Starts reading standard input; `moved`, `gone` and `died` lines go to
+    /// `transport`, `report` is answered from `node`.
+    pub(crate) fn start(transport: Arc<Transport>, node: NodeHandle) -> std::io::Result<Arc<Self>> {
         let channel = Arc::new(SupervisorChannel {
             leave: Mutex::new(false),
             said: Condvar::new(),
         });
         let reader = Arc::clone(&channel);
+        let rank = transport.rank();
         std::thread::Builder::new()
             .name("lazarus-supervisor".into())
-            .spawn(move || reader.read(std::io::stdin().lock(), &*transport))?;
+            .spawn(move || {
+                reader.read(std::io::stdin().lock(), &*transport, &mut || {
+                    eprintln!("{}", report(&node, rank).line());
+                })
+            })?;
         Ok(channel)
     }
 
     /// Acts on every line of `input` until its end (after `leave` too: a peer may die
-    /// while this node leaves); `moved` and `gone` lines go to `peers`.
-    fn read(&self, mut input: impl BufRead, peers: &dyn Peers) {
+    /// while this node leaves); `moved`, `gone` and `died` lines go to `peers`, `report`
+    /// calls `report`.
+    fn read(&self, mut input: impl BufRead, peers: &dyn Peers, report: &mut dyn FnMut()) {
         let mut raw = Vec::new();
         loop {
             raw.clear();
@@ -123,6 +198,13 @@ impl SupervisorChannel {
                 .and_then(parse);
             match word {
                 Ok(Word::Leave) => self.say_leave(),
+                Ok(Word::Report) => report(),
+                Ok(Word::Died { rank, incarnation }) => {
+                    if !peers.died(rank, incarnation) {
+                        counter!(SUPERVISOR_BAD_LINES).increment(1);
+                        tracing::warn!(rank, "the supervisor said a rank that is not a peer died");
+                    }
+                }
                 Ok(Word::Gone { rank }) => {
                     if peers.gone(rank) {
                         tracing::info!(rank, "node {rank} is gone: not waiting for it to leave");
@@ -176,6 +258,7 @@ mod tests {
     struct Recorded {
         moved: Mutex<Vec<(u16, SocketAddr)>>,
         gone: Mutex<Vec<u16>>,
+        died: Mutex<Vec<(u16, u32)>>,
     }
 
     impl Peers for Recorded {
@@ -185,6 +268,10 @@ mod tests {
         }
         fn gone(&self, rank: u16) -> bool {
             self.gone.lock().unwrap().push(rank);
+            rank < 4
+        }
+        fn died(&self, rank: u16, incarnation: u32) -> bool {
+            self.died.lock().unwrap().push((rank, incarnation));
             rank < 4
         }
     }
@@ -207,6 +294,18 @@ mod tests {
             .contains("not an address"));
         assert_eq!(parse("gone 3"), Ok(Word::Gone { rank: 3 }));
         assert!(parse("gone three").unwrap_err().contains("not a rank"));
+        assert_eq!(
+            parse("died 2 1"),
+            Ok(Word::Died {
+                rank: 2,
+                incarnation: 1
+            })
+        );
+        assert!(parse("died 2").unwrap_err().contains("expected"));
+        assert!(parse("died 2 -1")
+            .unwrap_err()
+            .contains("not an incarnation"));
+        assert_eq!(parse(" report \n"), Ok(Word::Report));
         assert!(parse("stay").unwrap_err().contains("expected"));
     }
 
@@ -220,11 +319,18 @@ mod tests {
             said: Condvar::new(),
         };
         let peers = Recorded::default();
-        let input: &[u8] =
-            b"hello\n\xff\xfe\nmoved 9 127.0.0.1:7009\nmoved 1 127.0.0.1:7001\nleave\ngone 2\ngone 7\n";
+        let input: &[u8] = b"hello\n\xff\xfe\nmoved 9 127.0.0.1:7009\nmoved 1 127.0.0.1:7001\n\
+            died 1 0\nreport\ndied 8 3\nreport\nleave\ngone 2\ngone 7\n";
+        let mut reports = 0;
         metrics::with_local_recorder(&recorder, || {
-            channel.read(std::io::Cursor::new(input), &peers)
+            channel.read(std::io::Cursor::new(input), &peers, &mut || reports += 1)
         });
+        assert_eq!(reports, 2, "each `report` answered");
+        assert_eq!(
+            *peers.died.lock().unwrap(),
+            vec![(1, 0), (8, 3)],
+            "deaths handed to the transport"
+        );
         channel.wait_for_leave();
         assert_eq!(
             *peers.moved.lock().unwrap(),
@@ -250,8 +356,8 @@ mod tests {
             })
             .sum();
         assert_eq!(
-            bad, 4,
-            "`hello`, two ranks that are not peers, and bytes that are not text"
+            bad, 5,
+            "`hello`, three ranks that are not peers, and bytes that are not text"
         );
     }
 
@@ -264,6 +370,7 @@ mod tests {
         channel.read(
             std::io::Cursor::new("moved 1 127.0.0.1:7001\n"),
             &Recorded::default(),
+            &mut || {},
         );
         channel.wait_for_leave();
     }

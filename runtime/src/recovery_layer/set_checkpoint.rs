@@ -439,16 +439,24 @@ impl RecoveryLayer {
         }
     }
 
-    /// What this node waits for ([`blocked_state`]), for a report outside the checkpoint
-    /// path (the launcher's stall watchdog). Waits at most `patience` for the layer's
-    /// lock; a lock held longer is itself the answer.
+    /// What this node waits for ([`blocked_state`], and what its order-sensitive actors
+    /// wait for, as the node's own stall watch says it), for a report outside the
+    /// checkpoint path (the launcher's stall watchdog). Waits at most `patience` for the
+    /// layer's lock; a lock held longer is itself the answer.
     pub(crate) fn stall_report(&self, node: &NodeHandle, patience: Duration) -> String {
         let deadline = Instant::now() + patience;
+        let said = |core: &super::Core| {
+            format!(
+                "{}; {}",
+                blocked_state(core, node),
+                core.events.describe_waits()
+            )
+        };
         loop {
             match self.core.try_lock() {
-                Ok(g) => return blocked_state(&super::CoreGuard::new(self, g), node),
+                Ok(g) => return said(&super::CoreGuard::new(self, g)),
                 Err(std::sync::TryLockError::Poisoned(p)) => {
-                    return blocked_state(&super::CoreGuard::new(self, p.into_inner()), node)
+                    return said(&super::CoreGuard::new(self, p.into_inner()))
                 }
                 Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(1));

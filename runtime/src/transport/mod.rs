@@ -10,7 +10,9 @@
 //!
 //! Liveness: every node sends heartbeats; the [`FailureDetector`] turns silence into a
 //! node-failure report (log line, metric, failure hook), and requests waiting on the dead
-//! node fail instead of hanging.
+//! node fail instead of hanging. With recovery on, a peer's death is usually known sooner:
+//! its supervisor says which incarnation died ([`Transport::peer_died`]), or its restarted
+//! process's Hello names a newer incarnation.
 
 pub mod credentials;
 pub mod frame;
@@ -283,6 +285,31 @@ enum FailedBecause {
         /// The incarnation that connected.
         incarnation: u32,
     },
+    /// Its supervisor said this incarnation's process died (`died RANK INCARNATION` on
+    /// the node's standard input).
+    Died {
+        /// The incarnation whose connection this node held.
+        incarnation: u32,
+    },
+}
+
+/// What this node knows of a peer's incarnations beyond its live connection.
+#[derive(Clone, Copy, Debug, Default)]
+struct PeerIncarnations {
+    /// The newest incarnation its supervisor said died: it and every earlier one are
+    /// dead, and a connection from one of them is refused.
+    dead: Option<u32>,
+    /// The newest incarnation that said Hello: a connection of an older one, still
+    /// being set up, gives way to it.
+    newest: Option<u32>,
+}
+
+impl PeerIncarnations {
+    /// Whether a connection of `incarnation` is out of date: that process died, or a
+    /// newer one has already said Hello.
+    fn outdated(&self, incarnation: u32) -> bool {
+        self.dead.is_some_and(|d| incarnation <= d) || self.newest.is_some_and(|n| incarnation < n)
+    }
 }
 
 /// Hook called on the net thread for each detected node failure.
@@ -324,6 +351,9 @@ pub struct Transport {
     multi_threaded: bool,
     /// The live connection to each peer and the incarnation it belongs to.
     conns: Mutex<HashMap<u16, (u32, quinn::Connection)>>,
+    /// Each peer's dead and newest incarnations. Locked only while `conns` is (after it):
+    /// a connection is entered in `conns` only if it is not outdated at that moment.
+    incarnations: Mutex<HashMap<u16, PeerIncarnations>>,
     /// Where each peer listens. A supervisor that restarts a rank on a spare slot says
     /// where it went ([`Transport::peer_moved`]); dials read it at every attempt.
     addrs: Mutex<Vec<SocketAddr>>,
@@ -381,6 +411,7 @@ impl Transport {
             reconnect: config.reconnect,
             multi_threaded: config.reconnect && config.net_mode == NetMode::Thread,
             conns: Mutex::new(HashMap::new()),
+            incarnations: Mutex::new(HashMap::new()),
             addrs: Mutex::new(config.addrs.clone()),
             moved: Notify::new(),
             max_frame: config.max_frame,
@@ -763,12 +794,16 @@ impl Transport {
     fn node_failed(&self, rank: u16, why: FailedBecause) {
         let silent_for = match why {
             FailedBecause::Silence(d) => d,
-            FailedBecause::Replaced { .. } => Duration::ZERO,
+            FailedBecause::Replaced { .. } | FailedBecause::Died { .. } => Duration::ZERO,
         };
-        if let Ok(link) = self.link(rank) {
+        // A death notice marked the link down and closed the dead incarnation's
+        // connection itself, under the connection lock (and only that one: a newer
+        // incarnation's may be up by now).
+        let noticed = matches!(why, FailedBecause::Died { .. });
+        if let (false, Ok(link)) = (noticed, self.link(rank)) {
             link.state.store(LINK_DOWN, Ordering::Release);
         }
-        if self.reconnect {
+        if self.reconnect && !noticed {
             if let Some((incarnation, conn)) = self
                 .conns
                 .lock()
@@ -808,6 +843,11 @@ impl Transport {
                 rank,
                 incarnation,
                 "node {rank} failed (its restarted process, incarnation {incarnation}, connected)"
+            ),
+            FailedBecause::Died { incarnation } => tracing::error!(
+                rank,
+                incarnation,
+                "node {rank} failed (its supervisor says incarnation {incarnation} died)"
             ),
         }
         // With recovery on, `main`'s asks wait for the replacement: their replies are
@@ -883,6 +923,79 @@ impl Transport {
         self.gone_changed.notify_waiters();
         crate::recovery_layer::event(self.rank, &format!("peer-gone peer={peer}"));
         true
+    }
+
+    /// `peer`'s incarnation `incarnation` died: its supervisor saw the process end (the
+    /// `died` line of [`crate::cluster::supervisor_channel`]). That incarnation and every
+    /// earlier one are dead whether or not this node ever saw their connections: a
+    /// connection to one of them is closed now, without waiting for its silence to last
+    /// the failure timeout, and one that comes up later (its packets were in flight) is
+    /// refused. A newer incarnation's connection is left alone. Returns `false` for a
+    /// rank outside the cluster or this node's own.
+    pub fn peer_died(&self, peer: u16, incarnation: u32) -> bool {
+        if peer == self.rank || usize::from(peer) >= self.size {
+            return false;
+        }
+        // Decided under the connection lock: a newer incarnation's connection is entered
+        // under it too, so it is never the one closed or marked down here.
+        let closed = {
+            let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+            {
+                let mut known = self.incarnations.lock().unwrap_or_else(|e| e.into_inner());
+                let fate = known.entry(peer).or_default();
+                fate.dead = Some(fate.dead.map_or(incarnation, |d| d.max(incarnation)));
+            }
+            let dead = conns
+                .get(&peer)
+                .is_some_and(|(held, _)| *held <= incarnation);
+            dead.then(|| conns.remove(&peer))
+                .flatten()
+                .map(|(held, conn)| {
+                    if let Ok(link) = self.link(peer) {
+                        link.state.store(LINK_DOWN, Ordering::Release);
+                    }
+                    let declared = self
+                        .detector
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .failed(peer);
+                    conn.close(2u32.into(), b"died");
+                    (held, declared)
+                })
+        };
+        match closed {
+            Some((held, true)) => self.node_failed(peer, FailedBecause::Died { incarnation: held }),
+            Some((held, false)) => tracing::info!(
+                peer,
+                incarnation = held,
+                "closed the connection of node {peer}'s dead incarnation {held}"
+            ),
+            None => tracing::debug!(
+                peer,
+                incarnation,
+                "node {peer}'s incarnation {incarnation} died; no connection of it here"
+            ),
+        }
+        true
+    }
+
+    /// Notes that `peer`'s `incarnation` said Hello; false if that connection is out of
+    /// date (see [`PeerIncarnations::outdated`]).
+    fn hello_from(&self, peer: u16, incarnation: u32) -> bool {
+        let mut known = self.incarnations.lock().unwrap_or_else(|e| e.into_inner());
+        let fate = known.entry(peer).or_default();
+        fate.newest = Some(fate.newest.map_or(incarnation, |n| n.max(incarnation)));
+        !fate.outdated(incarnation)
+    }
+
+    /// Whether a connection of `peer`'s `incarnation` is out of date (call with `conns`
+    /// locked).
+    fn outdated(&self, peer: u16, incarnation: u32) -> bool {
+        self.incarnations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&peer)
+            .is_some_and(|f| f.outdated(incarnation))
     }
 
     fn is_gone(&self, peer: u16) -> bool {
@@ -983,6 +1096,9 @@ impl Transport {
                 }
             }
             FrameBody::Logged { meta, env } => {
+                if crate::failpoint::withhold_logged(from, &meta) {
+                    return None;
+                }
                 if let Some(layer) = node.recovery_layer() {
                     let (to, depth) = (env.to, layer.on_logged(node, from, meta, env));
                     if depth > INBOUND_HIGH_WATER {
@@ -1521,6 +1637,17 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         conn.close(1u32.into(), b"identity mismatch");
         return;
     }
+    if t.reconnect && !t.hello_from(peer, incarnation) {
+        // Its supervisor said it died, or its successor is here already: its packets were
+        // still in flight.
+        tracing::debug!(
+            peer,
+            incarnation,
+            "refused a connection of node {peer}'s outdated incarnation {incarnation}"
+        );
+        conn.close(2u32.into(), b"outdated incarnation");
+        return;
+    }
     if dialed == u16::MAX && t.reconnect && rv.crossed_dial_wins(peer) {
         tracing::debug!(
             peer,
@@ -1583,11 +1710,23 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
             }
         },
     };
-    rv.start_writer(send, outbox, peer);
-    t.conns
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(peer, (incarnation, conn.clone()));
+    {
+        let mut conns = t.conns.lock().unwrap_or_else(|e| e.into_inner());
+        if t.reconnect && t.outdated(peer, incarnation) {
+            // It died, or a newer incarnation said Hello, while this connection waited
+            // for the queue: the queue is the newer one's.
+            drop(conns);
+            rv.outbox_slots
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(peer, outbox);
+            rv.outbox_returned.notify_waiters();
+            conn.close(2u32.into(), b"outdated incarnation");
+            return;
+        }
+        rv.start_writer(send, outbox, peer);
+        conns.insert(peer, (incarnation, conn.clone()));
+    }
     // From here a crossed connection from the peer meets this one in `conns`.
     drop(dial_guard);
     if let Ok(link) = t.link(peer) {
