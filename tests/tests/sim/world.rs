@@ -1946,10 +1946,11 @@ impl World {
             if p.queued() > 0 {
                 return self.fail(format!(
                     "S{s} holds {} undeliverable messages ({} channels blocked on the \
-                     dependency rule, interval {}): deadlock or lost message",
+                     dependency rule, interval {}): deadlock or lost message: {}",
                     p.queued(),
                     p.blocked(),
-                    p.interval()
+                    p.interval(),
+                    p.describe_waiting(8)
                 ));
             }
         }
