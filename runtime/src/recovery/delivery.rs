@@ -258,11 +258,11 @@ impl<P: LogPayload> Inbox<P> {
                 continue;
             };
             let mut window = PositionWindow::starting_at(run.first);
-            for (index, at) in (run.first..).zip(run.at.iter().copied()) {
-                if index > c.last_deliver {
-                    break;
+            for (k, at) in (0u64..).zip(run.at.iter().copied()) {
+                match run.first.checked_add(k) {
+                    Some(index) if index <= c.last_deliver => window.push(index, at),
+                    _ => break,
                 }
-                window.push(index, at);
             }
             if window.next() == c.last_deliver + 1 {
                 c.positions = window;

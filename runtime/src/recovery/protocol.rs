@@ -890,8 +890,10 @@ impl<P: LogPayload> SetProtocol<P> {
         for run in positions {
             // The driver checked that the channels run from this set to `from`.
             let made = self.last_sent(from, &run.channel);
-            let pending: VecDeque<(u64, u64)> = (run.first..)
+            // Indices past u64::MAX (a peer's bad report) are dropped, not wrapped.
+            let pending: VecDeque<(u64, u64)> = (0u64..)
                 .zip(run.at.iter().copied())
+                .map_while(|(k, at)| Some((run.first.checked_add(k)?, at)))
                 .filter(|(index, _)| *index > made)
                 .collect();
             if !pending.is_empty() {
