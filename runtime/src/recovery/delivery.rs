@@ -39,6 +39,8 @@ pub struct Queued<P> {
     pub meta: MessageMeta,
     /// The message.
     pub payload: P,
+    /// The sender's incarnation whose connection carried it.
+    pub via: Incarnation,
 }
 
 /// Where a channel's head stands in the delivery machinery.
@@ -147,6 +149,9 @@ pub enum Received {
     Queued,
     /// Already delivered or already queued: dropped.
     Duplicate,
+    /// Came from an incarnation of the sender that a newer one replaced: dropped (see
+    /// [`SetProtocol::on_receive`](super::protocol::SetProtocol::on_receive)).
+    Stale,
 }
 
 /// A message taken out of the inbox for delivery.
@@ -301,10 +306,13 @@ impl<P: LogPayload> Inbox<P> {
         }
         match c.queue.entry(index) {
             btree_map::Entry::Occupied(mut o) => {
-                // Keep the copy that waits less: it is as valid, and never worse for
-                // liveness.
-                let old_req = need(self.rule, self.me, &o.get().meta);
-                if requirement < old_req {
+                // Keep the copy of the newest connection: an older incarnation's copy is
+                // dropped once its successor is known (`discard_older`), the newer one's
+                // stays. Between copies of one connection, keep the one that waits less:
+                // it is as valid, and never worse for liveness.
+                let old = o.get();
+                let old_req = need(self.rule, self.me, &old.meta);
+                if q.via > old.via || (q.via == old.via && requirement < old_req) {
                     o.insert(q);
                     if let Head::Blocked(r) = c.head {
                         c.head = Head::Idle;
@@ -323,6 +331,40 @@ impl<P: LogPayload> Inbox<P> {
                 Received::Queued
             }
         }
+    }
+
+    /// Drops every message queued from `from` that came on a connection of one of its
+    /// incarnations before `incarnation`; returns how many.
+    pub fn discard_older(&mut self, from: SetId, incarnation: Incarnation, interval: u64) -> usize {
+        let Some(peer) = self.peers.get_mut(from.index()) else {
+            return 0;
+        };
+        let mut dropped = 0;
+        let mut touched = Vec::new();
+        for (channel, c) in peer.iter_mut() {
+            let before = c.queue.len();
+            c.queue.retain(|_, q| q.via >= incarnation);
+            if c.queue.len() != before {
+                dropped += before - c.queue.len();
+                touched.push(*channel);
+                // Its head is listed again from scratch below.
+                c.head = Head::Idle;
+            }
+        }
+        if dropped == 0 {
+            return 0;
+        }
+        self.queued -= dropped;
+        self.ready
+            .retain(|(f, ch)| *f != from || !touched.contains(ch));
+        for keys in self.blocked.values_mut() {
+            keys.retain(|(f, ch)| *f != from || !touched.contains(ch));
+        }
+        self.blocked.retain(|_, keys| !keys.is_empty());
+        for channel in touched {
+            self.classify(from, channel, interval);
+        }
+        dropped
     }
 
     /// Lists a channel whose head may have become the next index.
@@ -669,6 +711,7 @@ mod tests {
                 sender_incarnation: Incarnation(inc),
                 depend,
             },
+            via: Incarnation(inc),
             payload: index * 100 + n,
         }
     }

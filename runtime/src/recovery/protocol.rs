@@ -138,6 +138,10 @@ pub struct ProtocolStats {
     pub control_sent: u64,
     /// Control messages ignored because they came from an older incarnation.
     pub stale_control: u64,
+    /// Application messages of an incarnation a newer one of the same set replaced,
+    /// dropped: received on the older one's connection after the newer one appeared, or
+    /// still queued when it appeared (the newer one sends them again).
+    pub stale_messages: u64,
     /// Checkpoints committed.
     pub checkpoints: u64,
     /// CHECKPOINT_REQUESTs sent because the log was over its quota.
@@ -329,16 +333,31 @@ impl<P: LogPayload> SetProtocol<P> {
         })
     }
 
-    /// An application message from set `from` arrived (Algorithm 1, lines 13-14). It is
-    /// queued or, if already delivered or queued, dropped as a duplicate. Call
-    /// [`SetProtocol::poll_delivery`] afterwards.
+    /// An application message from set `from` arrived (Algorithm 1, lines 13-14), on a
+    /// connection of `from`'s incarnation `via` (not the message's own
+    /// `sender_incarnation`: a resend keeps the incarnation that first sent it). It is
+    /// queued or, if already delivered or queued, dropped as a duplicate; if `via` is
+    /// older than an incarnation of `from` this set has heard from, it is dropped as
+    /// stale. Call [`SetProtocol::poll_delivery`] afterwards.
+    ///
+    /// Why stale messages are dropped: once this set has answered a newer incarnation's
+    /// ROLLBACK, that answer is what the newer one knows of this set's deliveries from
+    /// its lost history. A message of the lost history delivered after the answer is
+    /// one the newer incarnation cannot know it must make again before it delivers what
+    /// depends on it (see "Sends made again" in docs/recovery.md). The newer incarnation
+    /// sends everything after the answered indices again, resent or regenerated.
     pub fn on_receive(
         &mut self,
         from: SetId,
+        via: Incarnation,
         meta: MessageMeta,
         payload: P,
     ) -> Result<Received, ProtocolError> {
         self.check_peer(from)?;
+        if via < self.known[from.index()] {
+            self.stats.stale_messages += 1;
+            return Ok(Received::Stale);
+        }
         if meta.send_index == 0 {
             return Err(ProtocolError::ZeroSendIndex(from));
         }
@@ -351,7 +370,9 @@ impl<P: LogPayload> SetProtocol<P> {
         }
         self.stats.received += 1;
         let interval = self.interval();
-        let r = self.inbox.insert(from, Queued { meta, payload }, interval);
+        let r = self
+            .inbox
+            .insert(from, Queued { meta, payload, via }, interval);
         if r == Received::Duplicate {
             self.stats.duplicates += 1;
             self.stats.regenerations_checked += self.inbox.take_checked();
@@ -367,7 +388,7 @@ impl<P: LogPayload> SetProtocol<P> {
     /// merges the message's dependency vector.
     pub fn poll_delivery(&mut self) -> Option<Delivery<P>> {
         let taken = self.inbox.take(self.interval())?;
-        let Queued { meta, payload } = taken.queued;
+        let Queued { meta, payload, .. } = taken.queued;
         self.depend.merge_from(&meta.depend, self.me);
         let interval = self.depend.increment(self.me);
         self.inbox.settle(taken.from, meta.channel, interval);
@@ -637,6 +658,42 @@ impl<P: LogPayload> SetProtocol<P> {
         self.log.dumped_blocks()
     }
 
+    /// After a restore, what the loggers that answered said they lack (`lacks`, by
+    /// logger) of the blocks the log points into at any logger ([`Self::dumped_blocks`]).
+    /// A block missing at a logger an entry names, and kept by one the entry does not
+    /// name, was relocated after the checkpoint this set restored (see
+    /// [`Self::block_relocated`]): the entries point there from now on. Returns, by
+    /// logger, the blocks missing there that have no such copy; `loggers` is how many
+    /// loggers the run has (an image may name one it does not).
+    pub fn locate_restored_blocks(
+        &mut self,
+        lacks: &BTreeMap<u16, BTreeSet<BlockId>>,
+        loggers: u16,
+    ) -> BTreeMap<u16, Vec<BlockId>> {
+        let named: BTreeSet<(u16, BlockId)> = self.log.dumped_blocks().into_iter().collect();
+        let mut missing: BTreeMap<u16, Vec<BlockId>> = BTreeMap::new();
+        for &(logger, block) in &named {
+            let lacked =
+                logger >= loggers || lacks.get(&logger).is_some_and(|m| m.contains(&block));
+            if !lacked {
+                continue;
+            }
+            let elsewhere = lacks
+                .iter()
+                .map(|(&other, m)| (other, m))
+                .find(|&(other, m)| {
+                    other != logger && !m.contains(&block) && !named.contains(&(other, block))
+                });
+            match elsewhere {
+                Some((other, _)) => {
+                    self.block_relocated(logger, other, block);
+                }
+                None => missing.entry(logger).or_default().push(block),
+            }
+        }
+        missing
+    }
+
     /// Logger `logger` is gone (unreachable, or restarted empty): every block the log
     /// points into there is lost; blocks dumped to it later (after its restart) are not.
     /// Peers with logged entries whose payloads only lost blocks held get a
@@ -745,7 +802,7 @@ impl<P: LogPayload> SetProtocol<P> {
             self.stats.stale_control += 1;
             return Ok(Vec::new());
         }
-        self.known[from.index()] = report.incarnation;
+        self.learn_incarnation(from, report.incarnation);
         // A new incarnation has not seen our CHECKPOINT_REQUEST.
         self.asked[from.index()] = false;
         // It restored digests from its checkpoint that an announcement since may have
@@ -778,6 +835,19 @@ impl<P: LogPayload> SetProtocol<P> {
         Ok(actions)
     }
 
+    /// `from` reported from its incarnation `incarnation`. If that one is new here, what
+    /// older incarnations' connections brought and is still queued is dropped, as
+    /// [`SetProtocol::on_receive`] drops what they bring from now on.
+    fn learn_incarnation(&mut self, from: SetId, incarnation: Incarnation) {
+        let known = &mut self.known[from.index()];
+        if incarnation > *known {
+            *known = incarnation;
+            let interval = self.interval();
+            let dropped = self.inbox.discard_older(from, incarnation, interval);
+            self.stats.stale_messages += dropped as u64;
+        }
+    }
+
     /// RESPONSE from `from` (Algorithm 1, lines 52-53, extended): regenerated messages up
     /// to its delivered indices are suppressed from now on (and compared with `digests`),
     /// the log is released up to its checkpointed indices, and logged messages after its
@@ -796,7 +866,7 @@ impl<P: LogPayload> SetProtocol<P> {
             self.stats.stale_control += 1;
             return Ok(Vec::new());
         }
-        self.known[from.index()] = report.incarnation;
+        self.learn_incarnation(from, report.incarnation);
         let actions = self.apply_report(from, &report);
         if to_incarnation == self.incarnation {
             for (channel, index, matches) in self.log.set_expected(from, digests) {
@@ -1129,7 +1199,8 @@ mod tests {
             else {
                 panic!("sent")
             };
-            r.on_receive(SetId(0), meta, payload).unwrap();
+            r.on_receive(SetId(0), meta.sender_incarnation, meta, payload)
+                .unwrap();
             assert!(r.poll_delivery().is_some());
             if i == 0 {
                 snap = Some(f.checkpoint());
@@ -1239,7 +1310,7 @@ mod tests {
                 panic!("not suppressed yet: no RESPONSE")
             };
             assert_eq!(
-                r.on_receive(SetId(0), meta, payload),
+                r.on_receive(SetId(0), meta.sender_incarnation, meta, payload),
                 Ok(Received::Duplicate)
             );
         }
@@ -1289,7 +1360,9 @@ mod tests {
     #[test]
     fn bad_input_is_refused_and_changes_nothing() {
         let mut p = SetProtocol::<Vec<u8>>::new(SetId(0), 3).unwrap();
-        let e = p.on_receive(SetId(3), meta(3, 0, 1), vec![]).unwrap_err();
+        let e = p
+            .on_receive(SetId(3), Incarnation(0), meta(3, 0, 1), vec![])
+            .unwrap_err();
         assert_eq!(
             e,
             ProtocolError::UnknownSet {
@@ -1297,14 +1370,18 @@ mod tests {
                 n: 3
             }
         );
-        let e = p.on_receive(SetId(0), meta(0, 0, 1), vec![]).unwrap_err();
+        let e = p
+            .on_receive(SetId(0), Incarnation(0), meta(0, 0, 1), vec![])
+            .unwrap_err();
         assert_eq!(e, ProtocolError::SelfAddressed(SetId(0)));
-        let e = p.on_receive(SetId(1), meta(1, 0, 0), vec![]).unwrap_err();
+        let e = p
+            .on_receive(SetId(1), Incarnation(0), meta(1, 0, 0), vec![])
+            .unwrap_err();
         assert_eq!(e, ProtocolError::ZeroSendIndex(SetId(1)));
         let mut m = meta(1, 0, 1);
         m.depend.set(SetId(9), 1);
         assert!(matches!(
-            p.on_receive(SetId(1), m, vec![]),
+            p.on_receive(SetId(1), Incarnation(0), m, vec![]),
             Err(ProtocolError::VectorOutOfRange { .. })
         ));
         assert!(p.on_send(SetId(0), ch(0, 0), vec![]).is_err());
@@ -1386,7 +1463,8 @@ mod tests {
         else {
             panic!("sent")
         };
-        b.on_receive(SetId(0), meta, payload).unwrap();
+        b.on_receive(SetId(0), meta.sender_incarnation, meta, payload)
+            .unwrap();
         assert!(b.poll_delivery().is_some());
         let SendOutcome::Transmit { meta, payload } =
             b.on_send(SetId(0), ch(1, 0), b"answer".to_vec()).unwrap()
@@ -1397,7 +1475,9 @@ mod tests {
             SetProtocol::restore(fresh, Incarnation(1), Config::default()).unwrap();
         // Set 1 resends its logged answer at once; the actor must not see it before
         // main's tell, which it never would have in a failure-free run.
-        restarted.on_receive(SetId(1), meta, payload).unwrap();
+        restarted
+            .on_receive(SetId(1), meta.sender_incarnation, meta, payload)
+            .unwrap();
         assert!(restarted.poll_delivery().is_none());
         assert_eq!(restarted.blocked(), 1);
         answer_rollbacks(&mut restarted, &mut b, rollbacks);
@@ -1414,6 +1494,91 @@ mod tests {
             .poll_delivery()
             .expect("deliverable after the tell and the ask");
         assert_eq!(d.payload, b"answer");
+    }
+
+    #[test]
+    fn what_a_replaced_incarnation_still_sends_is_dropped_and_its_successor_sends_it_again() {
+        let mut a = SetProtocol::<Vec<u8>>::new(SetId(0), 2).unwrap();
+        let mut b = SetProtocol::<Vec<u8>>::new(SetId(1), 2).unwrap();
+        let fresh = a.checkpoint();
+        let send = |a: &mut SetProtocol<Vec<u8>>, text: &[u8]| match a
+            .on_send(SetId(1), ch(0, 1), text.to_vec())
+            .unwrap()
+        {
+            SendOutcome::Transmit { meta, payload } => (meta, payload),
+            SendOutcome::Suppressed { .. } => panic!("transmitted"),
+        };
+        // Incarnation 0 sends two messages and dies; the first reached set 1 and waits in
+        // its inbox, the second is still on the old connection.
+        let (m1, p1) = send(&mut a, b"one");
+        let (m2, p2) = send(&mut a, b"two");
+        assert_eq!(
+            b.on_receive(SetId(0), Incarnation(0), m1, p1).unwrap(),
+            Received::Queued
+        );
+        let (mut a, rollbacks) =
+            SetProtocol::restore(fresh, Incarnation(1), Config::default()).unwrap();
+        answer_rollbacks(&mut a, &mut b, rollbacks);
+        // Set 1 answered that it delivered nothing: neither message may be delivered now.
+        assert!(b.poll_delivery().is_none(), "the queued copy was dropped");
+        assert_eq!(
+            b.on_receive(SetId(0), Incarnation(0), m2, p2).unwrap(),
+            Received::Stale
+        );
+        assert!(b.poll_delivery().is_none());
+        assert_eq!(b.stats().stale_messages, 2);
+        // The new incarnation makes both sends again; set 1 delivers them in order.
+        for text in [&b"one"[..], b"two"] {
+            let (m, p) = send(&mut a, text);
+            assert_eq!(
+                b.on_receive(SetId(0), Incarnation(1), m, p).unwrap(),
+                Received::Queued
+            );
+            assert_eq!(b.poll_delivery().expect("delivered").payload, text);
+        }
+    }
+
+    #[test]
+    fn a_resend_keeps_its_first_incarnation_and_is_taken_from_the_new_connection() {
+        // Set 0 sends before its checkpoint: the checkpoint's log holds the message and
+        // the restarted set resends it.
+        let mut a = SetProtocol::<Vec<u8>>::new(SetId(0), 2).unwrap();
+        let mut b = SetProtocol::<Vec<u8>>::new(SetId(1), 2).unwrap();
+        let SendOutcome::Transmit { .. } = a.on_send(SetId(1), ch(0, 1), b"one".to_vec()).unwrap()
+        else {
+            panic!("transmitted")
+        };
+        let snap = a.checkpoint();
+        a.checkpoint_committed(snap.id).unwrap();
+        // The original copy is lost in flight; incarnation 1 resends its logged copy
+        // once set 1 answered its ROLLBACK.
+        let (mut a, rollbacks) =
+            SetProtocol::restore(snap, Incarnation(1), Config::default()).unwrap();
+        let mut resent = Vec::new();
+        for r in rollbacks {
+            let Action::Control { message, .. } = r else {
+                continue;
+            };
+            for answer in b.on_control(SetId(0), message).unwrap() {
+                if let Action::Control { message, .. } = answer {
+                    resent.extend(a.on_control(SetId(1), message).unwrap());
+                }
+            }
+        }
+        let [Action::Send { meta, payload, .. }] = &resent[..] else {
+            panic!("one resend: {resent:?}")
+        };
+        assert_eq!(
+            meta.sender_incarnation,
+            Incarnation(0),
+            "a resend keeps its origin"
+        );
+        assert_eq!(
+            b.on_receive(SetId(0), Incarnation(1), meta.clone(), payload.clone())
+                .unwrap(),
+            Received::Queued
+        );
+        assert_eq!(b.poll_delivery().expect("delivered").payload, b"one");
     }
 
     /// `peer` answers `restarted`'s ROLLBACKs (the resends of its log are dropped here:
@@ -1452,7 +1617,8 @@ mod tests {
             panic!("sent")
         };
         a.on_local_deliveries(2);
-        b.on_receive(SetId(0), meta, payload).unwrap();
+        b.on_receive(SetId(0), meta.sender_incarnation, meta, payload)
+            .unwrap();
         assert!(b.poll_delivery().is_some());
         let SendOutcome::Transmit { meta, payload } =
             b.on_send(SetId(0), ch(1, 0), b"answer".to_vec()).unwrap()
@@ -1462,7 +1628,9 @@ mod tests {
         let (mut restarted, rollbacks) =
             SetProtocol::restore(fresh, Incarnation(1), Config::default()).unwrap();
         answer_rollbacks(&mut restarted, &mut b, rollbacks);
-        restarted.on_receive(SetId(1), meta, payload).unwrap();
+        restarted
+            .on_receive(SetId(1), meta.sender_incarnation, meta, payload)
+            .unwrap();
         restarted.on_local_deliveries(3);
         assert!(
             restarted.poll_delivery().is_none(),
@@ -1491,7 +1659,8 @@ mod tests {
         else {
             panic!("sent")
         };
-        b.on_receive(SetId(0), meta, payload).unwrap();
+        b.on_receive(SetId(0), meta.sender_incarnation, meta, payload)
+            .unwrap();
         assert!(b.poll_delivery().is_some());
         let SendOutcome::Transmit { meta, payload } = b
             .on_send(SetId(0), ch(1, 0), b"send your values".to_vec())
@@ -1502,7 +1671,9 @@ mod tests {
         let (mut restarted, rollbacks) =
             SetProtocol::restore(before, Incarnation(1), Config::default()).unwrap();
         answer_rollbacks(&mut restarted, &mut b, rollbacks);
-        restarted.on_receive(SetId(1), meta, payload).unwrap();
+        restarted
+            .on_receive(SetId(1), meta.sender_incarnation, meta, payload)
+            .unwrap();
         assert_eq!(restarted.next_requirement(), Some(2));
         restarted.on_local_deliveries(1);
         assert!(
@@ -1530,7 +1701,8 @@ mod tests {
             if let SendOutcome::Transmit { meta, payload } =
                 b.on_send(SetId(0), ch(1, 0), vec![i]).unwrap()
             {
-                a.on_receive(SetId(1), meta, payload).unwrap();
+                a.on_receive(SetId(1), meta.sender_incarnation, meta, payload)
+                    .unwrap();
             }
         }
         assert_eq!(a.poll_delivery().map(|d| d.interval), Some(1));
@@ -1549,8 +1721,10 @@ mod tests {
     #[test]
     fn checkpoint_advance_waits_for_the_commit_and_names_only_advanced_channels() {
         let mut a = SetProtocol::<Vec<u8>>::new(SetId(0), 3).unwrap();
-        a.on_receive(SetId(1), meta(1, 0, 1), vec![]).unwrap();
-        a.on_receive(SetId(2), meta(2, 0, 1), vec![]).unwrap();
+        a.on_receive(SetId(1), Incarnation(0), meta(1, 0, 1), vec![])
+            .unwrap();
+        a.on_receive(SetId(2), Incarnation(0), meta(2, 0, 1), vec![])
+            .unwrap();
         a.poll_delivery();
         let first = a.checkpoint();
         a.poll_delivery();
@@ -1611,7 +1785,7 @@ mod tests {
                 panic!("transmitted")
             };
             sets[usize::from(to)]
-                .on_receive(SetId(0), meta, payload)
+                .on_receive(SetId(0), meta.sender_incarnation, meta, payload)
                 .unwrap();
             assert!(sets[usize::from(to)].poll_delivery().is_some());
         };
@@ -1768,6 +1942,40 @@ mod tests {
     }
 
     #[test]
+    fn a_restore_older_than_a_relocation_finds_the_block_at_the_third_logger() {
+        let mut f = SetProtocol::<Vec<u8>>::new(SetId(0), 3).unwrap();
+        f.on_send(SetId(1), ch(0, 1), vec![1; 10]).unwrap();
+        let block = f.take_log_dump(100).unwrap();
+        f.log_dumped(&block, 0, Some(1));
+        // The image names loggers 0 and 1. After it, logger 0 restarted and the block
+        // went to logger 2; then logger 1 restarted too, and the set failed.
+        let image = f.checkpoint();
+        let (mut restored, _) =
+            SetProtocol::restore(image, Incarnation(1), Config::default()).unwrap();
+        let lacks: BTreeMap<u16, BTreeSet<BlockId>> = [
+            (0, BTreeSet::from([block.block])),
+            (1, BTreeSet::from([block.block])),
+            (2, BTreeSet::new()),
+        ]
+        .into();
+        let missing = restored.locate_restored_blocks(&lacks, 3);
+        assert!(missing.is_empty(), "found at logger 2: {missing:?}");
+        let mut at = restored.dumped_blocks();
+        at.sort();
+        assert_eq!(at, vec![(1, block.block), (2, block.block)]);
+        // Had logger 2 not had it either, it would be missing where the image names it.
+        let (mut again, _) =
+            SetProtocol::restore(f.checkpoint(), Incarnation(2), Config::default()).unwrap();
+        let nowhere: BTreeMap<u16, BTreeSet<BlockId>> =
+            (0..3).map(|l| (l, BTreeSet::from([block.block]))).collect();
+        let missing = again.locate_restored_blocks(&nowhere, 3);
+        assert_eq!(
+            missing,
+            BTreeMap::from([(0, vec![block.block]), (1, vec![block.block])])
+        );
+    }
+
+    #[test]
     fn a_lost_block_the_restarted_logger_has_no_room_for_moves_to_a_third_logger() {
         let mut f = SetProtocol::<Vec<u8>>::new(SetId(0), 3).unwrap();
         f.on_send(SetId(1), ch(0, 1), vec![1; 10]).unwrap();
@@ -1883,7 +2091,8 @@ mod tests {
         );
         assert_eq!(requests(&f.poll_log_quota()), vec![1], "asked again");
         // Once delivered and checkpointed, the log is empty.
-        r.on_receive(SetId(0), meta, payload).unwrap();
+        r.on_receive(SetId(0), meta.sender_incarnation, meta, payload)
+            .unwrap();
         assert!(r.poll_delivery().is_some());
         let snap = r.checkpoint();
         for a in r.checkpoint_committed(snap.id).unwrap() {

@@ -320,50 +320,46 @@ impl LogOffload {
         back
     }
 
-    /// Tells each logger which of `rank`'s blocks to drop (`Release`) or keep (`Retain`,
-    /// every logger, after a restore). Returns, by logger, the blocks to keep that a
-    /// logger said it does not have.
-    fn tell(
-        &self,
-        rank: u16,
-        blocks: Vec<(u16, BlockId)>,
-        retain: bool,
-    ) -> Vec<(u16, Vec<BlockId>)> {
-        let mut missing = Vec::new();
+    /// Tells each logger which of `rank`'s blocks to drop.
+    fn release(&self, rank: u16, blocks: Vec<(u16, BlockId)>) {
         let mut per: BTreeMap<u16, Vec<BlockId>> = BTreeMap::new();
-        if retain {
-            for l in 0..self.client.loggers() {
-                per.insert(l, Vec::new());
-            }
-        }
         for (l, b) in blocks {
             per.entry(l).or_default().push(b);
         }
         for (logger, blocks) in per {
-            if retain && logger >= self.client.loggers() {
-                // An image naming a logger this run does not have: nobody can fetch
-                // those blocks, so they are reported lost (their receivers are asked to
-                // checkpoint).
-                missing.push((logger, blocks));
-                continue;
-            }
             if self.is_lost(logger) {
                 continue;
             }
-            let request = if retain {
-                LoggerRequest::Retain { rank, blocks }
-            } else {
-                LoggerRequest::Release { rank, blocks }
+            let request = LoggerRequest::Release { rank, blocks };
+            if let Err(e) = self.client.request(logger, request, STORE_TIMEOUT) {
+                self.lose(logger, &e);
+            }
+        }
+    }
+
+    /// After a restore: every logger keeps those of `rank`'s blocks that the restored
+    /// log points into at *any* logger (a block relocated after the checkpoint is kept
+    /// where the image does not say) and drops the rest. Returns, by logger that
+    /// answered, the blocks of `blocks` it does not have.
+    fn retain(&self, rank: u16, blocks: BTreeSet<BlockId>) -> BTreeMap<u16, BTreeSet<BlockId>> {
+        let mut lacks = BTreeMap::new();
+        for logger in 0..self.client.loggers() {
+            if self.is_lost(logger) {
+                continue;
+            }
+            let request = LoggerRequest::Retain {
+                rank,
+                blocks: blocks.iter().copied().collect(),
             };
             match self.client.request(logger, request, STORE_TIMEOUT) {
-                Ok(LoggerResponse::Retained { missing: gone }) if !gone.is_empty() => {
-                    missing.push((logger, gone));
+                Ok(LoggerResponse::Retained { missing }) => {
+                    lacks.insert(logger, missing.into_iter().collect());
                 }
-                Ok(_) => {}
+                Ok(other) => tracing::warn!("logger {logger} answered a retain with {other:?}"),
                 Err(e) => self.lose(logger, &e),
             }
         }
-        missing
+        lacks
     }
 }
 
@@ -446,12 +442,20 @@ impl RecoveryLayer {
                     (blocks, core.logger_instances.clone())
                 };
                 if let Some(blocks) = blocks {
-                    for (logger, gone) in offload.tell(self.rank, blocks, true) {
+                    let lacks = offload.retain(self.rank, blocks.iter().map(|&(_, b)| b).collect());
+                    let missing = match self.lock().protocol.as_mut() {
+                        Some(p) => p.locate_restored_blocks(&lacks, offload.client.loggers()),
+                        None => BTreeMap::new(),
+                    };
+                    for (logger, gone) in missing {
                         // Missing at the process the image knew: released since the
                         // checkpoint (its entries are covered). At another one: lost
-                        // with a restart.
+                        // with a restart. At a logger this run does not have: nobody
+                        // can fetch it.
                         let known = then.get(usize::from(logger)).copied().flatten();
-                        if known != offload.client.instance(logger) {
+                        if logger >= offload.client.loggers()
+                            || known != offload.client.instance(logger)
+                        {
                             self.report_blocks_lost(logger, &gone);
                         }
                     }
@@ -477,7 +481,7 @@ impl RecoveryLayer {
                 None => Vec::new(),
             };
             if !released.is_empty() {
-                offload.tell(self.rank, released, false);
+                offload.release(self.rank, released);
             }
             if !retained || !offload.available() {
                 std::thread::sleep(DUMP_POLL);

@@ -74,6 +74,9 @@ pub const CHECKPOINT_BYTES: &str = "lazarus_checkpoint_bytes";
 pub const REPLAYED: &str = "lazarus_recovery_replayed_total";
 /// Received messages dropped as duplicates.
 pub const DUPLICATES: &str = "lazarus_recovery_duplicates_total";
+/// Messages of a peer's incarnation that a newer one replaced, dropped (the newer one
+/// sends them again).
+pub const STALE_MESSAGES: &str = "lazarus_recovery_stale_messages_total";
 /// Regenerated sends not transmitted (the receiver had them).
 pub const SUPPRESSED: &str = "lazarus_recovery_suppressed_total";
 /// Logged messages a restarted node held for a child actor not spawned again yet.
@@ -526,8 +529,9 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
 pub(crate) struct Core {
     /// `None` while a restarted node is still loading its checkpoint.
     pub(crate) protocol: Option<SetProtocol<Envelope>>,
-    /// Frames that arrived before the protocol existed.
-    early: Vec<(u16, FrameBody)>,
+    /// Frames that arrived before the protocol existed: sender, the sender's incarnation
+    /// whose connection carried it, the frame.
+    early: Vec<(u16, u32, FrameBody)>,
     /// False in a restarted node until its actors are restored: nothing is delivered.
     pub(crate) ready: bool,
     /// The app's main: its sends so far, those to skip, the replies to its asks.
@@ -1083,12 +1087,14 @@ impl RecoveryLayer {
         }
     }
 
-    /// A logged message from node `from` arrived. Returns the deepest mailbox it filled
-    /// (for the transport's inbound backpressure).
+    /// A logged message from node `from` arrived on a connection of its incarnation
+    /// `via`. Returns the deepest mailbox it filled (for the transport's inbound
+    /// backpressure).
     pub(crate) fn on_logged(
         &self,
         node: &NodeHandle,
         from: u16,
+        via: u32,
         meta: MessageMeta,
         env: Envelope,
     ) -> usize {
@@ -1107,13 +1113,17 @@ impl RecoveryLayer {
         }
         let mut core = self.lock_from_network();
         let Some(protocol) = core.protocol.as_mut() else {
-            core.early.push((from, FrameBody::Logged { meta, env }));
+            core.early
+                .push((from, via, FrameBody::Logged { meta, env }));
             return 0;
         };
         let (channel, index, inc) = (meta.channel, meta.send_index, meta.sender_incarnation);
-        let r = protocol.on_receive(SetId(from), meta, env);
+        let r = protocol.on_receive(SetId(from), Incarnation(via), meta, env);
         tracing::trace!(target: set_checkpoint::STATE_TARGET, from, ?channel, index, ?inc, ?r, "received");
         match r {
+            Ok(crate::recovery::Received::Stale) => {
+                counter!(STALE_MESSAGES).increment(1);
+            }
             Ok(crate::recovery::Received::Duplicate) => {
                 counter!(DUPLICATES).increment(1);
                 report_checks(self.rank, protocol);
@@ -1266,7 +1276,8 @@ impl RecoveryLayer {
         }
         let mut core = self.lock_from_network();
         let Some(protocol) = core.protocol.as_mut() else {
-            core.early.push((from, FrameBody::Recovery(message)));
+            // The incarnation matters only for application messages.
+            core.early.push((from, 0, FrameBody::Recovery(message)));
             return;
         };
         let kind = message.kind();
@@ -1280,7 +1291,11 @@ impl RecoveryLayer {
             )),
             _ => None,
         };
-        match protocol.on_control(SetId(from), message) {
+        let stale_before = protocol.stats().stale_messages;
+        let result = protocol.on_control(SetId(from), message);
+        // A report of a new incarnation drops what its predecessors left queued.
+        counter!(STALE_MESSAGES).increment(protocol.stats().stale_messages - stale_before);
+        match result {
             Ok(actions) => {
                 if kind == "rollback" {
                     event(
@@ -1362,10 +1377,10 @@ impl RecoveryLayer {
     /// Feeds the frames that arrived before the protocol existed.
     pub(crate) fn replay_early(&self, node: &NodeHandle) {
         let early = std::mem::take(&mut self.lock().early);
-        for (from, body) in early {
+        for (from, via, body) in early {
             match body {
                 FrameBody::Logged { meta, env } => {
-                    self.on_logged(node, from, meta, env);
+                    self.on_logged(node, from, via, meta, env);
                 }
                 FrameBody::Recovery(m) => self.on_control(node, from, m),
                 _ => {}
@@ -1779,7 +1794,8 @@ mod tests {
             sender_incarnation: Incarnation(0),
             depend,
         };
-        p.on_receive(SetId(1), meta, b"answer".to_vec()).unwrap();
+        p.on_receive(SetId(1), Incarnation(0), meta, b"answer".to_vec())
+            .unwrap();
         // Counted from this thread, which is none of the node's cores: the locked way.
         let node = crate::Node::builder().cores(1).pin(false).build().unwrap();
         let handle = node.handle();
@@ -1835,7 +1851,7 @@ mod tests {
             (ChannelId::new(node1, ours), ActorId::new(0, 1).unwrap()),
         ] {
             let (meta, env) = logged(channel, to);
-            layer.on_logged(node.handle(), 1, meta, env);
+            layer.on_logged(node.handle(), 1, 0, meta, env);
         }
         let taken = || {
             let core = layer.lock();
@@ -1844,7 +1860,7 @@ mod tests {
         };
         assert_eq!(taken(), 0, "refused before the protocol sees it");
         let (meta, env) = logged(ChannelId::new(node1, ours), ours);
-        layer.on_logged(node.handle(), 1, meta, env);
+        layer.on_logged(node.handle(), 1, 0, meta, env);
         assert_eq!(taken(), 1, "a well-formed one is taken");
         node.shutdown();
         let _ = std::fs::remove_dir_all(dir);

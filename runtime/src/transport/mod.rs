@@ -1035,9 +1035,11 @@ impl Transport {
     /// Handles one inbound frame from `rank`. Returns the addressee of a delivered message
     /// whose mailbox is above the high-water mark: the caller stops reading from that peer
     /// until it drains, which pushes back through QUIC flow control to the sender.
+    /// `via` is the incarnation of `from` whose connection carried the frame.
     fn dispatch(
         self: &Arc<Self>,
         from: u16,
+        via: u32,
         body: FrameBody,
         node: &NodeHandle,
     ) -> Option<ActorId> {
@@ -1100,7 +1102,7 @@ impl Transport {
                     return None;
                 }
                 if let Some(layer) = node.recovery_layer() {
-                    let (to, depth) = (env.to, layer.on_logged(node, from, meta, env));
+                    let (to, depth) = (env.to, layer.on_logged(node, from, via, meta, env));
                     if depth > INBOUND_HIGH_WATER {
                         return Some(to);
                     }
@@ -1770,7 +1772,7 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .observe(peer, Instant::now());
-                    if let Some(full) = t.dispatch(peer, body, node) {
+                    if let Some(full) = t.dispatch(peer, incarnation, body, node) {
                         // Backpressure: stop reading this peer until the mailbox drains;
                         // QUIC flow control then stalls the sender's stream and its queue.
                         // Not while a send of this node waits for room (see

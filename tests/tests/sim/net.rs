@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, VecDeque};
 /// What travels on a link.
 #[derive(Debug)]
 pub enum Packet {
-    /// An application message.
-    App(MessageMeta, Vec<u8>),
+    /// An application message, with the sender's incarnation whose connection carries it.
+    App(MessageMeta, Vec<u8>, Incarnation),
     /// A control message.
     Control(ControlMessage),
 }
@@ -80,7 +80,8 @@ impl Net {
             .expect("send");
         match out {
             SendOutcome::Transmit { meta, payload } => {
-                self.push(from, to, Packet::App(meta, payload));
+                let via = Incarnation(self.incarnations[usize::from(from)]);
+                self.push(from, to, Packet::App(meta, payload, via));
                 true
             }
             SendOutcome::Suppressed { .. } => false,
@@ -95,7 +96,8 @@ impl Net {
         for a in actions {
             match a {
                 Action::Send { to, meta, payload } => {
-                    self.push(from, to.0, Packet::App(meta, payload))
+                    let via = Incarnation(self.incarnations[usize::from(from)]);
+                    self.push(from, to.0, Packet::App(meta, payload, via))
                 }
                 Action::Control { to, message } => self.push(from, to.0, Packet::Control(message)),
                 Action::SendDumped { .. } => panic!("this network never dumps logs"),
@@ -115,7 +117,7 @@ impl Net {
             .map(|q| {
                 q.iter()
                     .map(|p| match p {
-                        Packet::App(_, payload) => {
+                        Packet::App(_, payload, _) => {
                             format!("msg {}", String::from_utf8_lossy(payload))
                         }
                         Packet::Control(c) => c.kind().to_string(),
@@ -154,9 +156,9 @@ impl Net {
             return true;
         };
         match p {
-            Packet::App(meta, payload) => {
+            Packet::App(meta, payload, via) => {
                 proto
-                    .on_receive(SetId(from), meta, payload)
+                    .on_receive(SetId(from), via, meta, payload)
                     .expect("receive");
             }
             Packet::Control(c) => {

@@ -368,6 +368,8 @@ pub struct ProtocolStatsSum {
     pub max_piggyback: u64,
     /// Stale control messages ignored.
     pub stale_control: u64,
+    /// Messages of a replaced incarnation dropped.
+    pub stale_messages: u64,
     /// Regenerated messages compared with the delivered copy by the protocol's checker.
     pub regenerations_checked: u64,
     /// Of those, the ones the checker found different.
@@ -387,6 +389,7 @@ impl ProtocolStatsSum {
         self.piggyback_bytes += s.piggyback_bytes;
         self.max_piggyback = self.max_piggyback.max(s.max_piggyback);
         self.stale_control += s.stale_control;
+        self.stale_messages += s.stale_messages;
         self.regenerations_checked += s.regenerations_checked;
         self.contract_violations += s.contract_violations;
         self.checkpoint_requests += s.checkpoint_requests_sent;
@@ -413,6 +416,7 @@ impl SimStats {
         self.proto.piggyback_bytes += p.piggyback_bytes;
         self.proto.max_piggyback = self.proto.max_piggyback.max(p.max_piggyback);
         self.proto.stale_control += p.stale_control;
+        self.proto.stale_messages += p.stale_messages;
         self.proto.regenerations_checked += p.regenerations_checked;
         self.proto.contract_violations += p.contract_violations;
         self.proto.checkpoint_requests += p.checkpoint_requests;
@@ -1055,7 +1059,9 @@ impl World {
                 None => continue,
             };
             for (l, block) in released {
-                self.logger.remove(&(l, s, block));
+                if self.logger.remove(&(l, s, block)).is_some() {
+                    self.note(|| format!("logger {l} lets go of S{s}'s block {block:?}"));
+                }
             }
         }
     }
@@ -1205,8 +1211,15 @@ impl World {
                     }
                 }
             };
-            body(&self.prog, &mut node.actors[local], &mut draw)
+            let had = node.actors[local].violation.is_some();
+            let out = body(&self.prog, &mut node.actors[local], &mut draw);
+            let st = &node.actors[local];
+            (out, if had { None } else { st.violation.clone() })
         };
+        let (out, violated) = out;
+        if let Some(v) = violated {
+            self.note(|| format!("S{s} actor {a}: {v}"));
+        }
         if let Some(e) = diverged {
             self.fail(format!("S{s}: {e}"));
         }
@@ -1444,6 +1457,7 @@ impl World {
         } else {
             0
         };
+        let via = Incarnation(self.links[l][pick].epoch.0);
         let Some(bytes) = self.links[l][pick].packets.pop_front() else {
             return;
         };
@@ -1461,7 +1475,7 @@ impl World {
             Packet::App { meta, payload } => {
                 let (ch, idx, inc) = (meta.channel, meta.send_index, meta.sender_incarnation.0);
                 let depend = self.trace.is_some().then(|| format!("{:?}", meta.depend));
-                let r = proto.on_receive(SetId(from), meta, payload);
+                let r = proto.on_receive(SetId(from), via, meta, payload);
                 self.note(|| {
                     format!(
                         "S{from}->S{to} msg {ch:?}#{idx} (sender incarnation {inc}, depends on \
@@ -1508,8 +1522,15 @@ impl World {
             Packet::Control(message) => {
                 let kind = message.kind();
                 let dbg = self.trace.is_some().then(|| format!("{message:?}"));
+                let stale = proto.stats().stale_messages;
                 let result = proto.on_control(SetId(from), message);
+                let stale = proto.stats().stale_messages - stale;
                 let wanted = proto.take_checkpoint_request();
+                if stale > 0 {
+                    self.note(|| {
+                        format!("S{to} dropped {stale} queued from S{from}'s older incarnations")
+                    });
+                }
                 match result {
                     Ok(actions) => {
                         self.note(|| {
@@ -1856,19 +1877,26 @@ impl World {
         // restarted since the checkpoint lacks some of them, and says which.
         let mut proto = proto;
         let mut actions = actions;
-        let keep: BTreeSet<(u16, BlockId)> = proto.dumped_blocks().into_iter().collect();
+        // Every logger keeps the blocks the log points into at any logger (one relocated
+        // after the checkpoint is where the image does not say), as the runtime asks.
+        let keep: BTreeSet<BlockId> = proto.dumped_blocks().into_iter().map(|(_, b)| b).collect();
         self.logger
-            .retain(|(l, set, b), _| *set != s || keep.contains(&(*l, *b)));
+            .retain(|(_, set, b), _| *set != s || keep.contains(b));
+        let lacks: BTreeMap<u16, BTreeSet<BlockId>> = (0..LOGGERS as u16)
+            .map(|l| {
+                let lacked = keep
+                    .iter()
+                    .filter(|&&b| !self.logger.contains_key(&(l, s, b)));
+                (l, lacked.copied().collect())
+            })
+            .collect();
+        let located = proto.locate_restored_blocks(&lacks, LOGGERS as u16);
         // Blocks missing at the process the image knew were released since the
         // checkpoint; at another process, lost with its restart.
         let image_knew = self.nodes[usize::from(s)].committed.loggers;
-        let mut missing: BTreeMap<u16, Vec<BlockId>> = BTreeMap::new();
-        for &(l, b) in &keep {
-            let restarted = image_knew[usize::from(l)] != self.logger_instances[usize::from(l)];
-            if restarted && !self.logger.contains_key(&(l, s, b)) {
-                missing.entry(l).or_default().push(b);
-            }
-        }
+        let missing = located
+            .into_iter()
+            .filter(|&(l, _)| image_knew[usize::from(l)] != self.logger_instances[usize::from(l)]);
         // The new incarnation's client connects to the current processes.
         self.nodes[usize::from(s)].known_loggers = self.logger_instances;
         for (l, blocks) in missing {
@@ -1937,10 +1965,14 @@ impl World {
                 let st = &node.actors[*local];
                 return self.fail(format!(
                     "S{s} holds messages its replay never asked for: actor {} holds \
-                     (sender, index) {held:?}, at tick {}, receiving only from {:?}",
+                     (sender, index) {held:?}, at tick {}, receiving only from {:?}; the \
+                     protocol holds {} (interval {}): {}",
                     self.prog.members[usize::from(s)][*local],
                     st.clock,
-                    st.receive_only
+                    st.receive_only,
+                    p.queued(),
+                    p.interval(),
+                    p.describe_waiting(8)
                 ));
             }
             if p.queued() > 0 {
