@@ -25,6 +25,16 @@ cargo fmt --all -- --check
 echo "== cargo clippy (workspace, all targets)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
+echo "== the sans-IO core depends on no I/O crate"
+# Its clippy.toml refuses clocks, locks, threads, sockets and files in its own code;
+# this keeps them out of its dependencies.
+io_deps=$(cargo tree -p lazarus-proto -e normal --prefix none --quiet \
+    | grep -E '^(tokio|quinn|quinn-proto|rustls|rcgen|ring|hwloc2|socket2|libc|metrics|tracing|crossbeam[a-z-]*|dashmap|rdma-sys) ' || true)
+if [ -n "$io_deps" ]; then
+    echo "lazarus-proto must not depend on: $io_deps" >&2
+    exit 1
+fi
+
 echo "== cargo doc (broken or private intra-doc links are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 

@@ -36,7 +36,7 @@
 #![warn(missing_docs)]
 
 pub mod actor;
-pub mod actor_id;
+pub use lazarus_proto::{actor_id, recovery, wire};
 pub mod actor_kind;
 pub mod actor_ref;
 mod asymmetric_fence;
@@ -57,7 +57,6 @@ pub mod node;
 pub mod payload;
 pub mod placement;
 mod range_set;
-pub mod recovery;
 pub mod recovery_layer;
 mod registry;
 pub mod reply;
@@ -67,7 +66,6 @@ pub mod telemetry;
 pub mod timer;
 pub mod topology;
 pub mod transport;
-pub mod wire;
 
 // Unit tests define actors with the derive macros, whose expansions name `::lazarus`.
 #[cfg(test)]

@@ -18,6 +18,16 @@ impl Payload {
     }
 }
 
+impl crate::recovery::LogPayload for Payload {
+    fn byte_len(&self) -> usize {
+        self.len()
+    }
+
+    fn digest(&self) -> u32 {
+        crate::recovery::replay_check::digest(0, self)
+    }
+}
+
 impl From<Vec<u8>> for Payload {
     fn from(v: Vec<u8>) -> Self {
         Payload(v)

@@ -16,12 +16,12 @@
 
 use crate::actor_id::ActorId;
 use crate::payload::Payload;
-use crate::recovery::timer_state::{Deadline, TimerImage, TimerState};
+use crate::recovery::timer_state::{TimerImage, TimerState};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Names one armed timer of an actor, to cancel it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -56,18 +56,6 @@ pub(crate) type Timers<M> = TimerState<Instant, M>;
 /// An actor's timers in a checkpoint: pending messages in the wire encoding, each with
 /// the nanoseconds left to its deadline.
 pub(crate) type TimersImage = TimerImage<Payload>;
-
-/// Real time: a checkpoint keeps the nanoseconds left to a deadline.
-impl Deadline for Instant {
-    fn left_after(self, now: Instant) -> u64 {
-        u64::try_from(self.saturating_duration_since(now).as_nanos()).unwrap_or(u64::MAX)
-    }
-
-    fn after(now: Instant, left: u64) -> Instant {
-        // Cannot overflow: u64 nanoseconds are under 600 years, far inside `Instant`'s range.
-        now + Duration::from_nanos(left)
-    }
-}
 
 /// The deadlines of every timer of this process, kept by one thread.
 struct Clock {
@@ -168,6 +156,7 @@ pub(crate) fn schedule(deadline: Instant, seq: u64, target: Weak<dyn TimerTarget
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn a_checkpoint_keeps_the_nanoseconds_left_and_a_restore_counts_them_from_its_own_now() {

@@ -52,16 +52,6 @@ impl LogPayload for bytes::Bytes {
     }
 }
 
-impl LogPayload for crate::payload::Payload {
-    fn byte_len(&self) -> usize {
-        self.len()
-    }
-
-    fn digest(&self) -> u32 {
-        super::replay_check::digest(0, self)
-    }
-}
-
 /// One logged message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogEntry<P> {

@@ -37,6 +37,20 @@ pub trait Deadline: Copy {
     fn after(now: Self, left: u64) -> Self;
 }
 
+/// Real time: a checkpoint keeps the nanoseconds left to a deadline. Only the type is
+/// named here; the caller reads the clock and passes `now` in.
+#[allow(clippy::disallowed_types)]
+impl Deadline for std::time::Instant {
+    fn left_after(self, now: Self) -> u64 {
+        u64::try_from(self.saturating_duration_since(now).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn after(now: Self, left: u64) -> Self {
+        // Cannot overflow: u64 nanoseconds are under 600 years, far inside `Instant`'s range.
+        now + std::time::Duration::from_nanos(left)
+    }
+}
+
 /// A virtual clock: deadlines are step (or tick) numbers.
 impl Deadline for u64 {
     fn left_after(self, now: u64) -> u64 {

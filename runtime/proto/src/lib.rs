@@ -1,0 +1,18 @@
+//! Lazarus's sans-IO core: what the runtime and the deterministic simulator share.
+//!
+//! Nothing here owns a thread, a clock, a lock, a socket or a file. Inputs come in as
+//! method calls (time, when it matters, is passed in); outputs come back as values the
+//! caller acts on. The runtime (`lazarus`) drives this code over QUIC, threads and disks;
+//! the simulator (`tests/tests/sim`) drives the same code over a seeded model of them.
+//! The crate's `clippy.toml` refuses the types and calls that would break this, and the
+//! test script checks that its dependency tree holds no I/O crate.
+//!
+//! - [`actor_id`]: the identity of an actor, `(node rank, spawn sequence)`.
+//! - [`wire`]: the byte encoding of values that cross nodes or go into checkpoints.
+//! - [`recovery`]: the rollback-recovery protocol of one correlated set.
+
+pub mod actor_id;
+pub mod recovery;
+pub mod wire;
+
+pub use actor_id::ActorId;
