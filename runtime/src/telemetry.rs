@@ -8,6 +8,7 @@
 use metrics::{
     counter, describe_counter, describe_gauge, describe_histogram, Counter, Gauge, Histogram, Unit,
 };
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// Messages accepted into mailboxes of actors of a type (label `actor_type`).
@@ -45,6 +46,37 @@ pub const CHECKPOINT_FAILURES: &str = crate::recovery_layer::CHECKPOINT_FAILURES
 
 /// One handler in this many is timed.
 pub const HANDLER_TIME_SAMPLE_EVERY: u64 = 64;
+
+/// Whether the mailbox-depth gauge carries each actor's id (see [`set_per_actor_labels`]).
+static PER_ACTOR_LABELS: AtomicBool = AtomicBool::new(false);
+
+/// Labels [`MAILBOX_DEPTH`] with each actor's id (`actor_id`) as well as its type, for
+/// actors started from now on. Off by default: one series per actor is unbounded
+/// cardinality for a Prometheus server; the gauge is then the sum over each actor type.
+/// A node of a cluster turns it on with `LAZARUS_METRICS_PER_ACTOR=1`.
+pub fn set_per_actor_labels(on: bool) {
+    PER_ACTOR_LABELS.store(on, Ordering::Relaxed);
+}
+
+/// The environment variable that makes a cluster node serve its metrics for Prometheus
+/// at `HOST:PORT` (`lazarus run --metrics` sets it per node).
+pub const METRICS_ADDR_VAR: &str = "LAZARUS_METRICS_ADDR";
+
+/// Serves this process's metrics in the Prometheus text format at `addr` (any request
+/// path answers; `/metrics` by convention), each series labelled with the node's `rank`.
+/// Installs the process-wide recorder; the listener runs on a thread of its own.
+///
+/// # Errors
+/// The address cannot be bound, or a recorder is installed already.
+pub fn serve_prometheus(addr: std::net::SocketAddr, rank: u16) -> Result<(), String> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .add_global_label("rank", rank.to_string())
+        .install()
+        .map_err(|e| e.to_string())?;
+    describe();
+    Ok(())
+}
 
 /// Registers descriptions of every Lazarus metric with the installed recorder.
 pub fn describe() {
@@ -131,6 +163,10 @@ pub(crate) struct ActorStats {
     sent: Counter,
     delivered: Counter,
     depth: Gauge,
+    /// Whether `depth` is this actor's own series (else its type's sum).
+    per_actor: bool,
+    /// The depth this actor last added to its type's sum.
+    reported_depth: u64,
     handler_time: Histogram,
     failures: Counter,
     dead_letters: Counter,
@@ -150,7 +186,13 @@ impl ActorStats {
         ActorStats {
             sent: counter!(MESSAGES_SENT, &[t]),
             delivered: counter!(MESSAGES_DELIVERED, &[t]),
-            depth: metrics::gauge!(MAILBOX_DEPTH, "actor_type" => actor_type, "actor_id" => actor_id),
+            depth: if PER_ACTOR_LABELS.load(Ordering::Relaxed) {
+                metrics::gauge!(MAILBOX_DEPTH, "actor_type" => actor_type, "actor_id" => actor_id)
+            } else {
+                metrics::gauge!(MAILBOX_DEPTH, &[t])
+            },
+            per_actor: PER_ACTOR_LABELS.load(Ordering::Relaxed),
+            reported_depth: 0,
             handler_time: metrics::histogram!(HANDLER_SECONDS, &[t]),
             failures: counter!(ACTOR_FAILURES, &[t]),
             dead_letters: counter!(DEAD_LETTERS, &[t]),
@@ -192,7 +234,14 @@ impl ActorStats {
             self.reported_sent = accepted;
         }
         self.delivered.increment(self.pending_delivered);
-        self.depth.set(depth as f64);
+        if self.per_actor {
+            self.depth.set(depth as f64);
+        } else if depth != self.reported_depth {
+            // The type's series is the sum over its actors: move it by this one's change.
+            self.depth
+                .increment(depth as f64 - self.reported_depth as f64);
+            self.reported_depth = depth;
+        }
         self.pending_delivered = 0;
     }
 
@@ -202,5 +251,14 @@ impl ActorStats {
 
     pub(crate) fn dead_letters(&self, n: u64) {
         self.dead_letters.increment(n);
+    }
+}
+
+impl Drop for ActorStats {
+    /// A gone actor's messages no longer wait in its type's sum.
+    fn drop(&mut self) {
+        if !self.per_actor && self.reported_depth > 0 {
+            self.depth.decrement(self.reported_depth as f64);
+        }
     }
 }

@@ -289,3 +289,25 @@ fn a_node_killed_again_and_again_is_restarted_each_time_with_a_growing_back_off(
         "the restarts waited 1.5 s in all, not {took:.3} s"
     );
 }
+
+#[test]
+fn a_metrics_address_that_is_not_host_and_port_is_refused_with_the_reason() {
+    assert_option_refused("--metrics", "9100", "is not HOST:PORT");
+    assert_option_refused("--metrics", "127.0.0.1:http", "is not a port");
+    assert_option_refused("--metrics", ":9100", "has no host");
+}
+
+#[test]
+fn metrics_ports_past_65535_are_refused_with_the_reason() {
+    let (code, stderr) = launcher(&[
+        "run",
+        "-n",
+        "3",
+        "--metrics",
+        "127.0.0.1:65534",
+        "--",
+        "/bin/true",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("past 65535"), "{stderr}");
+}

@@ -42,6 +42,8 @@ impl Slow {
 
 fn spec(rank: u16, addrs: &[SocketAddr], net: NetMode) -> ClusterSpec {
     ClusterSpec {
+        metrics_addr: None,
+        per_actor_metrics: false,
         launcher: Launcher::Lazarus,
         rank,
         addrs: addrs.to_vec(),

@@ -47,6 +47,8 @@ fn free_addrs(n: usize) -> Vec<SocketAddr> {
 
 fn spec(rank: u16, addrs: &[SocketAddr]) -> ClusterSpec {
     ClusterSpec {
+        metrics_addr: None,
+        per_actor_metrics: false,
         launcher: Launcher::Lazarus,
         rank,
         addrs: addrs.to_vec(),

@@ -59,6 +59,8 @@ fn the_runtime_counts_what_happens_to_every_message() {
     let snapshotter = recorder.snapshotter();
     recorder.install().expect("first recorder in this process");
     telemetry::describe();
+    // The per-actor series is an opt-in (unbounded cardinality for Prometheus).
+    telemetry::set_per_actor_labels(true);
 
     let node = Node::builder().build().unwrap();
     let probe = node.spawn(Probe::default()).unwrap();

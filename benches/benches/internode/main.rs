@@ -106,6 +106,8 @@ fn lazarus_pair(recovery: bool) -> LazarusPair {
     let dir = std::env::temp_dir().join(format!("lazarus-bench-ckpt-{}", std::process::id()));
     let addrs = free_addrs(2);
     let spec = |rank: u16| ClusterSpec {
+        metrics_addr: None,
+        per_actor_metrics: false,
         launcher: Launcher::Lazarus,
         rank,
         addrs: addrs.clone(),

@@ -215,6 +215,11 @@ struct RunArgs {
     /// this (at most every 5 s); nothing is shown unless the run stalls.
     #[arg(long, default_value = "30s", value_parser = parse_stall_timeout)]
     stall_timeout: StallTimeout,
+    /// Serve each node's metrics for Prometheus: node r at HOST:PORT+r (any path answers,
+    /// `/metrics` by convention). With `--hosts` each node binds on its own host, so give
+    /// 0.0.0.0 (or ::) and scrape every host. A node that cannot bind says so and runs on.
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_metrics)]
+    metrics: Option<MetricsBase>,
     /// The app binary and its arguments.
     #[arg(last = true, required = true)]
     app: Vec<String>,
@@ -263,6 +268,46 @@ struct KillList(Vec<PlannedKill>);
 /// `--stall-timeout`: `None` for no watchdog.
 #[derive(Clone, Copy, Debug)]
 struct StallTimeout(Option<Duration>);
+
+/// Where node 0 serves its metrics (`--metrics HOST:PORT`); node r uses PORT + r.
+#[derive(Clone, Debug)]
+struct MetricsBase {
+    host: String,
+    port: u16,
+}
+
+impl MetricsBase {
+    /// Node `rank`'s address (`None`: past port 65535).
+    fn addr(&self, rank: u16) -> Option<String> {
+        let port = self.port.checked_add(rank)?;
+        Some(if self.host.contains(':') {
+            format!("[{}]:{port}", self.host)
+        } else {
+            format!("{}:{port}", self.host)
+        })
+    }
+}
+
+fn parse_metrics(s: &str) -> Result<MetricsBase, String> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("`{s}` is not HOST:PORT (e.g. 127.0.0.1:9100)"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(format!(
+            "`{s}` has no host (e.g. 127.0.0.1:9100, 0.0.0.0:9100)"
+        ));
+    }
+    let port = port
+        .parse::<u16>()
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or_else(|| format!("`{port}` is not a port (1-65535)"))?;
+    Ok(MetricsBase {
+        host: host.to_string(),
+        port,
+    })
+}
 
 fn parse_stall_timeout(s: &str) -> Result<StallTimeout, String> {
     supervisor::parse_stall_timeout(s).map(StallTimeout)
@@ -829,6 +874,9 @@ impl Launch<'_> {
             )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(addr) = args.metrics.as_ref().and_then(|m| m.addr(rank)) {
+            cmd.env(lazarus::telemetry::METRICS_ADDR_VAR, addr);
+        }
         if let Some(timeout) = args.failure_timeout {
             cmd.env(
                 "LAZARUS_FAILURE_TIMEOUT_MS",
@@ -886,6 +934,10 @@ impl Launch<'_> {
         let pid = child.id();
         if incarnation == 0 {
             self.out.say(&format!("node {rank} pid {pid}"));
+            if let Some(addr) = args.metrics.as_ref().and_then(|m| m.addr(rank)) {
+                self.out
+                    .say(&format!("node {rank} metrics at http://{addr}/metrics"));
+            }
         } else {
             self.out
                 .say(&format!("node {rank} pid {pid} incarnation {incarnation}"));
@@ -946,6 +998,19 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         .find(|k| k.rank as usize >= n)
     {
         return Err(format!("--kill names node {} but there are {n} nodes", k.rank).into());
+    }
+    if let Some(m) = &args.metrics {
+        let last = u16::try_from(n - 1).unwrap_or(u16::MAX);
+        if m.addr(last).is_none() {
+            return Err(format!(
+                "--metrics {}:{}: {n} nodes need ports {} to {}, past 65535",
+                m.host,
+                m.port,
+                m.port,
+                u32::from(m.port) + u32::from(last)
+            )
+            .into());
+        }
     }
     let ft = args.ft == Ft::On;
     if args.loggers > 0 {
@@ -1683,6 +1748,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         remote: None,
         kill: None,
         stall_timeout: StallTimeout(Some(supervisor::DEFAULT_STALL_TIMEOUT)),
+        metrics: None,
         app: app_args,
         ft_options_given: Vec::new(),
     };

@@ -90,6 +90,27 @@ pub struct ClusterSpec {
     /// oversubscribed host or for single-core nodes whose handlers run for seconds: there
     /// the network runs between core 0's handlers, and a long one silences the node.
     pub failure_timeout: Option<Duration>,
+    /// Where this node serves its metrics for Prometheus (`LAZARUS_METRICS_ADDR`; see
+    /// [`crate::telemetry::serve_prometheus`]); `None`: nowhere.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Whether the metrics label each actor's mailbox depth with its id
+    /// (`LAZARUS_METRICS_PER_ACTOR=1`; see [`crate::telemetry::set_per_actor_labels`]).
+    pub per_actor_metrics: bool,
+}
+
+/// `HOST:PORT` of `LAZARUS_METRICS_ADDR`, resolved.
+fn metrics_addr(v: &str) -> Result<SocketAddr, ClusterError> {
+    use std::net::ToSocketAddrs;
+    let bad = |why: String| {
+        ClusterError::Environment(format!(
+            "{}={v}: {why} (expected HOST:PORT, e.g. 127.0.0.1:9100)",
+            crate::telemetry::METRICS_ADDR_VAR
+        ))
+    };
+    v.to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .next()
+        .ok_or_else(|| bad("resolves to no address".into()))
 }
 
 impl ClusterSpec {
@@ -133,6 +154,11 @@ impl ClusterSpec {
                 .map_err(|e| {
                     ClusterError::Environment(format!("LAZARUS_FAILURE_TIMEOUT_MS: {e}"))
                 })?,
+            metrics_addr: var(crate::telemetry::METRICS_ADDR_VAR)
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| metrics_addr(v.trim()))
+                .transpose()?,
+            per_actor_metrics: var("LAZARUS_METRICS_PER_ACTOR").is_some_and(|v| v.trim() == "1"),
         };
         if let Some(rank) = var("LAZARUS_RANK") {
             spec.launcher = Launcher::Lazarus;
@@ -424,6 +450,19 @@ impl Cluster {
 
     /// Forms the cluster described by `spec`, starting the local node from `builder`.
     pub fn start_with(spec: ClusterSpec, builder: NodeBuilder) -> Result<Cluster, ClusterError> {
+        crate::telemetry::set_per_actor_labels(spec.per_actor_metrics);
+        if let Some(addr) = spec.metrics_addr {
+            // Metrics are for watching: a node that cannot serve them says so and runs on.
+            match crate::telemetry::serve_prometheus(addr, spec.rank) {
+                Ok(()) => {
+                    tracing::info!(rank = spec.rank, %addr, "metrics served at http://{addr}/metrics")
+                }
+                Err(e) => {
+                    tracing::error!(rank = spec.rank, %addr, "cannot serve metrics at {addr}: {e}");
+                    eprintln!("node {}: cannot serve metrics at {addr}: {e}", spec.rank);
+                }
+            }
+        }
         let mut builder = builder.rank(spec.rank).core_offset(spec.core_offset);
         if let Some(c) = spec.cores {
             builder = builder.cores(c);
@@ -851,6 +890,21 @@ mod tests {
         assert!(err.to_string().contains("not a directory"), "{err}");
         assert!(check_checkpoint_dir(Path::new("/proc/nope")).is_err());
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn the_metrics_address_is_host_and_port_or_a_clear_error() {
+        let s = spec(&[("LAZARUS_METRICS_ADDR", "127.0.0.1:9105")]).unwrap();
+        assert_eq!(s.metrics_addr, Some("127.0.0.1:9105".parse().unwrap()));
+        assert!(!s.per_actor_metrics);
+        let s = spec(&[("LAZARUS_METRICS_PER_ACTOR", "1")]).unwrap();
+        assert!(s.per_actor_metrics && s.metrics_addr.is_none());
+        for bad in ["9105", "localhost", "127.0.0.1:port"] {
+            let err = spec(&[("LAZARUS_METRICS_ADDR", bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("expected HOST:PORT"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub fn two_nodes_declared_failed_after(
         .collect();
     let dir = checkpoint_dir(name, recovery);
     let spec = |rank: u16| ClusterSpec {
+        metrics_addr: None,
+        per_actor_metrics: false,
         launcher: Launcher::Lazarus,
         rank,
         addrs: addrs.clone(),
