@@ -36,7 +36,7 @@
 #![warn(missing_docs)]
 
 pub mod actor;
-pub use lazarus_proto::{actor_id, recovery, wire};
+pub use lazarus_proto::{actor_id, failure_detector, recovery, wire};
 pub mod actor_kind;
 pub mod actor_ref;
 mod asymmetric_fence;
@@ -48,7 +48,6 @@ pub mod error;
 mod executor;
 mod exited_actors;
 pub mod failpoint;
-pub mod failure_detector;
 mod heap;
 mod lifecycle;
 pub mod logger_node;

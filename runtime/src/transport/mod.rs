@@ -335,7 +335,7 @@ pub struct Transport {
     /// may be the one waiting, and the peer it waits for may be waiting for us in turn.
     sends_waiting: AtomicUsize,
     barrier: Mutex<BarrierState>,
-    detector: Mutex<FailureDetector>,
+    detector: Mutex<FailureDetector<Instant>>,
     on_failure: Mutex<Vec<NodeFailureHook>>,
     shutdown: Notify,
     stop: Mutex<Option<NetDriver>>,
