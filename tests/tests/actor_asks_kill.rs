@@ -12,11 +12,9 @@
 mod support;
 
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use support::bin;
 use support::launched::{assert_only_restarted, Finished, Launched};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Matrix order and steps: several seconds with recovery on here, so that a kill after a
 /// node's second checkpoint (at 500 ms checkpoints) lands mid-run.
@@ -123,7 +121,7 @@ fn assert_same_answer(f: &Finished, reference: &str, killed: &[u16]) {
 #[test]
 fn the_asking_actors_node_killed_mid_run_gets_every_reply_again_and_the_result_is_the_failure_free_one(
 ) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let f = kill_mid_run(&[0]);
     assert_failure_free_answer(&f, &[0]);
     let finals = f.finals();
@@ -142,7 +140,7 @@ fn the_asking_actors_node_killed_mid_run_gets_every_reply_again_and_the_result_i
 
 #[test]
 fn an_asked_actors_node_killed_mid_run_answers_again_after_its_restore() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let f = kill_mid_run(&[2]);
     assert_failure_free_answer(&f, &[2]);
     assert!(
@@ -159,7 +157,7 @@ fn an_asked_actors_node_killed_mid_run_answers_again_after_its_restore() {
 
 #[test]
 fn the_asking_and_an_asked_node_killed_together_end_with_the_failure_free_answer() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let f = kill_mid_run(&[0, 1]);
     assert_failure_free_answer(&f, &[0, 1]);
 }
@@ -172,7 +170,7 @@ fn slots_held_in_checkpointed_state_are_answered_after_the_asking_and_an_asked_n
     // depends on the moment of its checkpoint (a slot is held 200 µs per step), so the
     // line `power` prints then ("answers a slot its checkpoint held", at info) is not
     // asserted: session 34 saw it in one of two runs.
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let f = kill_after_second_checkpoints(launch_delayed(true), &[0, 2]);
     assert_same_answer(&f, delayed_reference(), &[0, 2]);
 }

@@ -25,14 +25,12 @@
 mod support;
 
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::Duration;
 use support::bin;
 use support::launched::{
-    assert_one_restart_per_kill, assert_only_restarted, Finished, Launched, TestRng,
+    assert_one_restart_per_kill, assert_only_restarted, assert_replayed_determinants, Finished,
+    Launched, TestRng,
 };
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Transfers per client (2 clients per node): about 6 s failure-free on this 2-core
 /// machine with checkpoints every 400 ms (5,000 took 4.2 s), so that the fixed kills, the
@@ -62,13 +60,6 @@ fn launch(transfers: &str) -> Launched {
 }
 
 /// SIGKILLs `victims` together mid-run (see [`Launched::wait_mid_run`]).
-fn kill_mid_run(run: &mut Launched, victims: &[u16]) {
-    run.wait_mid_run("bank", victims);
-    for &v in victims {
-        run.kill(v);
-    }
-}
-
 /// The run ended as a failure-free one would: verified, every transfer made; only
 /// `killed` (in increasing order) restarted, no node's regenerated messages differed from
 /// the delivered ones; and each of `replayed` had its restored bank replay logged
@@ -94,39 +85,32 @@ fn recovered(f: &Finished, killed: &[u16], replayed: &[u16]) {
     assert_eq!(result["transfers"], TRANSFERS, "{result:?}");
     // Also: every node printed its final totals, each with `contract_violations=0`.
     assert_only_restarted(f, killed);
-    let finals = f.finals();
-    for r in replayed {
-        assert!(
-            finals[r]["determinants_replayed"] > 0,
-            "node {r}'s restored bank replayed logged deliveries: {:?}",
-            finals[r]
-        );
-    }
+    assert_replayed_determinants(f, replayed, "bank");
 }
 
 #[test]
 fn a_banks_node_sigkilled_mid_run_ends_with_every_invariant_holding() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let mut run = launch(TRANSFERS);
-    kill_mid_run(&mut run, &[2]);
+    run.kill_mid_run("bank", &[2]);
     assert_recovered_in_causal_order(&run.finish(), &[2], &[2]);
 }
 
 #[test]
 fn two_banks_nodes_sigkilled_at_once_end_with_every_invariant_holding() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // Nodes 1 and 3 exchange transfers with each other: each restored bank's deposits
     // come from the other's replay too.
     let mut run = launch(TRANSFERS);
-    kill_mid_run(&mut run, &[1, 3]);
+    run.kill_mid_run("bank", &[1, 3]);
     assert_recovered_by_replay(&run.finish(), &[1, 3], &[1, 3]);
 }
 
 #[test]
 fn a_banks_node_sigkilled_twice_ends_with_every_invariant_holding() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let mut run = launch(TRANSFERS);
-    kill_mid_run(&mut run, &[2]);
+    run.kill_mid_run("bank", &[2]);
     // The second time from the replacement's own checkpoint, after it booked transfers
     // past it.
     run.wait_for("node 2 resumed", |l| l.contains("node 2: actors restored"));
@@ -143,19 +127,19 @@ fn a_banks_node_sigkilled_twice_ends_with_every_invariant_holding() {
 
 #[test]
 fn the_auditors_node_sigkilled_mid_run_ends_with_every_invariant_holding() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // Node 0 holds the auditor and `main`, whose ask to the auditor brings the RESULT,
     // besides its bank and clients.
     let mut run = launch(TRANSFERS);
-    kill_mid_run(&mut run, &[0]);
+    run.kill_mid_run("bank", &[0]);
     assert_recovered_in_causal_order(&run.finish(), &[0], &[0]);
 }
 
 #[test]
 fn a_banks_node_sigkilled_while_another_replays_ends_with_every_invariant_holding() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let mut run = launch(TRANSFERS);
-    kill_mid_run(&mut run, &[1]);
+    run.kill_mid_run("bank", &[1]);
     // Node 1's replacement has its checkpoint and is rolling back: it replays with the
     // messages its peers resend, node 3's among them.
     run.wait_for("node 1's restore", |l| {
@@ -181,7 +165,7 @@ fn two_sigkills_of_random_nodes_at_random_moments_end_with_every_invariant_holdi
     // Whatever comes: a node before its first checkpoint, node 0, the same node twice, a
     // node killed while another recovers. The seed is printed; LAZARUS_TEST_SEED=<seed>
     // replays the same schedule (victims and gaps).
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let mut run = launch(LONG_TRANSFERS);
     run.wait_started();
     let victims = run.kill_at_random(&mut TestRng::from_env(), 2);

@@ -8,12 +8,8 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use support::bin;
 use support::launched::Launched;
-
-/// The runs take every core of a small host: one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// A tmpfs of a given size mounted for one test, unmounted when dropped.
 struct SmallFileSystem(PathBuf);
@@ -96,7 +92,7 @@ fn rank_of(line: &str) -> u16 {
 
 #[test]
 fn checkpoints_that_do_not_fit_are_told_leave_no_partial_files_and_the_run_still_verifies() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let Some(fs) = SmallFileSystem::mount("ckpt-full", "2m") else {
         return;
     };
@@ -130,7 +126,7 @@ fn checkpoints_that_do_not_fit_are_told_leave_no_partial_files_and_the_run_still
 
 #[test]
 fn checkpoints_commit_again_once_the_file_system_has_room() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let Some(fs) = SmallFileSystem::mount("ckpt-room", "128m") else {
         return;
     };

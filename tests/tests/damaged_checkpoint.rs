@@ -21,8 +21,6 @@ use std::time::{Duration, Instant};
 use support::bin;
 use support::launched::{assert_one_restart_per_kill, Finished, Launched, SIGSTOP};
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
 const GRID: &str = "256";
 /// About 7 s of work with recovery on on this machine under load; node 2's third
 /// checkpoint comes after about 3.5 s.
@@ -186,7 +184,7 @@ fn damaged_then_killed(
 
 /// With the buddy's copy the run ends as if nothing had been damaged.
 fn recovers_from_the_buddy(damage: Damage, keep_older: bool) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference();
     let (f, _) = damaged_then_killed("on", damage, keep_older, RECOVERED_WITHIN);
     assert_eq!(f.checksum(), expected, "{damage:?}");
@@ -203,7 +201,7 @@ fn recovers_from_the_buddy(damage: Damage, keep_older: bool) {
 
 /// Without a copy the run ends at once, with an error that says why.
 fn fails_fast_without_a_copy(damage: Damage, keep_older: bool) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let (f, took) = damaged_then_killed("off", damage, keep_older, FATAL_WITHIN);
     let output = f.lines.join("\n");
     assert!(

@@ -11,13 +11,10 @@
 mod support;
 
 use std::process::Command;
-use std::sync::Mutex;
 use support::bin;
 use support::launched::{
     assert_one_restart_per_kill, assert_only_restarted, Finished, Launched, TestRng,
 };
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Tasks: a run of about 4 s in CI (16,000 took under 2 s there), so that the kill (300
 /// ms after the master's first checkpoint, itself at about 1 s) falls well inside the
@@ -54,7 +51,7 @@ fn killed_mid_run(victims: &[u16], env: &[(&str, &str)], tasks: &str) -> Finishe
 
 #[test]
 fn the_masters_node_sigkilled_mid_run_hands_out_exactly_what_the_workers_received() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let f = killed_mid_run(&[0], &[], TASKS);
     let result = f.verified();
     assert_eq!(result["consistent"], "true");
@@ -95,7 +92,7 @@ fn three_sigkills_of_random_nodes_at_random_moments_leave_the_ledger_consistent(
     // The master's node, its loggers, a node twice, a node before its first checkpoint:
     // whatever the schedule (printed seed, LAZARUS_TEST_SEED replays it), every task is
     // done once and the recovered master's ledger matches what the workers received.
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let mut run = launch(&[], LONG_TASKS);
     run.wait_started();
     let victims = run.kill_at_random(&mut TestRng::from_env(), 3);
@@ -110,7 +107,7 @@ fn three_sigkills_of_random_nodes_at_random_moments_leave_the_ledger_consistent(
 
 #[test]
 fn a_workers_node_restarted_from_the_beginning_after_the_masters_restart_agrees() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // The master's node dies before its first checkpoint, then a worker's node before
     // its own (first checkpoints at 1 s and 1.5 s): both start again from the top. The
     // restarted master's tasks reach the new worker in channel order only, so one can
@@ -136,7 +133,7 @@ fn a_workers_node_restarted_from_the_beginning_after_the_masters_restart_agrees(
 
 #[test]
 fn the_masters_node_and_one_of_its_loggers_killed_together_still_agree() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // Node 0's loggers are nodes 1 and 2 (the next two ranks): node 1 dies with it, node
     // 2 and node 1's journal keep the determinants.
     let f = killed_mid_run(&[0, 1], &[], TASKS);
@@ -151,7 +148,7 @@ fn the_masters_node_and_one_of_its_loggers_killed_together_still_agree() {
 
 #[test]
 fn a_workers_node_sigkilled_mid_run_changes_nothing_the_master_saw() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let f = killed_mid_run(&[2], &[], TASKS);
     assert_eq!(f.verified()["consistent"], "true");
     assert_only_restarted(&f, &[2]);
@@ -165,7 +162,7 @@ fn a_workers_node_sigkilled_mid_run_changes_nothing_the_master_saw() {
 
 #[test]
 fn a_workers_node_killed_before_its_first_checkpoint_restarts_from_the_beginning() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // Node 3 dies inside its first checkpoint, before the store has it, with tasks done
     // since the start: whatever the other nodes' timing, it has no checkpoint. (A kill
     // from outside "before node 3's first checkpoint", cued by another node's first one,
@@ -191,7 +188,7 @@ fn a_workers_node_killed_before_its_first_checkpoint_restarts_from_the_beginning
 
 #[test]
 fn the_masters_node_killed_in_its_wind_down_replays_it_by_selective_receive() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // Every task is handed out; the master has told the first worker to stop and
     // receives only from it. It stalls before handling that worker's report, and dies.
     let mut run = launch(&[("LAZARUS_FAILPOINT", "stall-on:0:Finished:60000")], TASKS);
@@ -218,7 +215,7 @@ fn the_masters_node_killed_in_its_wind_down_replays_it_by_selective_receive() {
 
 #[test]
 fn without_event_loggers_the_recovered_master_contradicts_its_workers() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // The control experiment: the same kill with determinants kept nowhere. The restored
     // master re-draws its salts and re-orders its hand-outs, and the workers notice.
     // Without loggers no answer waits for an acknowledgement, so the run is several times

@@ -12,11 +12,9 @@
 mod support;
 
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use support::bin;
 use support::launched::{assert_only_restarted, Finished, Launched};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Matrix order and steps: a few seconds of work on this machine with recovery on, so
 /// that a kill after the second checkpoint lands mid-run. (3000 steps took 1.35 s on the
@@ -114,7 +112,7 @@ fn skipped_by_restarted_main(f: &Finished) -> u64 {
 #[test]
 fn a_coordinating_main_killed_mid_run_gets_every_answer_again_and_the_result_is_the_failure_free_one(
 ) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let f = kill_mid_run(&[0]);
     assert_failure_free_answer(&f, &[0]);
     assert!(
@@ -130,7 +128,7 @@ fn a_coordinating_main_killed_mid_run_gets_every_answer_again_and_the_result_is_
 
 #[test]
 fn a_node_that_main_is_asking_killed_mid_run_answers_after_its_restore() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let f = kill_mid_run(&[2]);
     assert_failure_free_answer(&f, &[2]);
     assert!(
@@ -141,7 +139,7 @@ fn a_node_that_main_is_asking_killed_mid_run_answers_after_its_restore() {
 
 #[test]
 fn main_and_a_node_it_asks_killed_together_end_with_the_failure_free_answer() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let f = kill_mid_run(&[0, 2]);
     assert_failure_free_answer(&f, &[0, 2]);
     assert!(skipped_by_restarted_main(&f) > 0);
@@ -166,7 +164,7 @@ fn checkpoints_of(f: &Finished, rank: u16) -> Vec<(u64, u64)> {
 
 #[test]
 fn mains_replies_go_to_a_journal_so_its_checkpoints_do_not_grow_with_the_run() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // Enough checkpoints after the second for megabytes of replies, however fast the
     // machine runs the steps.
     const LONG: &str = STEPS;
@@ -214,7 +212,7 @@ fn buddy_run_past_node0s_second_checkpoint(dir: &std::path::Path) -> Launched {
 
 #[test]
 fn a_coordinating_main_whose_checkpoint_directory_is_lost_gets_its_replies_from_the_buddy() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let dir = std::env::temp_dir().join(format!("lazarus-journal-test-{}", std::process::id()));
     let mut run = buddy_run_past_node0s_second_checkpoint(&dir);
     // The host's disk is gone: node 0's checkpoints and reply journal with it.
@@ -233,7 +231,7 @@ fn a_coordinating_main_whose_checkpoint_directory_is_lost_gets_its_replies_from_
 
 #[test]
 fn a_reply_journal_lost_under_a_running_node_is_put_back_from_the_buddy_and_serves_a_restore() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let dir = std::env::temp_dir().join(format!("lazarus-journal-lost-{}", std::process::id()));
     let mut run = buddy_run_past_node0s_second_checkpoint(&dir);
     // The disk loses node 0's checkpoints and journal; node 0 runs on.
@@ -258,7 +256,7 @@ fn a_reply_journal_lost_under_a_running_node_is_put_back_from_the_buddy_and_serv
 
 #[test]
 fn a_restarted_main_that_asks_other_actors_than_before_is_reported_as_breaking_the_contract() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // `--break-contract`: the restarted main asks its blocks in the reverse order, so
     // the replies kept from before the failure answer other blocks' questions (and its
     // regenerated asks reach other blocks than before: the run does not end).

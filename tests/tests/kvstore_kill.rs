@@ -13,11 +13,8 @@
 mod support;
 
 use std::process::Command;
-use std::sync::Mutex;
 use support::bin;
-use support::launched::{assert_only_restarted, Finished, Launched};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+use support::launched::{assert_only_restarted, assert_replayed_determinants, Finished, Launched};
 
 /// Requests per client: a few seconds of work on this machine, so that a kill shortly
 /// after the first checkpoints lands mid-run.
@@ -52,13 +49,6 @@ fn launch_with_ops(ops: &str, env: &[(&str, &str)]) -> Launched {
 /// SIGKILLs `victims` together mid-run: once each has started its clients and then
 /// committed a checkpoint, a little later (the requests its shard serves after that
 /// checkpoint are what the restored shard must reproduce).
-fn kill_mid_run(run: &mut Launched, victims: &[u16]) {
-    run.wait_mid_run("kvstore", victims);
-    for &v in victims {
-        run.kill(v);
-    }
-}
-
 /// Every killed node restarted alone and its shard replayed logged deliveries.
 fn assert_recovered_by_replay(f: &Finished, killed: &[u16]) {
     let result = f.verified();
@@ -71,43 +61,36 @@ fn assert_recovered_by_replay(f: &Finished, killed: &[u16]) {
         "4 clients x {OPS}"
     );
     assert_only_restarted(f, killed);
-    let finals = f.finals();
-    for k in killed {
-        assert!(
-            finals[k]["determinants_replayed"] > 0,
-            "node {k}'s restored shard replayed logged deliveries: {:?}",
-            finals[k]
-        );
-    }
+    assert_replayed_determinants(f, killed, "shard");
 }
 
 #[test]
 fn a_node_with_a_shard_and_a_client_sigkilled_mid_run_contradicts_no_reply() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let mut run = launch(&[]);
-    kill_mid_run(&mut run, &[2]);
+    run.kill_mid_run("kvstore", &[2]);
     assert_recovered_by_replay(&run.finish(), &[2]);
 }
 
 #[test]
 fn the_coordinators_node_and_its_logger_killed_together_contradict_no_reply() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // Node 0 runs `main` and the coordinator besides its shard and client; its event
     // loggers are nodes 1 and 2 (the next two ranks): node 1 dies with it, node 2 and node
     // 1's journal keep its determinants.
     let mut run = launch(&[]);
-    kill_mid_run(&mut run, &[0, 1]);
+    run.kill_mid_run("kvstore", &[0, 1]);
     assert_recovered_by_replay(&run.finish(), &[0, 1]);
 }
 
 #[test]
 fn without_event_loggers_the_recovered_shard_contradicts_the_clients() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // The control experiment: the same kill with determinants kept nowhere. The restored
     // shard re-orders requests and re-draws versions, so replies the surviving clients
     // already hold no longer match what it says it sent.
     let mut run = launch_with_ops(OPS_WITHOUT_LOGGERS, &[("LAZARUS_EVENT_LOGGERS", "0")]);
-    kill_mid_run(&mut run, &[2]);
+    run.kill_mid_run("kvstore", &[2]);
     let f = run.finish();
     assert!(!f.success, "the launcher exits with the app's failure");
     let result = f.result.as_ref().expect("a RESULT line");

@@ -9,12 +9,8 @@
 mod support;
 
 use std::process::Command;
-use std::sync::Mutex;
 use support::launched::{assert_only_restarted, Finished, Launched};
 use support::{bin, pingpong_mib_args};
-
-/// Two-node runs at full bandwidth, one at a time on a 2-core machine.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const MIB: u64 = 1 << 20;
 /// Round trips of 1 MiB each way: unreleased, each node's log would end at this many MiB.
@@ -45,7 +41,7 @@ fn log_peak(f: &Finished, rank: u16) -> u64 {
 
 #[test]
 fn without_a_quota_or_periodic_checkpoints_the_log_keeps_every_message() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let f = pingpong(true, None).finish();
     f.checksum();
     for rank in 0..2 {
@@ -64,7 +60,7 @@ fn without_a_quota_or_periodic_checkpoints_the_log_keeps_every_message() {
 
 #[test]
 fn a_log_quota_keeps_each_log_near_it_through_requested_checkpoints() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = pingpong(false, None).finish().checksum();
     // How far the log overshoots is what the node sends while its peer writes an image:
     // on this VM's disk, right after the other kill suites' writes, one run saw 4
@@ -120,7 +116,7 @@ fn a_log_quota_keeps_each_log_near_it_through_requested_checkpoints() {
 
 #[test]
 fn a_node_killed_under_a_log_quota_restores_a_requested_checkpoint_with_the_failure_free_answer() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // Long enough (2-4 s) for the kill to land mid-run.
     const LONG: u64 = 1500;
     let expected = pingpong_for(LONG, false, None).finish().checksum();

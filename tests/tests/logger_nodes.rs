@@ -10,12 +10,8 @@
 mod support;
 
 use std::process::Command;
-use std::sync::Mutex;
 use support::launched::{assert_only_restarted, Finished, Launched};
 use support::{bin, pingpong_mib_args, NO_PERIOD_16MIB_QUOTA};
-
-/// Two-node runs at full bandwidth, one at a time on a 2-core machine.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const MIB: u64 = 1 << 20;
 
@@ -62,7 +58,7 @@ fn total(f: &Finished, rank: u16, key: &str) -> u64 {
 
 #[test]
 fn a_logger_node_keeps_what_is_over_the_quota_and_the_answer_is_unchanged() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     const ROUND_TRIPS: u64 = 300;
     let expected = pingpong(ROUND_TRIPS, false, 0).finish().checksum();
     let f = pingpong(ROUND_TRIPS, true, 1).finish();
@@ -110,7 +106,7 @@ fn a_logger_node_keeps_what_is_over_the_quota_and_the_answer_is_unchanged() {
 #[test]
 fn many_small_messages_keep_the_log_at_its_quota_by_checkpoint_requests_without_holding_senders_back(
 ) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // 8-byte payloads: the entries' dependency vectors, which no dump can move, soon hold
     // more than the 64 KiB quota. Holding each sender back until the dump brings the log
     // under its quota would stall every send (it cannot); instead the vectors' share is
@@ -167,7 +163,7 @@ fn many_small_messages_keep_the_log_at_its_quota_by_checkpoint_requests_without_
 
 #[test]
 fn a_node_killed_mid_run_is_resent_its_messages_from_the_logger() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     const ROUND_TRIPS: u64 = 600;
     let expected = pingpong(ROUND_TRIPS, false, 0).finish().checksum();
     let mut run = pingpong(ROUND_TRIPS, true, 1);
@@ -190,7 +186,7 @@ fn a_node_killed_mid_run_is_resent_its_messages_from_the_logger() {
 
 #[test]
 fn a_logger_killed_mid_run_is_restarted_and_costs_checkpoints_not_the_answer() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     const ROUND_TRIPS: u64 = 1000;
     let expected = pingpong(ROUND_TRIPS, false, 0).finish().checksum();
     let mut run = pingpong(ROUND_TRIPS, true, 1);
@@ -259,7 +255,7 @@ fn two_copies_and_logger_0_killed() -> (String, Launched) {
 
 #[test]
 fn with_two_copies_of_every_block_a_lost_logger_loses_nothing() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let (expected, mut run) = two_copies_and_logger_0_killed();
     // No checkpoint at all: node 1 restarts from the beginning and node 0 resends
     // everything, the blocks logger 0 kept from their copies at logger 1.
@@ -281,7 +277,7 @@ fn with_two_copies_of_every_block_a_lost_logger_loses_nothing() {
 
 #[test]
 fn a_restarted_logger_gets_its_copies_back_so_a_second_loss_loses_nothing() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let (expected, mut run) = two_copies_and_logger_0_killed();
     // Each node copies the blocks logger 0 lost back to its restarted process, from
     // logger 1.
@@ -318,7 +314,7 @@ fn second_logger_loss_loses_nothing(mut run: Launched, expected: &str) -> Finish
 
 #[test]
 fn a_restarted_logger_without_room_has_its_lost_blocks_copied_to_a_third_logger() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     const ROUND_TRIPS: u64 = 600;
     let expected = pingpong(ROUND_TRIPS, false, 0).finish().checksum();
     // Three loggers, each block at two of them; logger 0's second process declines

@@ -17,8 +17,6 @@ use support::launched::{
 };
 use support::{bin, parse_result};
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
 const GRID: &str = "256";
 /// Iterations: about 3 s of work on this machine when idle (recovery on), so that kills at 1.2-2.7 s
 /// and the third checkpoint land inside the run.
@@ -86,7 +84,7 @@ fn reference(iters: &str) -> String {
 
 #[test]
 fn a_node_sigkilled_at_a_random_moment_recovers_and_the_answer_is_the_failure_free_one() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // The long run (about 8 s): with the short one a fast machine had finished by the
     // latest moment drawn (2.7 s; CI, seed 798641953), so the kill missed the run.
     let expected = reference(LONG_ITERS);
@@ -114,7 +112,7 @@ fn three_sigkills_of_random_nodes_at_random_moments_end_with_the_failure_free_an
     // Whatever comes: the same node twice, a node killed while another recovers or
     // checkpoints, a replacement killed before it resumed. The seed is printed;
     // LAZARUS_TEST_SEED=<seed> replays the same schedule (victims and gaps).
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(LONG_ITERS);
     let mut run = launch(true, LONG_ITERS, &[]);
     run.wait_started();
@@ -129,7 +127,7 @@ fn a_restarted_node_that_sends_other_halos_than_before_its_failure_is_reported()
     // `--break-contract`: a restarted process skews the halos it sends, so its regenerated
     // halos differ from those its neighbours already received. The runtime cannot make
     // such a run exact; it must say so instead of ending silently with another answer.
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let mut run = launch_app(true, ITERS, &[], &[], &["--break-contract"]);
     wait_for_second_checkpoint(&mut run, 2);
     // Only halos its neighbours received before the failure can be compared: let them
@@ -156,7 +154,7 @@ fn a_restarted_node_that_sends_other_halos_than_before_its_failure_is_reported()
 
 #[test]
 fn two_nodes_killed_at_the_same_moment_both_recover() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(ITERS);
     let mut run = launch(true, ITERS, &[]);
     wait_for_second_checkpoint(&mut run, 3);
@@ -169,7 +167,7 @@ fn two_nodes_killed_at_the_same_moment_both_recover() {
 
 #[test]
 fn a_node_killed_twice_recovers_twice() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(ITERS);
     let mut run = launch(true, ITERS, &[]);
     wait_for_second_checkpoint(&mut run, 2);
@@ -187,7 +185,7 @@ fn a_node_killed_twice_recovers_twice() {
 
 #[test]
 fn a_node_killed_while_another_is_recovering_recovers_too() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(ITERS);
     let mut run = launch(true, ITERS, &[]);
     wait_for_second_checkpoint(&mut run, 1);
@@ -218,7 +216,7 @@ fn a_node_killed_while_another_is_recovering_recovers_too() {
 /// overtake the last halo one tile of node 2 sends the other (docs/recovery.md, "The
 /// interval rule is approximate").
 fn kill_during_the_gather(options: &[&std::ffi::OsStr], app_options: &[&str]) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(ITERS);
     let mut run = launch_app(
         true,
@@ -266,7 +264,7 @@ fn a_replay_holds_a_message_back_until_a_same_node_message_from_another_core_is_
 
 #[test]
 fn a_node_killed_during_its_own_checkpoint_restarts_from_the_previous_one() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(ITERS);
     // Node 2 dies between reading its set and storing checkpoint 3: a SIGKILL from
     // outside cannot hit that window reliably, the failpoint does every time.
@@ -300,7 +298,7 @@ fn spares(n: &str) -> [&std::ffi::OsStr; 2] {
 
 #[test]
 fn a_node_restarted_on_a_spare_slot_recovers_and_every_peer_reaches_it_there() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(ITERS);
     let mut run = launch_with(true, ITERS, &[], &spares("1"));
     wait_for_second_checkpoint(&mut run, 2);
@@ -314,7 +312,7 @@ fn a_node_restarted_on_a_spare_slot_recovers_and_every_peer_reaches_it_there() {
 
 #[test]
 fn a_node_its_peers_declared_failed_restarts_on_a_spare_slot_and_they_redial_it_there() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(ITERS);
     let mut run = launch_with(true, ITERS, &[], &spares("1"));
     wait_for_second_checkpoint(&mut run, 1);
@@ -338,7 +336,7 @@ fn a_node_its_peers_declared_failed_restarts_on_a_spare_slot_and_they_redial_it_
 
 #[test]
 fn a_frozen_node_that_its_peers_declare_failed_is_killed_and_restarted_and_the_answer_is_exact() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(ITERS);
     let mut run = launch(true, ITERS, &[]);
     wait_for_second_checkpoint(&mut run, 2);
@@ -363,7 +361,7 @@ const SHORT_ITERS: &str = "2000";
 
 #[test]
 fn the_node_with_the_answer_killed_as_its_main_finishes_is_restarted_while_the_others_wait() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(ITERS);
     // Node 0 dies after its main has printed the RESULT and released the last barrier,
     // before it says it has finished: the others finish and must not leave, because the
@@ -376,7 +374,7 @@ fn the_node_with_the_answer_killed_as_its_main_finishes_is_restarted_while_the_o
 
 #[test]
 fn a_worker_node_killed_as_its_main_finishes_is_restarted_and_the_answer_is_exact() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(SHORT_ITERS);
     let f = launch(
         true,
@@ -391,7 +389,7 @@ fn a_worker_node_killed_as_its_main_finishes_is_restarted_and_the_answer_is_exac
 
 #[test]
 fn a_node_killed_once_every_node_has_finished_is_not_restarted_and_the_run_succeeds() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(SHORT_ITERS);
     // Before the two-phase shutdown this run hung (peers waited for frames that died
     // with node 0) or ended without its RESULT.
@@ -416,7 +414,7 @@ fn a_node_killed_once_every_node_has_finished_is_not_restarted_and_the_run_succe
 #[test]
 fn a_transient_handler_panic_rolls_back_only_its_node_inside_its_own_process_and_the_answer_is_exact(
 ) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(ITERS);
     let run = launch(true, ITERS, &[("LAZARUS_FAILPOINT", "panic:1:0:2500")]);
     let f = run.finish();
@@ -440,7 +438,7 @@ fn a_transient_handler_panic_rolls_back_only_its_node_inside_its_own_process_and
 
 #[test]
 fn a_handler_that_panics_every_time_escalates_naming_the_actor_and_message() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let run = launch(
         true,
         ITERS,
@@ -469,7 +467,7 @@ fn a_handler_that_panics_every_time_escalates_naming_the_actor_and_message() {
 
 #[test]
 fn a_node_whose_checkpoint_directory_is_lost_restores_from_its_buddys_replica() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let expected = reference(ITERS);
     let dir = std::env::temp_dir().join(format!("lazarus-buddy-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -502,7 +500,7 @@ fn a_node_whose_checkpoint_directory_is_lost_restores_from_its_buddys_replica() 
 
 #[test]
 fn the_sender_based_log_stays_bounded_over_a_long_run() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // Eight times the iterations, eight times the messages: the log's peak must not
     // follow, because every checkpoint releases what the receivers' checkpoints cover.
     // (The long run lasts several seconds: at least 4 checkpoints per node. With 20000
@@ -549,7 +547,7 @@ fn the_sender_based_log_stays_bounded_over_a_long_run() {
 
 #[test]
 fn with_recovery_on_messages_carrying_actor_refs_cross_nodes_and_the_answer_is_unchanged() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // pingpong's balls carry the reference to reply to: decoding one resolves it on the
     // receiving node, whichever network thread delivers it.
     let run = |ft: &[&str]| {

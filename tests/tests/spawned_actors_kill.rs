@@ -11,11 +11,9 @@
 mod support;
 
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use support::bin;
 use support::launched::{assert_only_restarted, Finished, Launched};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// A few seconds of rings on this machine, so a kill after a node's second checkpoint
 /// lands mid-run.
@@ -131,7 +129,7 @@ fn assert_recovered(f: &Finished, killed: &[u16]) {
 
 #[test]
 fn workers_and_tallies_spawned_by_handlers_come_back_after_their_node_is_sigkilled() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let f = kill_mid_run(&[1]);
     assert_recovered(&f, &[1]);
     let finals = f.finals();
@@ -149,14 +147,14 @@ fn workers_and_tallies_spawned_by_handlers_come_back_after_their_node_is_sigkill
 
 #[test]
 fn the_collectors_node_and_its_downstream_killed_together_rebuild_their_spawned_actors() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     let f = kill_mid_run(&[0, 1]);
     assert_recovered(&f, &[0, 1]);
 }
 
 #[test]
 fn workers_spawned_again_by_a_replaying_handler_get_the_messages_that_came_before_them() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // No checkpoint in the run: the restarted node re-executes its foreman's `start`,
     // which spawns the workers again. Node 0's logged values for them are deliverable as
     // soon as `start` is in the foreman's mailbox, before the handler runs: they wait
@@ -187,7 +185,7 @@ fn workers_spawned_again_by_a_replaying_handler_get_the_messages_that_came_befor
 
 #[test]
 fn actors_that_exited_before_the_checkpoint_stay_exited_and_references_to_them_still_restore() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = support::one_at_a_time();
     // Ring 0 goes around a quarter as often as ring 3: its workers stop (and their
     // tallies, once they reported) while the others run on. Node 1's foreman still holds
     // a reference to its worker of ring 0 when the node is killed.

@@ -190,6 +190,16 @@ impl Launched {
         std::thread::sleep(Duration::from_millis(300));
     }
 
+    /// Waits until the clients of `app` (`bank`, `kvstore`: they print `APP: node V:
+    /// clients started`) are at work on every victim and each has checkpointed since,
+    /// then SIGKILLs the victims.
+    pub fn kill_mid_run(&mut self, app: &str, victims: &[u16]) {
+        self.wait_mid_run(app, victims);
+        for &v in victims {
+            self.kill(v);
+        }
+    }
+
     /// Waits until logger node `index` reports holding at least `blocks` blocks.
     #[allow(dead_code)]
     pub fn wait_for_logger_blocks(&mut self, index: u16, blocks: u64) {
@@ -415,6 +425,19 @@ pub fn assert_one_restart_per_kill(f: &Finished, victims: &[u16]) {
 
 /// Survivors neither restarted nor rolled back; the `killed` nodes (in increasing order)
 /// were restarted by the launcher.
+/// Each node of `ranks` replayed logged determinants after its restart (its
+/// order-sensitive `what` was restored from a checkpoint taken a while before the kill).
+pub fn assert_replayed_determinants(f: &Finished, ranks: &[u16], what: &str) {
+    let finals = f.finals();
+    for r in ranks {
+        assert!(
+            finals[r]["determinants_replayed"] > 0,
+            "node {r}'s restored {what} replayed logged deliveries: {:?}",
+            finals[r]
+        );
+    }
+}
+
 pub fn assert_only_restarted(f: &Finished, killed: &[u16]) {
     assert_only_rolled_back(f, killed);
     let mut restarted = f.restarted();

@@ -7,7 +7,15 @@ pub mod launched;
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// Runs the tests of one binary that hold it one at a time: each starts a cluster of
+/// processes, and two at once on this 2-core machine would slow each other past their
+/// timeouts. A test that failed while holding it does not poison the others.
+pub fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The target directory profile folder this test binary was built into.
 fn profile_dir() -> PathBuf {
