@@ -1,0 +1,44 @@
+//! A first actor: a counter on one node, told and asked. The README shows this file;
+//! `cargo run --example first_actor` runs it, and `cargo test` runs it too.
+
+use lazarus::{messages, Actor, Node, ReplyTo};
+use serde::{Deserialize, Serialize};
+
+#[derive(Actor, Serialize, Deserialize, Default)] // state goes into checkpoints
+struct Counter {
+    total: u64,
+}
+
+#[messages]
+impl Counter {
+    /// `Add { amount }` is generated from this method; its reply is the return type.
+    #[message]
+    fn add(&mut self, amount: u64) -> u64 {
+        self.total += amount;
+        self.total
+    }
+
+    /// A handler can keep its reply slot and answer later.
+    #[message]
+    fn later(&mut self, reply: ReplyTo<u64>) {
+        reply.send(self.total);
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let node = Node::builder().build()?; // one pinned executor per core
+    let c = node.spawn(Counter::default())?; // or spawn_on(CoreId(k), ..)
+    c.tell(Add { amount: 2 })?; // fire and forget
+    let total = node.block_on(c.ask(Add { amount: 3 }))?; // request/reply, with timeout
+    assert_eq!(total, 5);
+    let later = node.block_on(c.ask(Later {}))?; // answered through the kept slot
+    assert_eq!(later, 5);
+    println!("the counter holds {total}");
+    node.shutdown(); // drains mailboxes, stops actors
+    Ok(())
+}
+
+#[test]
+fn the_first_actor_counts() {
+    main().expect("the example runs");
+}
