@@ -183,15 +183,17 @@ pub(crate) struct ActorStats {
 impl ActorStats {
     pub(crate) fn new(actor_type: &'static str, actor_id: String) -> Self {
         let t = ("actor_type", actor_type);
+        // Read once: the series and the way it is updated must agree.
+        let per_actor = PER_ACTOR_LABELS.load(Ordering::Relaxed);
         ActorStats {
             sent: counter!(MESSAGES_SENT, &[t]),
             delivered: counter!(MESSAGES_DELIVERED, &[t]),
-            depth: if PER_ACTOR_LABELS.load(Ordering::Relaxed) {
+            depth: if per_actor {
                 metrics::gauge!(MAILBOX_DEPTH, "actor_type" => actor_type, "actor_id" => actor_id)
             } else {
                 metrics::gauge!(MAILBOX_DEPTH, &[t])
             },
-            per_actor: PER_ACTOR_LABELS.load(Ordering::Relaxed),
+            per_actor,
             reported_depth: 0,
             handler_time: metrics::histogram!(HANDLER_SECONDS, &[t]),
             failures: counter!(ACTOR_FAILURES, &[t]),

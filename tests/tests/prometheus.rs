@@ -17,13 +17,14 @@ const NODES: u16 = 3;
 /// `NODES` consecutive free TCP ports on 127.0.0.1, the first returned.
 fn free_port_run() -> u16 {
     let mut base = 20_000 + (std::process::id() % 20_000) as u16;
-    loop {
+    for _ in 0..1000 {
         let free = (0..NODES).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok());
         if free {
             return base;
         }
         base = base.wrapping_add(NODES * 7).max(20_000);
     }
+    panic!("no {NODES} consecutive free TCP ports on 127.0.0.1 in 1000 tries");
 }
 
 /// The samples of one scrape of `port`: series (name and labels, as printed) to value.
