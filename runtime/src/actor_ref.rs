@@ -222,7 +222,7 @@ impl<A: Actor> ActorRef<A> {
         // so the answers coming back) depends on it, and a restarted node replays those
         // answers only once main has made the tell again.
         let input = |core: &mut crate::recovery_layer::Core| {
-            if let Some(protocol) = core.protocol.as_mut() {
+            if let Some(protocol) = core.recovery.protocol_mut() {
                 protocol.on_local_input();
             }
         };
@@ -370,7 +370,7 @@ impl<A: Actor> ActorRef<A> {
         let mut failed = None;
         if !skip {
             // An input to the set, like main's tell (see `ActorRef::driver_tell`).
-            if let Some(protocol) = core.protocol.as_mut() {
+            if let Some(protocol) = core.recovery.protocol_mut() {
                 protocol.on_local_input();
             }
             match &self.route {

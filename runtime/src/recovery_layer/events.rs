@@ -20,10 +20,10 @@ use crate::actor_id::ActorId;
 use crate::mailbox::Stamp;
 use crate::node::NodeHandle;
 use crate::recovery::{
-    ChannelId, Dependence, Determinant, Diverged, Event, EventLogging, EventMessage, EventSnapshot,
-    EventStore, GateSender, ReplayDelivery, ReplayPoll, SendGate, SetId,
+    Admission, ChannelId, Dependence, EventLogging, EventMessage, EventRead, EventSnapshot,
+    EventStore, EventsArrival, NodeRecovery, ReplayDelivery, SetId,
 };
-use crate::transport::frame::FrameBody;
+use crate::transport::frame::Envelope;
 use metrics::counter;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -48,26 +48,15 @@ const COMPACT_AT: u64 = 8 << 20;
 /// Metric: writes of the event-logger journal that failed (disk full, I/O error).
 pub const JOURNAL_FAILURES: &str = "lazarus_recovery_event_journal_failures_total";
 
-/// The determinant state of a node, inside the layer's [`Core`].
+/// The determinant state of a node the driver keeps, inside the layer's [`Core`] (the
+/// node's event logging, logger store and send gate are in its machine,
+/// [`Core::recovery`]).
 pub(crate) struct Events {
-    /// `None` while a restarted node is still loading its checkpoint.
-    pub(crate) logging: Option<EventLogging>,
-    /// Other nodes' determinants this node keeps as their logger.
-    store: EventStore,
     journal: Option<Journal>,
     /// Event clock per actor that had nondeterministic events.
     pub(crate) clocks: HashMap<ActorId, u64>,
-    /// Frames to other nodes waiting for stable determinants (or behind such a frame).
-    held: SendGate<FrameBody>,
-    /// `LAZARUS_SEND_GATE=set`: every frame waits for every determinant of the node (the
-    /// rule before actors' dependences were tracked; a measurement baseline).
-    set_wide_gate: bool,
     /// Order-sensitive actors holding messages back, to wake when the replay moves on.
     waiting: HashSet<ActorId>,
-    /// Event-logging frames that arrived before `logging` existed.
-    early: Vec<(u16, EventMessage)>,
-    /// Frames that had to wait for stable determinants.
-    gated: u64,
     /// Timer deliveries a restored actor was forced to repeat at their logged point.
     timers_replayed: u64,
     /// Deliveries of selective receives (not logged).
@@ -84,9 +73,9 @@ pub(crate) struct EventImage {
 }
 
 impl Events {
-    /// The state of node `rank`; `fresh` nodes start logging at once, restarted ones
-    /// after their restore. The logger store is read back from the journal in `dir`.
-    pub(crate) fn new(rank: u16, size: u16, loggers: u16, fresh: bool, dir: &Path) -> Self {
+    /// The state of node `rank`, and the logger store it keeps for other nodes, read back
+    /// from the journal in `dir` (`fresh`: a new run, which starts it empty).
+    pub(crate) fn new(rank: u16, fresh: bool, dir: &Path) -> (Self, EventStore) {
         let path = dir.join(format!("events-{rank}.journal"));
         let (store, journal) = match Journal::open(&path, fresh) {
             Ok(x) => (x.0, Some(x.1)),
@@ -95,26 +84,19 @@ impl Events {
                 (EventStore::new(), None)
             }
         };
-        Events {
-            logging: fresh
-                .then(|| EventLogging::new(SetId(rank), size, loggers).ok())
-                .flatten(),
-            store,
+        let events = Events {
             journal,
             clocks: HashMap::new(),
-            held: SendGate::new(),
-            set_wide_gate: std::env::var("LAZARUS_SEND_GATE").is_ok_and(|v| v == "set"),
             waiting: HashSet::new(),
-            early: Vec::new(),
-            gated: 0,
             timers_replayed: 0,
             selected: 0,
-        }
+        };
+        (events, store)
     }
 
     /// `determinants=.. replayed=.. shipped=.. gated=.. held=..` for the node's final report.
-    pub(crate) fn report(&self) -> String {
-        let s = self.logging.as_ref().map(|l| l.stats()).unwrap_or_default();
+    pub(crate) fn report(&self, recovery: &NodeRecovery<Envelope>) -> String {
+        let s = recovery.events().map(|l| l.stats()).unwrap_or_default();
         format!(
             "determinants={} determinants_replayed={} timers_replayed={} selected_deliveries={} determinants_shipped={} gated_sends={} held_now={} logger_keeps={}",
             s.recorded,
@@ -122,42 +104,25 @@ impl Events {
             self.timers_replayed,
             self.selected,
             s.shipped,
-            self.gated,
-            self.held.len(),
-            self.store.len()
+            recovery.gated(),
+            recovery.held_len(),
+            recovery.logger_store().len()
         )
-    }
-
-    /// Advances `actor`'s event clock for a value read or a probe: its logging and the
-    /// new tick; `None` while there is no logging (a restarted node still loading).
-    fn tick(&mut self, actor: ActorId) -> Option<(&mut EventLogging, u64)> {
-        let logging = self.logging.as_mut()?;
-        let clock = self.clocks.entry(actor).or_insert(0);
-        *clock += 1;
-        Some((logging, *clock))
-    }
-
-    /// The tick `actor`'s next delivery would take; `None` while deliveries must wait (a
-    /// restarted node without its logging yet, or fetching its log). The clock moves only
-    /// once a delivery is admitted.
-    fn delivery_tick(&self, actor: ActorId) -> Option<u64> {
-        let logging = self.logging.as_ref()?;
-        (!logging.is_fetching()).then(|| self.clocks.get(&actor).copied().unwrap_or(0) + 1)
     }
 
     /// Whether an order-sensitive actor holds messages back or the node still fetches its
     /// determinants, or frames wait for stable determinants.
-    pub(crate) fn holds_back(&self) -> bool {
+    pub(crate) fn holds_back(&self, recovery: &NodeRecovery<Envelope>) -> bool {
         !self.waiting.is_empty()
-            || !self.held.is_empty()
-            || self.logging.as_ref().is_some_and(|l| l.is_fetching())
+            || recovery.held_len() > 0
+            || recovery.events().is_some_and(|l| l.is_fetching())
     }
 
     /// What the order-sensitive actors of this node wait for, for a stall report: the
     /// loggers a restored node still waits for, and for each actor holding messages back
     /// the delivery its replay needs next (tick, channel, send index, sending node).
-    pub(crate) fn describe_waits(&self) -> String {
-        let Some(logging) = self.logging.as_ref() else {
+    pub(crate) fn describe_waits(&self, recovery: &NodeRecovery<Envelope>) -> String {
+        let Some(logging) = recovery.events() else {
             return "determinants: not restored yet".to_string();
         };
         let mut out = Vec::new();
@@ -189,31 +154,23 @@ impl Events {
             out.join("; ")
         }
     }
+}
 
-    /// Determinant batches to ship now.
-    fn batches(&mut self) -> Vec<(u16, FrameBody)> {
-        self.logging
-            .as_mut()
-            .map(|l| l.poll_transmit())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(to, m)| (to.0, FrameBody::Events(m)))
-            .collect()
+impl Core {
+    /// Advances `actor`'s event clock for a value read or a probe: the new tick; `None` while there is no logging (a restarted node still loading).
+    fn event_tick(&mut self, actor: ActorId) -> Option<u64> {
+        self.recovery.events()?;
+        let clock = self.events.clocks.entry(actor).or_insert(0);
+        *clock += 1;
+        Some(*clock)
     }
 
-    /// Frames held behind unstable determinants now.
-    pub(crate) fn held_len(&self) -> usize {
-        self.held.len()
-    }
-
-    /// Frames of the held queue whose determinants are now stable, in order.
-    fn releasable(&mut self) -> Vec<(u16, FrameBody)> {
-        let stable = self.logging.as_ref().map_or(u64::MAX, |l| l.stable_below());
-        self.held
-            .release(stable)
-            .into_iter()
-            .map(|(to, f)| (to.0, f))
-            .collect()
+    /// The tick `actor`'s next delivery would take; `None` while deliveries must wait (a
+    /// restarted node without its logging yet, or fetching its log). The clock moves only
+    /// once a delivery is admitted.
+    fn delivery_tick(&self, actor: ActorId) -> Option<u64> {
+        let logging = self.recovery.events()?;
+        (!logging.is_fetching()).then(|| self.events.clocks.get(&actor).copied().unwrap_or(0) + 1)
     }
 }
 
@@ -230,10 +187,27 @@ fn raise_current(d: Dependence) {
 /// The running actor took an event from the log (a replay): counted, and what follows
 /// waits for the whole node (as under the whole-node rule), not only for what it
 /// depends on.
-fn replayed(logging: &mut EventLogging) {
-    logging.note_replayed();
+fn replayed() {
     raise_current(Dependence::Set);
     counter!(DETERMINANTS_REPLAYED).increment(1);
+}
+
+/// A value the running actor read: counted, and its messages out of the node wait for
+/// what it depends on now.
+fn noted<T>(read: EventRead<T>) -> T {
+    if read.replayed {
+        replayed();
+        return read.value;
+    }
+    if let Some(e) = &read.diverged {
+        counter!(DIVERGENCES).increment(1);
+        tracing::error!("{e}; the actor runs free from here");
+    }
+    raise_current(read.depends);
+    if read.depends != Dependence::Set {
+        counter!(DETERMINANTS).increment(1);
+    }
+    read.value
 }
 
 impl RecoveryLayer {
@@ -254,53 +228,37 @@ impl RecoveryLayer {
     /// log names this message next; while the node fetches its log: no.
     pub(crate) fn admit(&self, actor: ActorId, stamp: Stamp) -> bool {
         let mut core = self.lock();
-        let Core { events, .. } = &mut *core;
-        let (Some(tick), Some(logging)) = (events.delivery_tick(actor), events.logging.as_mut())
-        else {
+        let Some(tick) = core.delivery_tick(actor) else {
             return false;
         };
         let channel = ChannelId::new(stamp.from, actor);
-        let admitted = match logging.script().delivery(actor, tick) {
-            Ok(ReplayDelivery::Forced {
-                channel: c,
-                send_index,
-            }) => {
-                let next = c == channel && send_index == stamp.index;
-                if next {
-                    replayed(logging);
-                    if crate::timer::is_source(stamp.from) {
-                        events.timers_replayed += 1;
-                    }
+        match core
+            .recovery
+            .admit_delivery(actor, tick, channel, stamp.index)
+        {
+            Admission::NotNow => return false,
+            Admission::Replayed => {
+                replayed();
+                if crate::timer::is_source(stamp.from) {
+                    core.events.timers_replayed += 1;
                 }
-                next
             }
-            free => {
-                if let Err(e) = free {
+            Admission::Recorded { depends, diverged } => {
+                if let Some(e) = diverged {
                     counter!(DIVERGENCES).increment(1);
                     tracing::error!("{e}; the actor runs free from here");
                 }
-                let seq = logging.record(Determinant {
-                    actor,
-                    tick,
-                    event: Event::Delivery {
-                        channel,
-                        send_index: stamp.index,
-                    },
-                });
-                raise_current(Dependence::Below(seq + 1));
+                raise_current(depends);
                 counter!(DETERMINANTS).increment(1);
-                true
             }
-        };
-        if !admitted {
-            return false;
         }
-        events.clocks.insert(actor, tick);
+        core.events.clocks.insert(actor, tick);
         // Shipped now, while the handler runs: its replies wait only for the rest of the
         // logger's round trip.
-        let batches = events.batches();
+        core.recovery.flush_events();
+        let frames = Self::outgoing(&mut core);
         drop(core);
-        self.emit(batches);
+        self.emit(frames);
         true
     }
 
@@ -311,30 +269,20 @@ impl RecoveryLayer {
     /// must not move before the script is known).
     pub(crate) fn admit_selected(&self, actor: ActorId, stamp: Stamp) -> bool {
         let mut core = self.lock();
-        let Core { events, .. } = &mut *core;
-        let (Some(tick), Some(logging)) = (events.delivery_tick(actor), events.logging.as_mut())
-        else {
+        let Some(tick) = core.delivery_tick(actor) else {
             return false;
         };
-        // A logged event at this tick means the original run did something else here.
-        match logging.script().delivery(actor, tick) {
-            Ok(ReplayDelivery::Free) => {}
-            Err(Diverged {
-                logged: Event::EmptyUpTo(_),
-                ..
-            }) => {}
-            other => {
+        match core.recovery.admit_selected(actor, tick) {
+            None => return false,
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
                 counter!(DIVERGENCES).increment(1);
-                tracing::error!(
-                    "actor {actor} at tick {tick}: a selective receive from {} where the \
-                     log holds {other:?}; the actor runs free from here",
-                    stamp.from
-                );
+                tracing::error!("{e} (from {}); the actor runs free from here", stamp.from);
             }
         }
-        events.clocks.insert(actor, tick);
+        core.events.clocks.insert(actor, tick);
         counter!(SELECTED_DELIVERIES).increment(1);
-        events.selected += 1;
+        core.events.selected += 1;
         true
     }
 
@@ -347,29 +295,12 @@ impl RecoveryLayer {
     /// from the log during a replay, else `fresh()`, recorded.
     pub(crate) fn value(&self, actor: ActorId, fresh: impl FnOnce() -> u64) -> u64 {
         let mut core = self.lock();
-        let Some((logging, tick)) = core.events.tick(actor) else {
+        let Some(tick) = core.event_tick(actor) else {
             return fresh();
         };
-        match logging.script().value(actor, tick) {
-            Ok(Some(v)) => {
-                replayed(logging);
-                v
-            }
-            other => {
-                if let Err(e) = other {
-                    counter!(DIVERGENCES).increment(1);
-                    tracing::error!("{e}; the actor runs free from here");
-                }
-                let v = fresh();
-                let seq = logging.record(Determinant {
-                    actor,
-                    tick,
-                    event: Event::Value(v),
-                });
-                raise_current(Dependence::Below(seq + 1));
-                counter!(DETERMINANTS).increment(1);
-                v
-            }
+        match core.recovery.read_value(actor, tick, fresh) {
+            Some(read) => noted(read),
+            None => 0,
         }
     }
 
@@ -378,129 +309,42 @@ impl RecoveryLayer {
     /// lazily, as one determinant, and only if a message leaves the node after it).
     pub(crate) fn probe(&self, actor: ActorId, fresh: impl FnOnce() -> bool) -> bool {
         let mut core = self.lock();
-        let Some((logging, tick)) = core.events.tick(actor) else {
+        let Some(tick) = core.event_tick(actor) else {
             return fresh();
         };
-        match logging.script().poll(actor, tick) {
-            Ok(ReplayPoll::Empty) => {
-                replayed(logging);
-                false
-            }
-            Ok(ReplayPoll::Waiting | ReplayPoll::Forced { .. }) => {
-                replayed(logging);
-                true
-            }
-            other => {
-                if let Err(e) = other {
-                    counter!(DIVERGENCES).increment(1);
-                    tracing::error!("{e}; the actor runs free from here");
-                }
-                let waiting = fresh();
-                if waiting {
-                    let seq = logging.record(Determinant {
-                        actor,
-                        tick,
-                        event: Event::Waiting,
-                    });
-                    raise_current(Dependence::Below(seq + 1));
-                    counter!(DETERMINANTS).increment(1);
-                } else {
-                    logging.empty_poll(actor, tick);
-                    // Logged lazily: only the whole-node rule turns the run into a
-                    // determinant before a send.
-                    raise_current(Dependence::Set);
-                }
-                waiting
-            }
+        match core.recovery.probe(actor, tick, fresh) {
+            Some(read) => noted(read),
+            None => false,
         }
-    }
-
-    /// A frame from actor `from` (on this thread) for node `to` that must not overtake
-    /// the determinants its sender depends on (see [`crate::recovery::send_gate`]):
-    /// returned to send now, or held (and the determinant batches it waits for are
-    /// emitted).
-    pub(crate) fn gate(
-        &self,
-        core: &mut Core,
-        from: ActorId,
-        to: u16,
-        frame: FrameBody,
-    ) -> Option<FrameBody> {
-        let events = &mut core.events;
-        let Some(logging) = events.logging.as_mut() else {
-            return Some(frame);
-        };
-        let set_wide = events.set_wide_gate;
-        // Under the layer's lock, as `ActorDependence::resolve` requires.
-        let (needed, sender) = dependence::with_current(|d| match d {
-            Some(d) if !set_wide => {
-                let needed = d.get().needed(logging);
-                d.resolve(needed);
-                (needed, GateSender::Tracked(from))
-            }
-            _ => (logging.before_send(), GateSender::Set),
-        });
-        let stable = logging.stable_below();
-        let sent = events.held.send(stable, needed, sender, SetId(to), frame);
-        if sent.is_none() {
-            self.note_held(core);
-        }
-        sent
-    }
-
-    /// Counts a frame the gate held and ships the determinants it waits for.
-    fn note_held(&self, core: &mut Core) {
-        counter!(GATED_SENDS).increment(1);
-        core.events.gated += 1;
-        let batches = core.events.batches();
-        self.emit(batches);
-    }
-
-    /// Protocol frames (resends, control) keep their order behind held frames.
-    pub(crate) fn behind_held(
-        core: &mut Core,
-        frames: Vec<(u16, FrameBody)>,
-    ) -> Vec<(u16, FrameBody)> {
-        if core.events.held.is_empty() {
-            return frames;
-        }
-        frames
-            .into_iter()
-            .filter_map(|(to, f)| {
-                core.events
-                    .held
-                    .send(0, 0, GateSender::Set, SetId(to), f)
-                    .map(|f| (to, f))
-            })
-            .collect()
     }
 
     /// An event-logging frame from node `from` arrived.
     pub(crate) fn on_events(&self, node: &NodeHandle, from: u16, msg: EventMessage) {
         let mut core = self.lock_from_network();
-        let Core { events, .. } = &mut *core;
-        let Some(logging) = events.logging.as_mut() else {
-            events.early.push((from, msg));
-            return;
-        };
+        let Core {
+            events, recovery, ..
+        } = &mut *core;
         let kind = msg.kind();
-        let was_fetching = logging.is_fetching();
-        if let Some(j) = events.journal.as_mut() {
-            if matches!(
-                msg,
-                EventMessage::Log { .. }
-                    | EventMessage::Release { .. }
-                    | EventMessage::Fetch { .. }
-                    | EventMessage::Resume { .. }
-            ) {
-                // Durable before it is acknowledged.
-                if let Err(e) = j.append(from, &msg, &events.store) {
-                    journal_failed(&e);
-                }
+        let logger_role = matches!(
+            msg,
+            EventMessage::Log { .. }
+                | EventMessage::Release { .. }
+                | EventMessage::Fetch { .. }
+                | EventMessage::Resume { .. }
+        );
+        if let (Some(j), true, true) = (
+            events.journal.as_mut(),
+            logger_role,
+            recovery.events().is_some(),
+        ) {
+            // Durable before it is acknowledged.
+            if let Err(e) = j.append(from, &msg, recovery.logger_store()) {
+                journal_failed(&e);
             }
         }
-        let replies = match logging.on_message(SetId(from), msg, &mut events.store) {
-            Ok(r) => r,
+        let arrival = match recovery.handle_events(SetId(from), msg) {
+            Ok(EventsArrival::Early) => return,
+            Ok(a) => a,
             Err(e) => {
                 counter!(super::BAD_RECOVERY_FRAMES, "reason" => kind).increment(1);
                 tracing::warn!(
@@ -512,26 +356,24 @@ impl RecoveryLayer {
         };
         // A write that failed above: the store now holds its message, so the journal can
         // be made whole again at once (if the disk has room by now).
-        if let Some(Err(e)) = events.journal.as_mut().map(|j| j.heal(&events.store)) {
+        if let Some(Err(e)) = events
+            .journal
+            .as_mut()
+            .map(|j| j.heal(recovery.logger_store()))
+        {
             journal_failed(&e);
         }
-        let fetched = was_fetching && !logging.is_fetching();
-        let script_empty = logging.script().is_empty();
-        let mut frames: Vec<(u16, FrameBody)> = replies
-            .into_iter()
-            .map(|(to, m)| (to.0, FrameBody::Events(m)))
-            .collect();
-        frames.extend(events.batches());
-        frames.extend(events.releasable());
+        let fetched = matches!(arrival, EventsArrival::Fetched { .. });
         let wake: Vec<ActorId> = if fetched || !events.waiting.is_empty() {
             events.waiting.drain().collect()
         } else {
             Vec::new()
         };
-        if fetched {
-            let replay = if script_empty { "none" } else { "yes" };
+        if let EventsArrival::Fetched { replay } = arrival {
+            let replay = if replay { "yes" } else { "none" };
             event(self.rank, &format!("determinants fetched replay={replay}"));
         }
+        let frames = Self::outgoing(&mut core);
         drop(core);
         self.emit(frames);
         for id in wake {
@@ -545,27 +387,18 @@ impl RecoveryLayer {
     /// determinants the checkpoint now covers.
     pub(crate) fn events_committed(&self, snapshot: EventSnapshot) {
         let mut core = self.lock();
-        let events = &mut core.events;
-        let mut frames: Vec<(u16, FrameBody)> = events
-            .logging
-            .as_mut()
-            .map(|l| l.checkpoint_committed(snapshot))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(to, m)| (to.0, FrameBody::Events(m)))
-            .collect();
-        frames.extend(events.releasable());
+        core.recovery.events_committed(snapshot);
+        let frames = Self::outgoing(&mut core);
         drop(core);
         self.emit(frames);
     }
 
     /// The determinant part of a checkpoint, read with the actors (cores paused).
     pub(crate) fn events_image(&self, core: &Core) -> EventImage {
-        let events = &core.events;
-        let clocks = &events.clocks;
-        let snapshot = events
-            .logging
-            .as_ref()
+        let clocks = &core.events.clocks;
+        let snapshot = core
+            .recovery
+            .events()
             .map(|l| l.checkpoint(|a| clocks.get(&a).copied().unwrap_or(0)))
             .unwrap_or_default();
         let stamps = self.stamps.lock().unwrap_or_else(|e| e.into_inner());
@@ -588,8 +421,7 @@ impl RecoveryLayer {
                 .collect();
         }
         let mut core = self.lock();
-        let events = &mut core.events;
-        events.clocks = image.clocks.iter().copied().collect();
+        core.events.clocks = image.clocks.iter().copied().collect();
         let restored = EventLogging::restore(
             SetId(self.rank),
             self.size,
@@ -597,23 +429,16 @@ impl RecoveryLayer {
             image.snapshot,
             crate::recovery::Incarnation(self.config.incarnation),
         );
-        let frames = match restored {
-            Ok((logging, msgs)) => {
-                events.logging = Some(logging);
-                msgs.into_iter()
-                    .map(|(to, m)| (to.0, FrameBody::Events(m)))
-                    .collect()
-            }
-            Err(e) => {
-                tracing::error!("event logging not restored: {e}");
-                Vec::new()
-            }
-        };
-        let early = std::mem::take(&mut events.early);
+        match restored {
+            Ok((logging, msgs)) => core.recovery.start_events(logging, msgs),
+            Err(e) => tracing::error!("event logging not restored: {e}"),
+        }
+        let early = core.recovery.take_early_events();
+        let frames = Self::outgoing(&mut core);
         drop(core);
         self.emit(frames);
         for (from, m) in early {
-            self.on_events(node, from, m);
+            self.on_events(node, from.0, m);
         }
     }
 }
@@ -784,6 +609,7 @@ fn replay_journal(bytes: &[u8], store: &mut EventStore) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recovery::{Determinant, Event};
 
     fn det(tick: u64) -> Determinant {
         let a = ActorId::new(0, 1).unwrap();

@@ -16,8 +16,8 @@ use super::{event, RecoveryLayer};
 use crate::logger_node::client::RequestError;
 use crate::logger_node::{LoggerClient, LoggerRequest, LoggerResponse};
 use crate::payload::Payload;
-use crate::recovery::{Action, BlockId, DumpRef, LogDump, MessageMeta};
-use crate::transport::frame::{Envelope, FrameBody};
+use crate::recovery::{Action, BlockId, DumpRef, Frame, LogDump, MessageMeta};
+use crate::transport::frame::Envelope;
 use metrics::counter;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -438,12 +438,12 @@ impl RecoveryLayer {
                 // not point into are garbage at the loggers.
                 let (blocks, then) = {
                     let core = self.lock();
-                    let blocks = core.protocol.as_ref().map(|p| p.dumped_blocks());
+                    let blocks = core.recovery.protocol().map(|p| p.dumped_blocks());
                     (blocks, core.logger_instances.clone())
                 };
                 if let Some(blocks) = blocks {
                     let lacks = offload.retain(self.rank, blocks.iter().map(|&(_, b)| b).collect());
-                    let missing = match self.lock().protocol.as_mut() {
+                    let missing = match self.lock().recovery.protocol_mut() {
                         Some(p) => p.locate_restored_blocks(&lacks, offload.client.loggers()),
                         None => BTreeMap::new(),
                     };
@@ -461,7 +461,7 @@ impl RecoveryLayer {
                     }
                     // What the image knew lost, and what was lost since: copied back.
                     for logger in 0..offload.client.loggers() {
-                        let lost = (self.lock().protocol.as_ref())
+                        let lost = (self.lock().recovery.protocol())
                             .is_some_and(|p| !p.refillable_blocks(logger).is_empty());
                         if lost {
                             self.schedule_refill(offload, logger);
@@ -476,7 +476,7 @@ impl RecoveryLayer {
                 self.schedule_refill(offload, logger);
             }
             self.refill(offload);
-            let released = match self.lock().protocol.as_mut() {
+            let released = match self.lock().recovery.protocol_mut() {
                 Some(p) => p.take_released_blocks(),
                 None => Vec::new(),
             };
@@ -487,7 +487,7 @@ impl RecoveryLayer {
                 std::thread::sleep(DUMP_POLL);
                 continue;
             }
-            let over = (self.lock().protocol.as_ref())
+            let over = (self.lock().recovery.protocol())
                 .is_some_and(|p| dump_would_help(&p.log_stats(), threshold, quota));
             if over {
                 self.dump_until(offload, target, quota, first);
@@ -502,7 +502,7 @@ impl RecoveryLayer {
         loop {
             let taken = {
                 let mut core = self.lock();
-                let Some(p) = core.protocol.as_mut() else {
+                let Some(p) = core.recovery.protocol_mut() else {
                     return;
                 };
                 if !dump_continues(&p.log_stats(), target, quota) {
@@ -520,7 +520,7 @@ impl RecoveryLayer {
             let by = offload.store(self.rank, dump.block, bytes, first, copies);
             let dumped = {
                 let mut core = self.lock();
-                match (core.protocol.as_mut(), &by[..]) {
+                match (core.recovery.protocol_mut(), &by[..]) {
                     (Some(p), [logger, more @ ..]) if p.incarnation() == incarnation => {
                         p.log_dumped(&dump, *logger, more.first().copied());
                         true
@@ -550,7 +550,7 @@ impl RecoveryLayer {
             if offload.client.take_restarted(logger) {
                 counter!(LOGGERS_RESTARTED).increment(1);
                 self.schedule_refill(offload, logger);
-                let asks = match self.lock().protocol.as_mut() {
+                let asks = match self.lock().recovery.protocol_mut() {
                     Some(p) => p.on_logger_lost(logger),
                     None => Vec::new(),
                 };
@@ -563,7 +563,7 @@ impl RecoveryLayer {
             {
                 continue;
             }
-            let asks = match self.lock().protocol.as_mut() {
+            let asks = match self.lock().recovery.protocol_mut() {
                 Some(p) => p.on_logger_lost(logger as u16),
                 None => {
                     offload.reported[logger].store(false, Ordering::Release);
@@ -582,7 +582,7 @@ impl RecoveryLayer {
             &format!("{what} checkpoint_requests={}", asks.len()),
         );
         if !asks.is_empty() {
-            self.emit(self.frames(asks));
+            self.send_actions_now(asks);
         }
     }
 
@@ -605,7 +605,7 @@ impl RecoveryLayer {
             if offload.is_lost(logger) {
                 continue;
             }
-            let todo = match self.lock().protocol.as_ref() {
+            let todo = match self.lock().recovery.protocol() {
                 Some(p) => p.refillable_blocks(logger),
                 None => continue,
             };
@@ -636,7 +636,7 @@ impl RecoveryLayer {
                     mine
                 };
                 let n = lock(&offload.refilled).remove(&logger).unwrap_or(0);
-                let (left, asks) = match self.lock().protocol.as_mut() {
+                let (left, asks) = match self.lock().recovery.protocol_mut() {
                     Some(p) => (p.refillable_blocks(logger), p.on_refill_abandoned(logger)),
                     None => (Vec::new(), Vec::new()),
                 };
@@ -687,7 +687,7 @@ impl RecoveryLayer {
         if !full {
             match self.store_copy(offload, to, block, &bytes) {
                 Stored::Yes => {
-                    if let Some(p) = self.lock().protocol.as_mut() {
+                    if let Some(p) = self.lock().recovery.protocol_mut() {
                         p.block_restored(to, block);
                     }
                     return self.refilled(offload, to);
@@ -703,7 +703,7 @@ impl RecoveryLayer {
             (0..offload.client.loggers()).filter(|&l| l != to && l != from && !offload.is_lost(l));
         for other in third {
             if let Stored::Yes = self.store_copy(offload, other, block, &bytes) {
-                if let Some(p) = self.lock().protocol.as_mut() {
+                if let Some(p) = self.lock().recovery.protocol_mut() {
                     p.block_relocated(to, other, block);
                 }
                 offload.blocks_relocated.fetch_add(1, Ordering::Relaxed);
@@ -746,7 +746,7 @@ impl RecoveryLayer {
     /// A logger does not have `blocks` that the restored checkpoint points into (it was
     /// restarted since): their receivers are asked to checkpoint.
     fn report_blocks_lost(&self, logger: u16, blocks: &[BlockId]) {
-        let asks = match self.lock().protocol.as_mut() {
+        let asks = match self.lock().recovery.protocol_mut() {
             Some(p) => p.on_blocks_lost(logger, blocks),
             None => return,
         };
@@ -772,7 +772,7 @@ impl RecoveryLayer {
         to: u16,
         meta: MessageMeta,
         at: DumpRef,
-    ) -> Option<(u16, FrameBody)> {
+    ) -> Option<(u16, Frame<Envelope>)> {
         let Some(offload) = self.offload.get() else {
             tracing::error!(
                 "a resend to node {to} names a logger block, but this node has no loggers"
@@ -780,7 +780,7 @@ impl RecoveryLayer {
             return None;
         };
         match offload.payload(self.rank, &at) {
-            Ok(env) => Some((to, FrameBody::Logged { meta, env })),
+            Ok(payload) => Some((to, Frame::Message { meta, payload })),
             Err(why) => {
                 offload.resends_lost.fetch_add(1, Ordering::Relaxed);
                 counter!(RESENDS_LOST).increment(1);

@@ -36,8 +36,9 @@ use crate::executor::CoreQueue;
 use crate::lifecycle::{ActorImage, Control};
 use crate::node::{CurrentNode, NodeHandle};
 use crate::recovery::{
-    Action, ChannelId, ContractViolation, ControlMessage, FoundBy, Incarnation, LogPayload,
-    MessageMeta, SendOutcome, SetId, SetProtocol,
+    Action, Arrival, ChannelId, ContractViolation, ControlMessage, EarlyFrame, EventLogging,
+    FoundBy, Frame, GateRule, Incarnation, LogPayload, MessageMeta, NodeRecovery, Received,
+    Refused, Sent, SetId, SetProtocol,
 };
 use crate::transport::frame::{Envelope, FrameBody};
 use crate::transport::Transport;
@@ -527,11 +528,9 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
 
 /// The protocol and everything that must change atomically with it.
 pub(crate) struct Core {
-    /// `None` while a restarted node is still loading its checkpoint.
-    pub(crate) protocol: Option<SetProtocol<Envelope>>,
-    /// Frames that arrived before the protocol existed: sender, the sender's incarnation
-    /// whose connection carried it, the frame.
-    early: Vec<(u16, u32, FrameBody)>,
+    /// The node's recovery machine: its protocol (none while a restarted node is still
+    /// loading its checkpoint), event logging, logger store and send gate.
+    pub(crate) recovery: NodeRecovery<Envelope>,
     /// False in a restarted node until its actors are restored: nothing is delivered.
     pub(crate) ready: bool,
     /// The app's main: its sends so far, those to skip, the replies to its asks.
@@ -763,10 +762,24 @@ impl RecoveryLayer {
                 Err(e) => tracing::warn!("cannot clear this rank's old checkpoints: {e}"),
             }
         }
-        let events = events::Events::new(rank, size, config.event_loggers, fresh, &config.dir);
-        let protocol = fresh
-            .then(|| SetProtocol::with_config(SetId(rank), size, config.protocol()).ok())
-            .flatten();
+        let (events, logger_store) = events::Events::new(rank, fresh, &config.dir);
+        // `LAZARUS_SEND_GATE=set`: every frame waits for every determinant of the node
+        // (the rule before actors' dependences were tracked; a measurement baseline).
+        let gate_rule = if std::env::var("LAZARUS_SEND_GATE").is_ok_and(|v| v == "set") {
+            GateRule::WholeNode
+        } else {
+            GateRule::PerActor
+        };
+        let mut recovery = NodeRecovery::new(SetId(rank), gate_rule, logger_store);
+        if fresh {
+            // A restarted node installs both once its checkpoint is loaded.
+            if let Ok(p) = SetProtocol::with_config(SetId(rank), size, config.protocol()) {
+                recovery.start_protocol(p);
+            }
+            if let Ok(l) = EventLogging::new(SetId(rank), size, config.event_loggers) {
+                recovery.start_events(l, []);
+            }
+        }
         let (outbox, outbox_rx) = std_mpsc::channel::<(u16, FrameBody)>();
         let local = Arc::new(LocalDeliveries::new());
         Arc::new(RecoveryLayer {
@@ -775,8 +788,7 @@ impl RecoveryLayer {
             store,
             config,
             core: Mutex::new(Core {
-                protocol,
-                early: Vec::new(),
+                recovery,
                 ready: fresh,
                 driver: Default::default(),
                 deferred: Vec::new(),
@@ -888,9 +900,37 @@ impl RecoveryLayer {
         }
     }
 
+    /// Queues protocol actions in the node's machine, behind the frames its send gate
+    /// holds (`core` is the caller's lock: a resend whose payload is at a logger node is
+    /// fetched from there under it, so that it keeps its place).
+    fn send_actions(&self, core: &mut Core, actions: Vec<Action<Envelope>>) {
+        for (to, frame) in self.frames(actions) {
+            core.recovery.send_behind_held(SetId(to), frame);
+        }
+    }
+
+    /// Locks the layer to queue protocol actions (see [`Self::send_actions`]) and sends
+    /// what the machine has to send.
+    fn send_actions_now(&self, actions: Vec<Action<Envelope>>) {
+        let frames = {
+            let mut core = self.lock();
+            self.send_actions(&mut core, actions);
+            Self::outgoing(&mut core)
+        };
+        self.emit(frames);
+    }
+
+    /// The frames the node's machine has to send, in order, for [`Self::emit`] once the
+    /// lock is released.
+    fn outgoing(core: &mut Core) -> Vec<(u16, FrameBody)> {
+        std::iter::from_fn(|| core.recovery.poll_transmit())
+            .map(|(to, frame)| (to.0, body_of(frame)))
+            .collect()
+    }
+
     /// Turns protocol actions into frames; a resend whose payload is at a logger node
-    /// is fetched from there (under the caller's lock, so that it keeps its place).
-    fn frames(&self, actions: Vec<Action<Envelope>>) -> Vec<(u16, FrameBody)> {
+    /// is fetched from there.
+    fn frames(&self, actions: Vec<Action<Envelope>>) -> Vec<(u16, Frame<Envelope>)> {
         // Resends from logger nodes wait for their blocks (up to a second each): on a
         // network worker, the other network tasks (heartbeats, readers) go on meanwhile.
         if actions
@@ -902,19 +942,19 @@ impl RecoveryLayer {
         self.frames_now(actions)
     }
 
-    fn frames_now(&self, actions: Vec<Action<Envelope>>) -> Vec<(u16, FrameBody)> {
+    fn frames_now(&self, actions: Vec<Action<Envelope>>) -> Vec<(u16, Frame<Envelope>)> {
         actions
             .into_iter()
             .filter_map(|a| match a {
                 Action::Send { to, meta, payload } => {
                     counter!(REPLAYED).increment(1);
-                    Some((to.0, FrameBody::Logged { meta, env: payload }))
+                    Some((to.0, Frame::Message { meta, payload }))
                 }
                 Action::SendDumped { to, meta, at } => {
                     counter!(REPLAYED).increment(1);
                     self.dumped_frame(to.0, meta, at)
                 }
-                Action::Control { to, message } => Some((to.0, FrameBody::Recovery(message))),
+                Action::Control { to, message } => Some((to.0, Frame::Control(message))),
             })
             .collect()
     }
@@ -924,42 +964,56 @@ impl RecoveryLayer {
         ActorId::new(rank, (1 << 48) - 1).unwrap_or(ActorId::from_u64(0))
     }
 
-    /// An actor (or main) of this node sends `env` to another node: logs it with the
-    /// channel's next index and the dependency vector and returns the frame to transmit,
-    /// or `None` when the receiver already has it (a regenerated message after a
-    /// rollback).
-    pub(crate) fn log_send(
-        core: &mut Core,
-        node: &NodeHandle,
-        from: ActorId,
-        env: Envelope,
-    ) -> Option<FrameBody> {
+    /// An actor (or main) of this node sends `env` to another node: logged with the
+    /// channel's next index and the dependency vector, and queued in the node's machine,
+    /// at once or once the determinants its sender depends on are stable (take it with
+    /// [`Self::outgoing`]). Nothing is queued when the receiver already has it (a
+    /// regenerated message after a rollback).
+    pub(crate) fn log_send(core: &mut Core, node: &NodeHandle, from: ActorId, env: Envelope) {
         // The message depends on every local delivery before it (folded into the
         // interval here; they may also let logged messages through).
         Self::deliver_ready(core, node);
-        let protocol = core.protocol.as_mut()?;
         let to = SetId(env.to.rank());
         let channel = ChannelId::new(from, env.to);
-        let frame = match protocol.on_send(to, channel, env) {
-            Ok(SendOutcome::Transmit { meta, payload }) => {
-                histogram!(PIGGYBACK_BYTES).record(meta.piggyback_len() as f64);
-                Some(FrameBody::Logged { meta, env: payload })
+        // Under the layer's lock, as `ActorDependence::resolve` requires.
+        let sender = dependence::with_current(|d| d.map(|d| (from, d.get())));
+        let logging = core.recovery.events().is_some();
+        match core.recovery.handle_send(to, channel, env, sender) {
+            Ok(Sent::Logged {
+                needed,
+                held,
+                piggyback,
+                ..
+            }) => {
+                histogram!(PIGGYBACK_BYTES).record(piggyback as f64);
+                if logging {
+                    dependence::with_current(|d| {
+                        if let Some(d) = d {
+                            d.resolve(needed);
+                        }
+                    });
+                }
+                if held {
+                    counter!(events::GATED_SENDS).increment(1);
+                }
             }
-            Ok(SendOutcome::Suppressed { .. }) => {
+            Ok(Sent::Suppressed { .. }) => {
                 counter!(SUPPRESSED).increment(1);
-                report_checks(node.rank(), protocol);
-                None
+                if let Some(p) = core.recovery.protocol_mut() {
+                    report_checks(node.rank(), p);
+                }
             }
-            Err(e) => {
-                tracing::error!("recovery layer refused a send: {e}");
-                None
-            }
-        };
+            Ok(Sent::NoProtocol) => {}
+            Err(e) => tracing::error!("recovery layer refused a send: {e}"),
+        }
         // After a restore, a send made again may be what logged messages waited for.
-        if protocol.has_deliverable() {
+        if core
+            .recovery
+            .protocol()
+            .is_some_and(|p| p.has_deliverable())
+        {
             Self::deliver_ready(core, node);
         }
-        frame
     }
 
     /// An actor of this node put a message into a mailbox of this node (see
@@ -1003,8 +1057,8 @@ impl RecoveryLayer {
     pub(crate) fn log_local(&self, from: ActorId, to: ActorId, payload: bytes::Bytes) {
         let mut core = self.lock();
         let vector_len = core
-            .protocol
-            .as_ref()
+            .recovery
+            .protocol()
             .map_or(0, |p| p.depend().encoded_len());
         histogram!(PIGGYBACK_BYTES).record((vector_len + 2) as f64);
         core.forced_log
@@ -1018,25 +1072,36 @@ impl RecoveryLayer {
         from: ActorId,
         env: Envelope,
     ) -> Result<(), String> {
-        let rank = env.to.rank();
-        let (frame, over_quota) = {
+        let (frames, over_quota) = {
             let mut core = self.lock();
-            let frame = Self::log_send(&mut core, node, from, env)
-                .and_then(|f| self.gate(&mut core, from, rank, f));
-            (frame, self.over_quota(&core))
+            Self::log_send(&mut core, node, from, env);
+            (Self::outgoing(&mut core), self.over_quota(&core))
         };
-        let sent = match (frame, self.transport()) {
-            (Some(frame), Some(t)) => match t.send_body(rank, &frame) {
-                Ok(()) => Ok(()),
-                // Logged: the peer gets it again when its replacement rolls back.
-                Err(crate::transport::TransportError::PeerDown(_)) => Ok(()),
-                Err(e) => Err(e.to_string()),
-            },
-            (None, _) => Ok(()),
-            (Some(_), None) => Err("no transport".into()),
-        };
+        let sent = self.send_from_actor(frames);
         if over_quota {
             self.wait_for_dump(node);
+        }
+        sent
+    }
+
+    /// Sends an actor's frames (its message, and what the machine queued with it) from
+    /// the actor's thread, which waits for room in the peers' queues.
+    fn send_from_actor(&self, frames: Vec<(u16, FrameBody)>) -> Result<(), String> {
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let t = self.transport().ok_or("no transport")?;
+        let mut sent = Ok(());
+        for (to, body) in frames {
+            match t.send_body(to, &body) {
+                // Logged: the peer gets it again when its replacement rolls back.
+                Ok(()) | Err(crate::transport::TransportError::PeerDown(_)) => {}
+                Err(e) => {
+                    if sent.is_ok() {
+                        sent = Err(e.to_string());
+                    }
+                }
+            }
         }
         sent
     }
@@ -1045,7 +1110,7 @@ impl RecoveryLayer {
     /// loggers can bring back ([`log_offload::dump_would_help`]).
     fn over_quota(&self, core: &Core) -> bool {
         self.config.log_quota.is_some_and(|quota| {
-            (core.protocol.as_ref())
+            (core.recovery.protocol())
                 .is_some_and(|p| log_offload::dump_would_help(&p.log_stats(), quota, quota))
         })
     }
@@ -1098,37 +1163,39 @@ impl RecoveryLayer {
         meta: MessageMeta,
         env: Envelope,
     ) -> usize {
-        // Sets are nodes: a message node `from` logged comes from one of its actors, to
-        // one of ours. Anything else would queue on, and be checkpointed with, a channel
-        // that does not exist.
+        // Sets are nodes: a message on a channel that does not run from node `from` to
+        // this one (the machine refuses it), or for another actor than the channel's
+        // receiver, would queue on a channel that does not exist.
         let channel = meta.channel;
-        if !runs_between(&channel, from, self.rank) || env.to != channel.to {
-            counter!(BAD_RECOVERY_FRAMES, "reason" => "channel").increment(1);
-            tracing::warn!(
-                from,
-                "refused a logged message from node {from} on channel {channel:?} to {}",
-                env.to
-            );
-            return 0;
-        }
         let mut core = self.lock_from_network();
-        let Some(protocol) = core.protocol.as_mut() else {
-            core.early
-                .push((from, via, FrameBody::Logged { meta, env }));
-            return 0;
+        let (index, inc) = (meta.send_index, meta.sender_incarnation);
+        let r = if env.to == channel.to {
+            core.recovery
+                .handle_message(SetId(from), Incarnation(via), meta, env)
+        } else {
+            Err(Refused::Channel { from })
         };
-        let (channel, index, inc) = (meta.channel, meta.send_index, meta.sender_incarnation);
-        let r = protocol.on_receive(SetId(from), Incarnation(via), meta, env);
         tracing::trace!(target: set_checkpoint::STATE_TARGET, from, ?channel, index, ?inc, ?r, "received");
         match r {
-            Ok(crate::recovery::Received::Stale) => {
+            Ok(Arrival::Early) => return 0,
+            Ok(Arrival::Received(Received::Stale)) => {
                 counter!(STALE_MESSAGES).increment(1);
             }
-            Ok(crate::recovery::Received::Duplicate) => {
+            Ok(Arrival::Received(Received::Duplicate)) => {
                 counter!(DUPLICATES).increment(1);
-                report_checks(self.rank, protocol);
+                if let Some(p) = core.recovery.protocol_mut() {
+                    report_checks(self.rank, p);
+                }
             }
-            Ok(_) => {}
+            Ok(Arrival::Received(_)) => {}
+            Err(Refused::Channel { .. }) => {
+                counter!(BAD_RECOVERY_FRAMES, "reason" => "channel").increment(1);
+                tracing::warn!(
+                    from,
+                    "refused a logged message from node {from} on channel {channel:?}"
+                );
+                return 0;
+            }
             Err(e) => {
                 counter!(BAD_RECOVERY_FRAMES, "reason" => "message").increment(1);
                 tracing::warn!(from, "refused a logged message from node {from}: {e}");
@@ -1144,13 +1211,13 @@ impl RecoveryLayer {
             return 0;
         }
         let Core {
-            protocol,
+            recovery,
             local,
             driver,
             unspawned,
             ..
         } = core;
-        let Some(protocol) = protocol.as_mut() else {
+        let Some(protocol) = recovery.protocol_mut() else {
             return 0;
         };
         let mut deepest = 0;
@@ -1265,80 +1332,63 @@ impl RecoveryLayer {
 
     /// A control message from node `from` arrived.
     pub(crate) fn on_control(&self, node: &NodeHandle, from: u16, message: ControlMessage) {
-        if !channels_fit(self.rank, from, &message) {
-            counter!(BAD_RECOVERY_FRAMES, "reason" => "channel").increment(1);
-            tracing::warn!(
-                from,
-                "refused a {} from node {from} naming channels between other nodes",
-                message.kind()
-            );
-            return;
-        }
-        let mut core = self.lock_from_network();
-        let Some(protocol) = core.protocol.as_mut() else {
-            // The incarnation matters only for application messages.
-            core.early.push((from, 0, FrameBody::Recovery(message)));
-            return;
-        };
         let kind = message.kind();
-        let was_recovering = protocol.is_recovering();
-        // Read before the ROLLBACK is applied: what the restarted peer needs that this
-        // node's log no longer holds.
-        let unservable = match &message {
-            ControlMessage::Rollback(report) => Some((
-                report.incarnation,
-                protocol.released_past(SetId(from), &report.delivered),
-            )),
-            _ => None,
-        };
-        let stale_before = protocol.stats().stale_messages;
-        let result = protocol.on_control(SetId(from), message);
-        // A report of a new incarnation drops what its predecessors left queued.
-        counter!(STALE_MESSAGES).increment(protocol.stats().stale_messages - stale_before);
-        match result {
-            Ok(actions) => {
-                if kind == "rollback" {
-                    event(
-                        self.rank,
-                        &format!(
-                            "peer-rollback from={from} resent={}",
-                            actions.len().saturating_sub(1)
-                        ),
-                    );
-                }
-                // A stale ROLLBACK (an older incarnation's) is ignored and answers
-                // nothing; a current one always gets a RESPONSE.
-                if let Some((incarnation, gaps)) = unservable.filter(|_| !actions.is_empty()) {
-                    self.cannot_resend(from, incarnation, &gaps);
-                }
-                if protocol.take_checkpoint_request() {
-                    self.checkpoint_requested.store(true, Ordering::Release);
-                }
-                let recovered = was_recovering && !protocol.is_recovering();
-                if kind == "response" {
-                    // Regenerations held until this RESPONSE were compared just now.
-                    report_checks(self.rank, protocol);
-                }
-                let frames = Self::behind_held(&mut core, self.frames(actions));
-                Self::deliver_ready(&mut core, node);
-                if recovered {
-                    if let Some(at) = core.rollback_at.take() {
-                        histogram!(RECOVERY_PHASE, "phase" => "replay")
-                            .record(at.elapsed().as_secs_f64());
-                        event(
-                            self.rank,
-                            &format!("replayed ms={}", at.elapsed().as_millis()),
-                        );
-                    }
-                }
-                drop(core);
-                self.emit(frames);
+        let mut core = self.lock_from_network();
+        let outcome = match core.recovery.handle_control(SetId(from), message) {
+            // Kept until the protocol is back.
+            Ok(None) => return,
+            Ok(Some(outcome)) => outcome,
+            Err(Refused::Channel { .. }) => {
+                counter!(BAD_RECOVERY_FRAMES, "reason" => "channel").increment(1);
+                tracing::warn!(
+                    from,
+                    "refused a {kind} from node {from} naming channels between other nodes"
+                );
+                return;
             }
             Err(e) => {
                 counter!(BAD_RECOVERY_FRAMES, "reason" => kind).increment(1);
                 tracing::warn!(from, "refused a {kind} from node {from}: {e}");
+                return;
+            }
+        };
+        // A report of a new incarnation drops what its predecessors left queued.
+        counter!(STALE_MESSAGES).increment(outcome.stale_dropped);
+        if kind == "rollback" {
+            event(
+                self.rank,
+                &format!(
+                    "peer-rollback from={from} resent={}",
+                    outcome.actions.len().saturating_sub(1)
+                ),
+            );
+        }
+        if let Some(u) = &outcome.unservable {
+            self.cannot_resend(from, u.incarnation, &u.gaps);
+        }
+        if outcome.checkpoint_wanted {
+            self.checkpoint_requested.store(true, Ordering::Release);
+        }
+        if kind == "response" {
+            // Regenerations held until this RESPONSE were compared just now.
+            if let Some(p) = core.recovery.protocol_mut() {
+                report_checks(self.rank, p);
             }
         }
+        self.send_actions(&mut core, outcome.actions);
+        let frames = Self::outgoing(&mut core);
+        Self::deliver_ready(&mut core, node);
+        if outcome.recovered {
+            if let Some(at) = core.rollback_at.take() {
+                histogram!(RECOVERY_PHASE, "phase" => "replay").record(at.elapsed().as_secs_f64());
+                event(
+                    self.rank,
+                    &format!("replayed ms={}", at.elapsed().as_millis()),
+                );
+            }
+        }
+        drop(core);
+        self.emit(frames);
     }
 
     /// Says that restarted node `to` (incarnation `incarnation`) cannot be recovered
@@ -1376,14 +1426,13 @@ impl RecoveryLayer {
 
     /// Feeds the frames that arrived before the protocol existed.
     pub(crate) fn replay_early(&self, node: &NodeHandle) {
-        let early = std::mem::take(&mut self.lock().early);
-        for (from, via, body) in early {
-            match body {
-                FrameBody::Logged { meta, env } => {
-                    self.on_logged(node, from, via, meta, env);
+        let early = self.lock().recovery.take_early();
+        for (from, frame) in early {
+            match frame {
+                EarlyFrame::Message { via, meta, payload } => {
+                    self.on_logged(node, from.0, via.0, meta, payload);
                 }
-                FrameBody::Recovery(m) => self.on_control(node, from, m),
-                _ => {}
+                EarlyFrame::Control(m) => self.on_control(node, from.0, m),
             }
         }
     }
@@ -1400,7 +1449,7 @@ impl RecoveryLayer {
 
     /// Publishes the log's size as metrics.
     pub(crate) fn publish_log_stats(core: &Core, rank: u16) {
-        if let Some(p) = core.protocol.as_ref() {
+        if let Some(p) = core.recovery.protocol() {
             let s = p.log_stats();
             gauge!(LOG_BYTES, "rank" => rank.to_string()).set(s.bytes() as f64);
             gauge!(LOG_ENTRIES, "rank" => rank.to_string()).set(s.entries as f64);
@@ -1442,14 +1491,15 @@ impl RecoveryLayer {
         node: &NodeHandle,
         env: Envelope,
     ) {
-        let rank = env.to.rank();
         // Logging delivers what the send let through first.
         let driver = Self::driver_id(node.rank());
-        let frame = Self::log_send(&mut core, node, driver, env)
-            .and_then(|f| self.gate(&mut core, driver, rank, f));
+        Self::log_send(&mut core, node, driver, env);
+        let frames = Self::outgoing(&mut core);
         drop(core);
-        if let (Some(frame), Some(tr)) = (frame, node.transport()) {
-            let _ = tr.send_body(rank, &frame);
+        if let Some(tr) = node.transport() {
+            for (to, body) in frames {
+                let _ = tr.send_body(to, &body);
+            }
         }
     }
 
@@ -1521,9 +1571,8 @@ impl RecoveryLayer {
         } else {
             driver::reply_envelope(Self::driver_id(d.rank), d.from, d.request, &d.outcome).map(
                 |env| {
-                    let frame = Self::log_send(core, &d.node, d.from, env)
-                        .and_then(|f| self.gate(core, d.from, d.rank, f));
-                    frames.extend(frame.map(|f| (d.rank, f)));
+                    Self::log_send(core, &d.node, d.from, env);
+                    frames.extend(Self::outgoing(core));
                 },
             )
         };
@@ -1580,7 +1629,7 @@ impl RecoveryLayer {
         let (determinants, driver_replies, core_diverged) = {
             let core = self.lock();
             (
-                core.events.report(),
+                core.events.report(&core.recovery),
                 core.driver.replies_kept(),
                 core.driver.diverged,
             )
@@ -1670,8 +1719,8 @@ impl RecoveryLayer {
     /// The protocol's incarnation of this node.
     pub fn incarnation(&self) -> Incarnation {
         self.lock()
-            .protocol
-            .as_ref()
+            .recovery
+            .protocol()
             .map(|p| p.incarnation())
             .unwrap_or(Incarnation(self.config.incarnation))
     }
@@ -1680,8 +1729,8 @@ impl RecoveryLayer {
     pub fn stats(&self) -> LayerStats {
         let core = self.lock();
         let (protocol, log) = core
-            .protocol
-            .as_ref()
+            .recovery
+            .protocol()
             .map(|p| (p.stats(), p.log_stats()))
             .unwrap_or_default();
         let (forced_logged, forced_peak_bytes) =
@@ -1724,40 +1773,12 @@ pub struct LayerStats {
     pub driver_off_thread_sends: u64,
 }
 
-/// Whether `channel` runs from an actor of node `sender` to an actor of node `receiver`.
-fn runs_between(channel: &ChannelId, sender: u16, receiver: u16) -> bool {
-    channel.from.rank() == sender && channel.to.rank() == receiver
-}
-
-/// Whether every channel a control message from node `from` names runs between node `me`
-/// and `from`, in the direction its field means. Sets are nodes here: the indices and
-/// digests of deliveries are of channels from our actors to `from`'s, the sent indices of
-/// a CHECKPOINT_ADVANCE of channels the other way. Otherwise the protocol would keep
-/// state (and checkpoint it) for channels that do not exist.
-fn channels_fit(me: u16, from: u16, message: &ControlMessage) -> bool {
-    let towards_them = |c: &ChannelId| runs_between(c, me, from);
-    let towards_us = |c: &ChannelId| runs_between(c, from, me);
-    let report_fits = |r: &crate::recovery::RecoveryReport| {
-        r.delivered.iter().all(|(c, _)| towards_them(&c))
-            && r.checkpointed.iter().all(|(c, _)| towards_them(&c))
-    };
-    match message {
-        ControlMessage::Rollback(report) => report_fits(report),
-        ControlMessage::Response {
-            report,
-            digests,
-            positions,
-            ..
-        } => {
-            report_fits(report)
-                && digests.runs().iter().all(|r| towards_them(&r.channel))
-                && positions.iter().all(|r| towards_them(&r.channel))
-        }
-        ControlMessage::CheckpointAdvance { checkpointed, sent } => {
-            checkpointed.iter().all(|(c, _)| towards_them(&c))
-                && sent.iter().all(|(c, _)| towards_us(&c))
-        }
-        ControlMessage::CheckpointRequest => true,
+/// The transport's frame for a frame of the recovery machine.
+fn body_of(frame: Frame<Envelope>) -> FrameBody {
+    match frame {
+        Frame::Message { meta, payload } => FrameBody::Logged { meta, env: payload },
+        Frame::Control(m) => FrameBody::Recovery(m),
+        Frame::Events(m) => FrameBody::Events(m),
     }
 }
 
@@ -1855,8 +1876,8 @@ mod tests {
         }
         let taken = || {
             let core = layer.lock();
-            let received = core.protocol.as_ref().map_or(0, |p| p.stats().received);
-            core.early.len() as u64 + received
+            let received = core.recovery.protocol().map_or(0, |p| p.stats().received);
+            core.recovery.early_len() as u64 + received
         };
         assert_eq!(taken(), 0, "refused before the protocol sees it");
         let (meta, env) = logged(ChannelId::new(node1, ours), ours);
@@ -1864,43 +1885,6 @@ mod tests {
         assert_eq!(taken(), 1, "a well-formed one is taken");
         node.shutdown();
         let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn control_messages_naming_channels_between_other_nodes_are_refused() {
-        let a = |rank: u16| ActorId::new(rank, 7).unwrap();
-        let indices = |c: ChannelId| -> ChannelIndices { [(c, 3)].into_iter().collect() };
-        let report = |delivered: ChannelIndices| crate::recovery::RecoveryReport {
-            incarnation: Incarnation(1),
-            delivered,
-            checkpointed: ChannelIndices::default(),
-        };
-        // Node 0 hears from node 1.
-        let ours_to_theirs = ChannelId::new(a(0), a(1));
-        let theirs_to_ours = ChannelId::new(a(1), a(0));
-        let elsewhere = ChannelId::new(a(2), a(1));
-        let fits = |m: ControlMessage| channels_fit(0, 1, &m);
-        assert!(fits(ControlMessage::Rollback(report(indices(
-            ours_to_theirs
-        )))));
-        assert!(!fits(ControlMessage::Rollback(report(indices(
-            theirs_to_ours
-        )))));
-        assert!(!fits(ControlMessage::Rollback(report(indices(elsewhere)))));
-        let advance = |checkpointed, sent| ControlMessage::CheckpointAdvance { checkpointed, sent };
-        assert!(fits(advance(
-            indices(ours_to_theirs),
-            indices(theirs_to_ours)
-        )));
-        assert!(!fits(advance(
-            indices(ours_to_theirs),
-            indices(ours_to_theirs)
-        )));
-        assert!(!fits(advance(
-            indices(elsewhere),
-            ChannelIndices::default()
-        )));
-        assert!(fits(ControlMessage::CheckpointRequest));
     }
 
     #[test]

@@ -231,14 +231,14 @@ impl RecoveryLayer {
         );
         {
             let mut core = self.lock();
-            core.protocol = Some(protocol);
+            core.recovery.start_protocol(protocol);
             core.driver = driver;
             core.images = actors.into_iter().map(|a| (a.id, a)).collect();
             core.exited = exited;
             core.logger_instances = logger_instances;
             core.rollback_at = Some(Instant::now());
         }
-        self.emit(self.frames(actions));
+        self.send_actions_now(actions);
         event(
             self.rank,
             &format!("rollback-sent incarnation={}", incarnation.0),

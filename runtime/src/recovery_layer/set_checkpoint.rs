@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 /// that hold messages. The text of the stall report at a commit, and of the node's
 /// answer to the launcher's `report`.
 pub(crate) fn blocked_state(core: &super::Core, node: &NodeHandle) -> String {
-    let Some(p) = core.protocol.as_ref() else {
+    let Some(p) = core.recovery.protocol() else {
         return format!(
             "restoring its checkpoint (no protocol yet); {}",
             node.mailbox_summary(16)
@@ -35,7 +35,7 @@ pub(crate) fn blocked_state(core: &super::Core, node: &NodeHandle) -> String {
     format!(
         "{} held_frames={} {}",
         p.describe_waiting(16),
-        core.events.held_len(),
+        core.recovery.held_len(),
         node.mailbox_summary(16)
     )
 }
@@ -196,8 +196,10 @@ impl RecoveryLayer {
                     actors.push(image);
                 }
             }
-            let protocol = &mut core.protocol;
-            let protocol = protocol.as_mut().ok_or(CheckpointFailure::NotReady)?;
+            let protocol = core
+                .recovery
+                .protocol_mut()
+                .ok_or(CheckpointFailure::NotReady)?;
             let snapshot = protocol.checkpoint();
             core.forced_log.release();
             let events = self.events_image(&core);
@@ -311,7 +313,10 @@ impl RecoveryLayer {
         }
         let actions = {
             let mut core = self.lock();
-            let protocol = core.protocol.as_mut().ok_or(CheckpointFailure::NotReady)?;
+            let protocol = core
+                .recovery
+                .protocol_mut()
+                .ok_or(CheckpointFailure::NotReady)?;
             let actions = protocol
                 .checkpoint_committed(id)
                 .map_err(|e| CheckpointFailure::Protocol(e.to_string()))
@@ -322,7 +327,7 @@ impl RecoveryLayer {
             self.report_stall(&core, node, id.0);
             actions
         };
-        self.emit(self.frames(actions));
+        self.send_actions_now(actions);
         self.events_committed(events_snapshot);
         let _ = self.store.prune_before(self.rank, id.0);
         let total = started.elapsed();
@@ -417,7 +422,7 @@ impl RecoveryLayer {
     /// commit although its inbox holds messages, says what they wait for (a warning: the
     /// run is stalled); at debug level (`STATE_TARGET`) it always says.
     fn report_stall(&self, core: &super::Core, node: &NodeHandle, id: u64) {
-        let Some(p) = core.protocol.as_ref() else {
+        let Some(p) = core.recovery.protocol() else {
             return;
         };
         let s = p.stats();
@@ -449,7 +454,7 @@ impl RecoveryLayer {
             format!(
                 "{}; {}",
                 blocked_state(core, node),
-                core.events.describe_waits()
+                core.events.describe_waits(&core.recovery)
             )
         };
         loop {
@@ -566,17 +571,17 @@ impl RecoveryLayer {
     /// loggers it still waits for, and which peers have not answered its rollback.
     fn watch_stall(&self, node: &NodeHandle, watch: &mut super::stall::StallWatch, now: Instant) {
         let core = self.lock();
-        let Some(p) = core.protocol.as_ref().filter(|_| core.ready) else {
+        let Some(p) = core.recovery.protocol().filter(|_| core.ready) else {
             return;
         };
         let s = p.stats();
         let progress = s.delivered + s.sent + s.received + p.interval();
-        let holds = p.queued() > 0 || p.is_recovering() || core.events.holds_back();
+        let holds = p.queued() > 0 || p.is_recovering() || core.events.holds_back(&core.recovery);
         let waiting = holds.then(|| {
             format!(
                 "{}; {}",
                 blocked_state(&core, node),
-                core.events.describe_waits()
+                core.events.describe_waits(&core.recovery)
             )
         });
         drop(core);
@@ -687,14 +692,14 @@ impl RecoveryLayer {
             return;
         };
         let dumping = self.dumps_to_loggers();
-        let asks = match self.lock().protocol.as_mut() {
+        let asks = match self.lock().recovery.protocol_mut() {
             Some(p) if dumping && p.log_stats().vector_bytes <= quota / 2 => return,
             Some(protocol) => protocol.poll_log_quota(),
             None => return,
         };
         if !asks.is_empty() {
             counter!(CHECKPOINT_REQUESTS).increment(asks.len() as u64);
-            self.emit(self.frames(asks));
+            self.send_actions_now(asks);
         }
     }
 }

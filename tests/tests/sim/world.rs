@@ -51,12 +51,11 @@
 use super::program::{ActorState, Effects, Program, TimerOp};
 use super::rng::{mix, Rng};
 use lazarus::recovery::{
-    Action, BlockId, ChannelId, CheckpointId, Config, ControlMessage, Dependence, DependencyRule,
-    Determinant, Diverged, Event, EventLogging, EventMessage, EventSnapshot, EventStore,
-    GateSender, Incarnation, LogDump, MessageMeta, ProtocolStats, ReplayDelivery, ReplayPoll,
-    SendGate, SendOutcome, SetId, SetProtocol, Snapshot, TimerImage, TimerState,
+    Action, Admission, BlockId, ChannelId, CheckpointId, Config, Dependence, DependencyRule,
+    EventLogging, EventMessage, EventRead, EventSnapshot, EventStore, Frame, GateRule, Incarnation,
+    LogDump, NodeRecovery, ProtocolStats, Sent, SetId, SetProtocol, Snapshot, TimerImage,
+    TimerState,
 };
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::convert::Infallible;
 
@@ -205,13 +204,8 @@ impl SimConfig {
     }
 }
 
-/// What travels on a link.
-#[derive(Debug, Serialize, Deserialize)]
-enum Packet {
-    App { meta: MessageMeta, payload: Vec<u8> },
-    Control(ControlMessage),
-    Event(EventMessage),
-}
+/// What travels on a link: the runtime's frames between node recovery machines.
+type Packet = Frame<Vec<u8>>;
 
 /// The sender of a timer message in a mailbox: the actor's timer channel (the runtime's
 /// `timer::source_of`), whose send index is the timer's arm number.
@@ -254,12 +248,9 @@ struct Stored {
 
 /// One correlated set.
 struct Node {
-    proto: Option<SetProtocol<Vec<u8>>>,
-    events: Option<EventLogging>,
-    /// The set's event-logger store: durable, it survives the set's crashes.
-    store: EventStore,
-    /// Packets waiting for determinants to become stable: the runtime's gate.
-    outq: SendGate<Packet>,
+    /// The node's recovery machine, the runtime's own. Without a protocol while the set
+    /// is down; its event-logger store is durable and survives the set's crashes.
+    rec: NodeRecovery<Vec<u8>>,
     /// Per local actor, which of the set's determinants its packets wait for (as the
     /// runtime tracks it: raised by messages from actors of the set, volatile).
     deps: Vec<Dependence>,
@@ -554,10 +545,13 @@ impl World {
                 loggers: [0; LOGGERS],
             };
             nodes.push(Node {
-                proto: Some(proto),
-                events: Some(events),
-                store: EventStore::new(),
-                outq: SendGate::new(),
+                rec: {
+                    let mut rec =
+                        NodeRecovery::new(SetId(s), GateRule::PerActor, EventStore::new());
+                    rec.start_protocol(proto);
+                    rec.start_events(events, []);
+                    rec
+                },
                 deps: vec![Dependence::Below(0); actors.len()],
                 mailbox: BTreeMap::new(),
                 timers: vec![Timers::default(); actors.len()],
@@ -636,7 +630,7 @@ impl World {
     }
 
     fn alive(&self, s: u16) -> bool {
-        self.nodes[usize::from(s)].proto.is_some()
+        self.nodes[usize::from(s)].rec.protocol().is_some()
     }
 
     /// Runs to quiescence, then checks the result against `expected` (the oracle), then
@@ -681,7 +675,7 @@ impl World {
                     && self.cfg.second_logger_restart
                     && self.stats.logger_restarts == 1
                     && self.nodes.iter().all(|n| {
-                        n.proto.as_ref().is_some_and(|p| {
+                        n.rec.protocol().is_some_and(|p| {
                             (p.refillable_blocks(*l).iter()).all(|(b, _)| n.refill_skip.contains(b))
                         })
                     }) =>
@@ -703,7 +697,7 @@ impl World {
         }
         for s in 0..n {
             let node = &self.nodes[usize::from(s)];
-            let Some(proto) = &node.proto else {
+            let Some(proto) = node.rec.protocol() else {
                 acts.push((4, Act::Restart(s)));
                 continue;
             };
@@ -729,7 +723,7 @@ impl World {
                     acts.push((4, Act::Fire(s, local)));
                 }
             }
-            let fetching = node.events.as_ref().is_some_and(|e| e.is_fetching());
+            let fetching = node.rec.events().is_some_and(|e| e.is_fetching());
             for (i, st) in node.actors.iter().enumerate() {
                 let a = self.prog.members[usize::from(s)][i];
                 let held_back = fetching && self.prog.sensitive[a];
@@ -789,7 +783,7 @@ impl World {
             let working = acts.iter().any(|(_, a)| !matches!(a, Act::Commit(_)));
             for s in (0..self.cfg.sets).filter(|_| working) {
                 let node = &self.nodes[usize::from(s)];
-                if node.proto.is_some() && node.pending.is_none() {
+                if node.rec.protocol().is_some() && node.pending.is_none() {
                     // A requested checkpoint comes soon, not at once: the requester
                     // keeps sending meanwhile.
                     let asked = if node.checkpoint_wanted { 20 } else { 0 };
@@ -820,8 +814,8 @@ impl World {
         }
         if self.cfg.one_at_a_time
             && self.nodes.iter().any(|n| {
-                n.proto
-                    .as_ref()
+                n.rec
+                    .protocol()
                     .is_none_or(|p| p.is_recovering() || p.next_regeneration().is_some())
             })
         {
@@ -865,13 +859,20 @@ impl World {
     fn crash(&mut self, s: u16) {
         let recovering = (0..self.cfg.sets).any(|x| {
             self.nodes[usize::from(x)]
-                .proto
-                .as_ref()
+                .rec
+                .protocol()
                 .is_some_and(|p| p.is_recovering())
         });
         let node = &mut self.nodes[usize::from(s)];
         let mid = node.pending.is_some();
-        if let Some(p) = node.proto.take() {
+        let rec = std::mem::replace(
+            &mut node.rec,
+            NodeRecovery::new(SetId(s), GateRule::PerActor, EventStore::new()),
+        );
+        let (proto, events, store) = rec.into_parts();
+        // The logger store is durable; the rest is lost with the set.
+        node.rec = NodeRecovery::new(SetId(s), GateRule::PerActor, store);
+        if let Some(p) = proto {
             self.stats.proto.add(&p.stats());
             let l = p.log_stats();
             self.stats.peak_log_entries = self.stats.peak_log_entries.max(l.peak_entries);
@@ -885,10 +886,9 @@ impl World {
         node.checkpoint_wanted = false;
         node.dumping = None;
         node.refill_skip.clear();
-        if let Some(ev) = node.events.take() {
+        if let Some(ev) = events {
             self.stats.add_events(&ev);
         }
-        node.outq = SendGate::new();
         node.deps.clear();
         node.mailbox.clear();
         self.stats.crashes += 1;
@@ -946,7 +946,7 @@ impl World {
     fn dump(&mut self, s: u16) {
         let max = self.rng.range(1, 40) as usize;
         let node = &mut self.nodes[usize::from(s)];
-        let Some(p) = node.proto.as_mut() else {
+        let Some(p) = node.rec.protocol_mut() else {
             return;
         };
         let Some(dump) = p.take_log_dump(max) else {
@@ -972,7 +972,7 @@ impl World {
     /// leave the set's memory.
     fn dump_acknowledged(&mut self, s: u16) {
         let node = &mut self.nodes[usize::from(s)];
-        let (Some(p), Some((dump, incarnation))) = (node.proto.as_mut(), node.dumping.take())
+        let (Some(p), Some((dump, incarnation))) = (node.rec.protocol_mut(), node.dumping.take())
         else {
             return;
         };
@@ -1007,7 +1007,7 @@ impl World {
         let instance = self.logger_instances[usize::from(l)];
         let node = &mut self.nodes[usize::from(s)];
         node.known_loggers[usize::from(l)] = instance;
-        let Some(p) = node.proto.as_mut() else {
+        let Some(p) = node.rec.protocol_mut() else {
             return;
         };
         let asks = p.on_logger_lost(l);
@@ -1023,7 +1023,7 @@ impl World {
             return;
         };
         let node = &mut self.nodes[usize::from(s)];
-        let Some(p) = node.proto.as_mut() else {
+        let Some(p) = node.rec.protocol_mut() else {
             return;
         };
         let todo = p.refillable_blocks(l);
@@ -1054,7 +1054,7 @@ impl World {
     /// The logger lets go of the blocks the sets no longer point into.
     fn release_blocks(&mut self) {
         for s in 0..self.cfg.sets {
-            let released = match self.nodes[usize::from(s)].proto.as_mut() {
+            let released = match self.nodes[usize::from(s)].rec.protocol_mut() {
                 Some(p) => p.take_released_blocks(),
                 None => continue,
             };
@@ -1074,11 +1074,9 @@ impl World {
             return true;
         }
         let node = &self.nodes[usize::from(s)];
-        let Some(events) = &node.events else {
-            return false;
-        };
         let st = &node.actors[self.local_of[b]];
-        if events.is_fetching() || !st.started {
+        let fetching = node.rec.events().is_none_or(|e| e.is_fetching());
+        if fetching || !st.started {
             return false;
         }
         if let Some(only) = st.receive_only {
@@ -1086,15 +1084,8 @@ impl World {
             // holds (it holds nothing for this delivery).
             return from == only;
         }
-        match events.script().delivery(self.prog.ids[b], st.clock + 1) {
-            Ok(ReplayDelivery::Free) => true,
-            Ok(ReplayDelivery::Forced {
-                channel,
-                send_index,
-            }) => channel == self.channel(from, b) && send_index == index,
-            // Handled (and reported) when the delivery is attempted.
-            Err(_) => true,
-        }
+        node.rec
+            .may_admit(self.prog.ids[b], st.clock + 1, self.channel(from, b), index)
     }
 
     /// The position in `q` of the message local actor `local` may handle next, or of a
@@ -1142,74 +1133,38 @@ impl World {
         let rng = &mut self.rng;
         let mut diverged = None;
         let out = {
-            let events = &mut node.events;
+            let rec = &mut node.rec;
             // As the runtime does: the actor depends on each event it records or replays.
             let dep = &mut node.deps[local];
             let mut draw = |tick: u64| -> u64 {
-                let Some(ev) = events.as_mut() else {
-                    return 0;
-                };
-                if tick % 3 == 0 {
-                    // Every third event is a mailbox probe (`ctx.messages_waiting()`): a
-                    // "waiting" answer is logged, empty ones lazily, as runs.
-                    return match ev.script().poll(id, tick) {
-                        Ok(ReplayPoll::Empty) => {
-                            ev.note_replayed();
-                            *dep = Dependence::Set;
-                            0
-                        }
-                        Ok(ReplayPoll::Waiting | ReplayPoll::Forced { .. }) => {
-                            ev.note_replayed();
-                            *dep = Dependence::Set;
-                            1
-                        }
-                        Ok(ReplayPoll::Free) => {
-                            let waiting = rng.chance(1, 2);
-                            if waiting {
-                                let seq = ev.record(Determinant {
-                                    actor: id,
-                                    tick,
-                                    event: Event::Waiting,
-                                });
-                                *dep = dep.join(Dependence::Below(seq + 1));
-                            } else {
-                                ev.empty_poll(id, tick);
-                                *dep = Dependence::Set;
-                            }
-                            u64::from(waiting)
-                        }
-                        Err(e) => {
-                            diverged.get_or_insert(e.to_string());
-                            0
-                        }
-                    };
-                }
-                match ev.script().value(id, tick) {
-                    Ok(Some(v)) => {
-                        ev.note_replayed();
-                        *dep = Dependence::Set;
-                        v
-                    }
-                    Ok(None) => {
-                        // Half random numbers, half clock reads.
-                        let v = if rng.chance(1, 2) {
+                // Every third event is a mailbox probe (`ctx.messages_waiting()`): a
+                // "waiting" answer is logged, empty ones lazily, as runs. The others are
+                // half random numbers, half clock reads.
+                let read = if tick % 3 == 0 {
+                    rec.probe(id, tick, || rng.chance(1, 2)).map(|r| EventRead {
+                        value: u64::from(r.value),
+                        depends: r.depends,
+                        replayed: r.replayed,
+                        diverged: r.diverged,
+                    })
+                } else {
+                    rec.read_value(id, tick, || {
+                        if rng.chance(1, 2) {
                             rng.next_u64()
                         } else {
                             step
-                        };
-                        let seq = ev.record(Determinant {
-                            actor: id,
-                            tick,
-                            event: Event::Value(v),
-                        });
-                        *dep = dep.join(Dependence::Below(seq + 1));
-                        v
-                    }
-                    Err(e) => {
-                        diverged.get_or_insert(e.to_string());
-                        0
-                    }
+                        }
+                    })
+                };
+                let Some(read) = read else {
+                    return 0;
+                };
+                if let Some(e) = read.diverged {
+                    diverged.get_or_insert(e.to_string());
+                    return 0;
                 }
+                *dep = dep.join(read.depends);
+                read.value
             };
             let had = node.actors[local].violation.is_some();
             let out = body(&self.prog, &mut node.actors[local], &mut draw);
@@ -1239,11 +1194,9 @@ impl World {
             st.clock += 1;
             let tick = st.clock;
             let selective = st.receive_only;
-            let Some(ev) = node.events.as_mut() else {
-                return Effects::default();
-            };
-            match (selective, ev.script().delivery(id, tick)) {
-                (Some(only), _) if only != from => {
+            let lb = self.local_of[b];
+            if let Some(only) = selective {
+                if only != from {
                     self.fail(format!(
                         "S{s}: actor {b} receiving only from {only} handled a message from {from}"
                     ));
@@ -1251,43 +1204,40 @@ impl World {
                 }
                 // A selective receive is determined by the channel's FIFO order: nothing is
                 // logged, and a replay must not hold a determinant for this tick.
-                (
-                    Some(_),
-                    Ok(ReplayDelivery::Free)
-                    | Err(Diverged {
-                        logged: Event::EmptyUpTo(_),
-                        ..
-                    }),
-                ) => self.stats.selected_deliveries += 1,
-                (Some(_), other) => {
-                    self.fail(format!(
-                        "S{s}: actor {b} at tick {tick}: a selective receive from {from} \
-                         where the log holds {other:?}"
-                    ));
-                    return Effects::default();
+                match node.rec.admit_selected(id, tick) {
+                    Some(Ok(())) => self.stats.selected_deliveries += 1,
+                    Some(Err(e)) => {
+                        self.fail(format!("S{s}: actor {b}: {e}"));
+                        return Effects::default();
+                    }
+                    None => return Effects::default(),
                 }
-                (None, Ok(ReplayDelivery::Free)) => {
-                    let seq = ev.record(Determinant {
-                        actor: id,
-                        tick,
-                        event: Event::Delivery {
-                            channel,
-                            send_index: index,
-                        },
-                    });
-                    // As the runtime does: the actor now depends on its own event.
-                    let lb = self.local_of[b];
-                    node.deps[lb] = node.deps[lb].join(Dependence::Below(seq + 1));
-                }
-                (None, Ok(ReplayDelivery::Forced { .. })) => {
-                    ev.note_replayed();
-                    let lb = self.local_of[b];
-                    node.deps[lb] = Dependence::Set;
-                    self.stats.timers_replayed += u64::from(from == TIMER);
-                }
-                (None, Err(e)) => {
-                    self.fail(format!("S{s}: {e}"));
-                    return Effects::default();
+            } else {
+                match node.rec.admit_delivery(id, tick, channel, index) {
+                    Admission::Recorded {
+                        depends,
+                        diverged: None,
+                    } => {
+                        // As the runtime does: the actor now depends on its own event.
+                        node.deps[lb] = node.deps[lb].join(depends);
+                    }
+                    Admission::Replayed => {
+                        node.deps[lb] = Dependence::Set;
+                        self.stats.timers_replayed += u64::from(from == TIMER);
+                    }
+                    Admission::Recorded {
+                        diverged: Some(e), ..
+                    } => {
+                        self.fail(format!("S{s}: {e}"));
+                        return Effects::default();
+                    }
+                    Admission::NotNow => {
+                        self.fail(format!(
+                            "S{s}: actor {b} at tick {tick} handled {channel:?}#{index}, which \
+                             its replay does not name now"
+                        ));
+                        return Effects::default();
+                    }
                 }
             }
         }
@@ -1413,36 +1363,28 @@ impl World {
     /// Ships determinant batches and lets out the packets whose determinants are stable.
     fn flush_events(&mut self) {
         for s in 0..self.cfg.sets {
-            let Some(ev) = self.nodes[usize::from(s)].events.as_mut() else {
+            let node = &mut self.nodes[usize::from(s)];
+            if node.rec.events().is_none() {
                 continue;
-            };
-            let batches = ev.poll_transmit();
-            for (to, m) in batches {
-                self.push(s, to.0, Packet::Event(m));
             }
-            self.flush_outq(s);
+            node.rec.flush_events();
+            self.transmit(s);
         }
     }
 
-    fn flush_outq(&mut self, s: u16) {
-        let node = &mut self.nodes[usize::from(s)];
-        let Some(ev) = &node.events else {
-            return;
-        };
-        let stable = ev.stable_below();
-        for (to, p) in node.outq.release(stable) {
-            self.push(s, to.0, p);
+    /// Puts the frames set `s`'s recovery machine has to send on their links.
+    fn transmit(&mut self, s: u16) {
+        while let Some((to, packet)) = self.nodes[usize::from(s)].rec.poll_transmit() {
+            self.push(s, to.0, packet);
         }
     }
 
-    /// Sends `packet` from `s` to `to` once determinants below `needed` are stable, after
-    /// the held packets `from` must not overtake.
-    fn send_gated(&mut self, s: u16, to: u16, needed: u64, from: GateSender, packet: Packet) {
-        let node = &mut self.nodes[usize::from(s)];
-        let stable = node.events.as_ref().map_or(u64::MAX, |e| e.stable_below());
-        if let Some(packet) = node.outq.send(stable, needed, from, SetId(to), packet) {
-            self.push(s, to, packet);
-        }
+    /// Sends a protocol frame from `s` to `to` behind the frames its gate holds.
+    fn send_behind_held(&mut self, s: u16, to: u16, packet: Packet) {
+        self.nodes[usize::from(s)]
+            .rec
+            .send_behind_held(SetId(to), packet);
+        self.transmit(s);
     }
 
     fn arrive(&mut self, from: u16, to: u16) {
@@ -1470,12 +1412,12 @@ impl World {
             Ok(p) => p,
             Err(e) => return self.fail(format!("packet does not decode: {e}")),
         };
-        let proto = self.nodes[usize::from(to)].proto.as_mut().expect("alive");
+        let rec = &mut self.nodes[usize::from(to)].rec;
         match packet {
-            Packet::App { meta, payload } => {
+            Frame::Message { meta, payload } => {
                 let (ch, idx, inc) = (meta.channel, meta.send_index, meta.sender_incarnation.0);
                 let depend = self.trace.is_some().then(|| format!("{:?}", meta.depend));
-                let r = proto.on_receive(SetId(from), via, meta, payload);
+                let r = rec.handle_message(SetId(from), via, meta, payload);
                 self.note(|| {
                     format!(
                         "S{from}->S{to} msg {ch:?}#{idx} (sender incarnation {inc}, depends on \
@@ -1487,7 +1429,7 @@ impl World {
                     self.fail(format!("S{to} refused a message from S{from}: {e}"));
                 }
             }
-            Packet::Event(message) => {
+            Frame::Events(message) => {
                 let kind = message.kind();
                 if matches!(
                     message,
@@ -1499,52 +1441,45 @@ impl World {
                     self.stats.stored_parts += 1;
                 }
                 let dbg = self.trace.is_some().then(|| format!("{message:?}"));
-                let node = &mut self.nodes[usize::from(to)];
-                let Some(ev) = node.events.as_mut() else {
-                    return;
-                };
-                match ev.on_message(SetId(from), message, &mut node.store) {
-                    Ok(out) => {
+                match rec.handle_events(SetId(from), message) {
+                    Ok(r) => {
                         self.note(|| {
                             format!(
-                                "S{from}->S{to} event {kind} {} -> {} replies",
+                                "S{from}->S{to} event {kind} {} -> {r:?}",
                                 dbg.unwrap_or_default(),
-                                out.len()
                             )
                         });
-                        for (dst, m) in out {
-                            self.push(to, dst.0, Packet::Event(m));
-                        }
+                        self.transmit(to);
                     }
                     Err(e) => self.fail(format!("S{to} refused event {kind} from S{from}: {e}")),
                 }
             }
-            Packet::Control(message) => {
+            Frame::Control(message) => {
                 let kind = message.kind();
                 let dbg = self.trace.is_some().then(|| format!("{message:?}"));
-                let stale = proto.stats().stale_messages;
-                let result = proto.on_control(SetId(from), message);
-                let stale = proto.stats().stale_messages - stale;
-                let wanted = proto.take_checkpoint_request();
-                if stale > 0 {
-                    self.note(|| {
-                        format!("S{to} dropped {stale} queued from S{from}'s older incarnations")
-                    });
-                }
-                match result {
-                    Ok(actions) => {
+                match rec.handle_control(SetId(from), message) {
+                    Ok(Some(outcome)) => {
+                        if outcome.stale_dropped > 0 {
+                            self.note(|| {
+                                format!(
+                                    "S{to} dropped {} queued from S{from}'s older incarnations",
+                                    outcome.stale_dropped
+                                )
+                            });
+                        }
                         self.note(|| {
                             format!(
                                 "S{from}->S{to} {kind} {} -> {} actions",
                                 dbg.unwrap_or_default(),
-                                actions.len()
+                                outcome.actions.len()
                             )
                         });
-                        if wanted {
+                        if outcome.checkpoint_wanted {
                             self.nodes[usize::from(to)].checkpoint_wanted = true;
                         }
-                        self.execute(to, actions);
+                        self.execute(to, outcome.actions);
                     }
+                    Ok(None) => self.fail(format!("S{to} has no protocol but is up")),
                     Err(e) => self.fail(format!("S{to} refused {kind} from S{from}: {e}")),
                 }
             }
@@ -1553,7 +1488,7 @@ impl World {
 
     fn deliver(&mut self, s: u16) {
         let node = &mut self.nodes[usize::from(s)];
-        let Some(d) = node.proto.as_mut().and_then(|p| p.poll_delivery()) else {
+        let Some(d) = node.rec.protocol_mut().and_then(|p| p.poll_delivery()) else {
             return;
         };
         if !d.binding {
@@ -1617,7 +1552,7 @@ impl World {
                     .or_default()
                     .push_back((index, payload));
                 // As the runtime does: a message inside the set is an event of the set.
-                if let Some(p) = node.proto.as_mut() {
+                if let Some(p) = node.rec.protocol_mut() {
                     p.on_local_deliveries(1);
                 }
                 if self.handling_untrusted {
@@ -1637,36 +1572,35 @@ impl World {
                 payload[4] ^= node.incarnation as u8;
             }
             let hash = payload_hash(&payload);
-            let proto = node.proto.as_mut().expect("alive");
-            let sent = proto.on_send(SetId(dst), channel, payload);
-            if self.handling_untrusted {
-                if let Ok(o) = &sent {
-                    self.untrusted.insert((channel, o.meta().send_index));
-                }
-            }
-            let node = &mut self.nodes[usize::from(s)];
+            let la = self.local_of[a];
+            let sender = Some((self.prog.ids[a], node.deps[la]));
+            let sent = node.rec.handle_send(SetId(dst), channel, payload, sender);
             match sent {
-                Ok(SendOutcome::Transmit { meta, payload }) => {
-                    let la = self.local_of[a];
-                    let (needed, from) = match node.events.as_mut() {
-                        None => (0, GateSender::Set),
-                        Some(e) => {
-                            let needed = node.deps[la].needed(e);
-                            node.deps[la] = Dependence::Below(needed);
-                            (needed, GateSender::Tracked(self.prog.ids[a]))
-                        }
-                    };
-                    self.send_gated(s, dst, needed, from, Packet::App { meta, payload });
+                Ok(Sent::Logged {
+                    send_index, needed, ..
+                }) => {
+                    // The actor now depends on no fewer determinants than its message.
+                    if node.deps[la] == Dependence::Set {
+                        node.deps[la] = Dependence::Below(needed);
+                    }
+                    if self.handling_untrusted {
+                        self.untrusted.insert((channel, send_index));
+                    }
+                    self.transmit(s);
                 }
-                Ok(SendOutcome::Suppressed { meta }) => {
-                    self.note(|| format!("S{s} suppress {:?}#{}", meta.channel, meta.send_index));
-                    self.check_same_as_left(meta.channel, meta.send_index, hash);
+                Ok(Sent::Suppressed { send_index: index }) => {
+                    if self.handling_untrusted {
+                        self.untrusted.insert((channel, index));
+                    }
+                    self.note(|| format!("S{s} suppress {channel:?}#{index}"));
+                    self.check_same_as_left(channel, index, hash);
                 }
+                Ok(Sent::NoProtocol) => self.fail(format!("S{s} sends while it is down")),
                 Err(e) => self.fail(format!("S{s} refused a send: {e}")),
             }
         }
         let node = &mut self.nodes[usize::from(s)];
-        if let Some(p) = node.proto.as_mut() {
+        if let Some(p) = node.rec.protocol_mut() {
             let l = p.log_stats();
             self.stats.peak_log_entries = self.stats.peak_log_entries.max(l.entries);
             self.stats.peak_log_bytes = self.stats.peak_log_bytes.max(l.bytes());
@@ -1694,7 +1628,7 @@ impl World {
     }
 
     fn push(&mut self, from: u16, to: u16, packet: Packet) {
-        if let Packet::App { meta, payload } = &packet {
+        if let Frame::Message { meta, payload } = &packet {
             self.check_same_as_left(meta.channel, meta.send_index, payload_hash(payload));
         }
         match lazarus::wire::encode(&packet) {
@@ -1725,7 +1659,7 @@ impl World {
                     self.note(|| {
                         format!("S{s} resend {:?}#{} to {to}", meta.channel, meta.send_index)
                     });
-                    self.send_gated(s, to.0, 0, GateSender::Set, Packet::App { meta, payload });
+                    self.send_behind_held(s, to.0, Frame::Message { meta, payload });
                 }
                 Action::SendDumped { to, meta, at } => {
                     // From the first logger that has the block, as the runtime fetches.
@@ -1759,10 +1693,10 @@ impl World {
                             meta.channel, meta.send_index
                         )
                     });
-                    self.send_gated(s, to.0, 0, GateSender::Set, Packet::App { meta, payload });
+                    self.send_behind_held(s, to.0, Frame::Message { meta, payload });
                 }
                 Action::Control { to, message } => {
-                    self.send_gated(s, to.0, 0, GateSender::Set, Packet::Control(message))
+                    self.send_behind_held(s, to.0, Frame::Control(message))
                 }
             }
         }
@@ -1770,7 +1704,7 @@ impl World {
 
     fn checkpoint(&mut self, s: u16) {
         let node = &mut self.nodes[usize::from(s)];
-        let Some(proto) = node.proto.as_mut() else {
+        let Some(proto) = node.rec.protocol_mut() else {
             return;
         };
         let snap = proto.checkpoint();
@@ -1787,8 +1721,8 @@ impl World {
             intra: node.intra.clone(),
             intra_sent: node.intra_sent.clone(),
             events: node
-                .events
-                .as_ref()
+                .rec
+                .events()
                 .map(|e| e.checkpoint(|id| clock_of(&self.prog, &node.actors, id)))
                 .unwrap_or_default(),
             mailbox: node.mailbox.clone(),
@@ -1812,7 +1746,7 @@ impl World {
 
     fn commit(&mut self, s: u16) {
         let node = &mut self.nodes[usize::from(s)];
-        if node.proto.is_none() {
+        if node.rec.protocol().is_none() {
             return;
         }
         let Some(stored) = node.pending.take() else {
@@ -1822,16 +1756,10 @@ impl World {
         let events = stored.events;
         node.committed = stored;
         self.stats.checkpoints += 1;
-        let releases = node
-            .events
-            .as_mut()
-            .map(|e| e.checkpoint_committed(events))
-            .unwrap_or_default();
-        for (to, m) in releases {
-            self.push(s, to.0, Packet::Event(m));
-        }
+        node.rec.events_committed(events);
+        self.transmit(s);
         let node = &mut self.nodes[usize::from(s)];
-        let Some(proto) = node.proto.as_mut() else {
+        let Some(proto) = node.rec.protocol_mut() else {
             return;
         };
         match proto.checkpoint_committed(id) {
@@ -1909,8 +1837,8 @@ impl World {
             unaware.remove(&s);
         }
         let node = &mut self.nodes[usize::from(s)];
-        node.proto = Some(proto);
-        node.events = Some(events);
+        node.rec.start_protocol(proto);
+        node.rec.start_events(events, notices);
         node.actors = node.committed.actors.clone();
         // A restored actor's state depends only on determinants its checkpoint holds.
         node.deps = vec![Dependence::Below(0); node.actors.len()];
@@ -1931,9 +1859,7 @@ impl World {
         let inc = node.incarnation;
         let ckpt = node.committed.id;
         self.note(|| format!("RESTART S{s} incarnation {inc} from {ckpt:?}"));
-        for (to, m) in notices {
-            self.push(s, to.0, Packet::Event(m));
-        }
+        self.transmit(s);
         self.execute(s, actions);
         // Sometimes another failure hits while this recovery is under way.
         if self.rng.chance(1, 3) {
@@ -1945,17 +1871,17 @@ impl World {
     fn check_quiescent_state(&mut self, expected: Option<&[ActorState]>) {
         for s in 0..self.cfg.sets {
             let node = &self.nodes[usize::from(s)];
-            let Some(p) = &node.proto else {
+            let Some(p) = node.rec.protocol() else {
                 return self.fail(format!("S{s} is down at quiescence"));
             };
             if p.is_recovering() {
                 let waiting: Vec<SetId> = p.awaiting().collect();
                 return self.fail(format!("S{s} still waits for answers from {waiting:?}"));
             }
-            if node.events.as_ref().is_some_and(|e| e.is_fetching()) {
+            if node.rec.events().is_some_and(|e| e.is_fetching()) {
                 return self.fail(format!("S{s} still waits for its determinants"));
             }
-            if !node.outq.is_empty() {
+            if !node.rec.held_len() == 0 {
                 return self.fail(format!(
                     "S{s} holds messages whose determinants never became stable"
                 ));
@@ -2069,7 +1995,7 @@ impl World {
         self.run_to_quiescence(false);
         for s in 0..self.cfg.sets {
             let node = &self.nodes[usize::from(s)];
-            if let Some(p) = &node.proto {
+            if let Some(p) = node.rec.protocol() {
                 let l = p.log_stats();
                 if l.entries != 0 {
                     return self.fail(format!(
@@ -2079,10 +2005,10 @@ impl World {
                     ));
                 }
             }
-            if !node.store.is_empty() {
+            if !node.rec.logger_store().is_empty() {
                 return self.fail(format!(
                     "S{s} still keeps {} determinants of others after every set checkpointed",
-                    node.store.len()
+                    node.rec.logger_store().len()
                 ));
             }
         }
@@ -2090,10 +2016,10 @@ impl World {
 
     fn collect_stats(&mut self) {
         for node in &self.nodes {
-            if let Some(ev) = &node.events {
+            if let Some(ev) = node.rec.events() {
                 self.stats.add_events(ev);
             }
-            if let Some(p) = &node.proto {
+            if let Some(p) = node.rec.protocol() {
                 self.stats.proto.add(&p.stats());
                 let l = p.log_stats();
                 self.stats.peak_log_entries = self.stats.peak_log_entries.max(l.peak_entries);

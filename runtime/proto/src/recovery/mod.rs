@@ -31,7 +31,10 @@
 //! nondeterministic events and their replay script) and [`event_logging`] (the
 //! pessimistic event-logger exchange that keeps determinants on other sets) and
 //! [`send_gate`] (which messages leaving the set wait for stable determinants);
-//! [`log_dump`] (payloads of the log moved out to logger nodes).
+//! [`log_dump`] (payloads of the log moved out to logger nodes); and around all of
+//! them [`node`], the node-level machine ([`NodeRecovery`]: channel checks, frames that
+//! arrive early, the logger store, the send gate) that the runtime's recovery driver and
+//! the simulator both run.
 
 pub mod delivery;
 pub mod dep_vector;
@@ -41,6 +44,7 @@ pub mod event_logging;
 pub mod ids;
 pub mod log_dump;
 pub mod messages;
+pub mod node;
 pub mod protocol;
 pub mod replay_check;
 pub mod send_gate;
@@ -58,6 +62,10 @@ pub use event_logging::{
 pub use ids::{ChannelId, CheckpointId, Incarnation, SetId};
 pub use log_dump::{BlockId, DumpRef, Held, LogDump};
 pub use messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryReport};
+pub use node::{
+    Admission, Arrival, ControlOutcome, EarlyFrame, EventRead, EventsArrival, Frame, GateRule,
+    NodeRecovery, Refused, Sent, Unservable,
+};
 pub use protocol::{Action, Config, Delivery, ProtocolStats, SendOutcome, SetProtocol};
 pub use replay_check::{ContractViolation, DeliveredDigests, FoundBy};
 pub use send_gate::{Dependence, GateSender, SendGate};

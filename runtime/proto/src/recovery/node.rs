@@ -1,0 +1,908 @@
+//! The node-level recovery machine: what a node does around its set's [`SetProtocol`]
+//! and [`EventLogging`], in one sans-IO state machine that the runtime's recovery driver
+//! and the recovery simulator both run.
+//!
+//! A node is one correlated set. Around the protocol it:
+//!
+//! - refuses frames whose channels do not run between the sender's node and this one
+//!   (sets are nodes: a message node `n` logged comes from one of its actors);
+//! - keeps the frames that arrive before a restarted node has its protocol (or its
+//!   event logging) back, for the driver to feed again once it has;
+//! - keeps the determinants other nodes ship to it as their event logger (the store is
+//!   durable: the driver journals every message before it is handled here);
+//! - holds messages leaving the node until the determinants their sender depends on are
+//!   stable (the send gate of pessimistic event logging), and keeps protocol frames
+//!   (resends, control) behind what it holds, so nothing overtakes on a channel.
+//!
+//! Inputs are `handle_*` calls; outputs are polled: [`NodeRecovery::poll_transmit`] for
+//! frames to other nodes, [`NodeRecovery::poll_delivery`] for messages the actors may
+//! take now. The driver owns everything with a clock, a thread, a lock, a socket or a
+//! file: it turns protocol actions that need a logger node's copy into frames, stores
+//! checkpoints, counts metrics and wakes actors.
+
+use super::{
+    Action, ChannelId, ControlMessage, Delivery, Dependence, Determinant, Diverged, Event,
+    EventLogging, EventMessage, EventSnapshot, EventStore, GateSender, Incarnation, LogPayload,
+    MessageMeta, ProtocolError, Received, RecoveryReport, ReplayDelivery, ReplayPoll, SendGate,
+    SendOutcome, SetId, SetProtocol,
+};
+use crate::actor_id::ActorId;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// A frame between the recovery machines of two nodes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Frame<P> {
+    /// An application message with the protocol's metadata (a first send or a resend).
+    Message {
+        /// Channel, send index, sender's incarnation, dependency vector.
+        meta: MessageMeta,
+        /// The message.
+        payload: P,
+    },
+    /// A message of the rollback-recovery protocol (ROLLBACK, RESPONSE, ...).
+    Control(ControlMessage),
+    /// A message of event logging (determinants to a logger, acknowledgements, fetches).
+    Events(EventMessage),
+}
+
+/// Which determinants a message leaving the node waits for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GateRule {
+    /// Only those its sending actor depends on (see [`super::send_gate`]).
+    #[default]
+    PerActor,
+    /// Every determinant the node recorded (a measurement baseline).
+    WholeNode,
+}
+
+/// A frame refused: it could not have come from a correct peer.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// A channel it names does not run between the sending node and this one.
+    #[error("a channel it names does not run between node {from} and this node")]
+    Channel {
+        /// The sending node.
+        from: u16,
+    },
+    /// The protocol refused it.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+}
+
+/// What became of an application message from another node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// The protocol took it (queued, or dropped as a duplicate or as stale).
+    Received(Received),
+    /// Kept until the node has its protocol back ([`NodeRecovery::take_early`]).
+    Early,
+}
+
+/// What a control message from another node did.
+#[derive(Debug)]
+pub struct ControlOutcome<P> {
+    /// Resends and control messages the protocol asks for. The driver turns them into
+    /// frames (fetching a resend's payload from a logger node where the log moved it)
+    /// and hands them to [`NodeRecovery::send_behind_held`].
+    pub actions: Vec<Action<P>>,
+    /// A ROLLBACK this node cannot serve.
+    pub unservable: Option<Unservable>,
+    /// A peer asked this node to checkpoint (its log is over its quota).
+    pub checkpoint_wanted: bool,
+    /// This node's own recovery completed with this message.
+    pub recovered: bool,
+    /// Messages of the peer's older incarnations dropped from the inbox.
+    pub stale_dropped: u64,
+}
+
+/// A ROLLBACK a node cannot serve: the peer restored an older checkpoint than the one it
+/// committed (that one was damaged or lost), and the messages in between are gone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unservable {
+    /// The peer's incarnation that sent the ROLLBACK.
+    pub incarnation: Incarnation,
+    /// The channels whose log was released past what it reports delivered, as
+    /// `(channel, released, delivered)`.
+    pub gaps: Vec<(ChannelId, u64, u64)>,
+}
+
+/// What an event-logging message from another node did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventsArrival {
+    /// Handled.
+    Handled,
+    /// This node's determinant fetch completed with it; `replay`: the log holds
+    /// determinants to replay.
+    Fetched {
+        /// Whether the fetched log holds anything to replay.
+        replay: bool,
+    },
+    /// Kept until the node has its event logging back ([`NodeRecovery::take_early_events`]).
+    Early,
+}
+
+/// What became of an application message an actor of this node sent to another node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    /// Logged and queued for transmission (now, or once the determinants it waits for
+    /// are stable: `held`).
+    Logged {
+        /// Its index on its channel.
+        send_index: u64,
+        /// The determinant count it waits for; the sender depends on no fewer from now.
+        needed: u64,
+        /// Whether it waits in the send gate.
+        held: bool,
+        /// Recovery metadata bytes it carries.
+        piggyback: usize,
+    },
+    /// A regenerated message the receiver already has: not transmitted.
+    Suppressed {
+        /// Its index on its channel.
+        send_index: u64,
+    },
+    /// The node has no protocol (a restarted node loading its checkpoint): not sent.
+    NoProtocol,
+}
+
+/// Whether an order-sensitive actor may take a message now (see
+/// [`NodeRecovery::admit_delivery`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Past the actor's logged events: taken, and recorded as a determinant.
+    Recorded {
+        /// What the actor depends on from now (joined with what it depended on).
+        depends: Dependence,
+        /// The log held another kind of event at this tick: the determinism contract
+        /// is broken, and the actor runs free from here.
+        diverged: Option<Diverged>,
+    },
+    /// The actor's replay names this message at this tick: taken from the log. From now
+    /// on the actor depends on every determinant of the node.
+    Replayed,
+    /// Not now: the replay names another message first, or the node has no event
+    /// logging yet or still fetches its determinants.
+    NotNow,
+}
+
+/// A nondeterministic value an actor read (see [`NodeRecovery::read_value`] and
+/// [`NodeRecovery::probe`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventRead<T> {
+    /// The value: the logged one during a replay, else the fresh one.
+    pub value: T,
+    /// What the actor depends on from now (joined with what it depended on).
+    pub depends: Dependence,
+    /// Taken from the log.
+    pub replayed: bool,
+    /// The log held another kind of event at this tick (the actor runs free from here).
+    pub diverged: Option<Diverged>,
+}
+
+/// A frame that arrived before the node had its protocol back.
+#[derive(Debug)]
+pub enum EarlyFrame<P> {
+    /// An application message and the incarnation whose connection carried it.
+    Message {
+        /// The sender's incarnation whose connection carried it.
+        via: Incarnation,
+        /// The protocol's metadata.
+        meta: MessageMeta,
+        /// The message.
+        payload: P,
+    },
+    /// A control message.
+    Control(ControlMessage),
+}
+
+/// The node-level recovery state machine (see the module docs).
+#[derive(Debug)]
+pub struct NodeRecovery<P: LogPayload> {
+    me: SetId,
+    gate_rule: GateRule,
+    /// `None` while a restarted node is still loading its checkpoint.
+    protocol: Option<SetProtocol<P>>,
+    /// Frames that arrived before `protocol` existed, from whom.
+    early: Vec<(SetId, EarlyFrame<P>)>,
+    /// `None` while a restarted node is still loading its checkpoint (and without
+    /// event logging).
+    events: Option<EventLogging>,
+    /// Event-logging frames that arrived before `events` existed.
+    early_events: Vec<(SetId, EventMessage)>,
+    /// Other nodes' determinants this node keeps as their logger.
+    store: EventStore,
+    /// Frames to other nodes waiting for stable determinants (or behind such a frame).
+    held: SendGate<Frame<P>>,
+    /// Frames to send, in order.
+    transmit: VecDeque<(SetId, Frame<P>)>,
+    /// Frames the gate held so far.
+    gated: u64,
+}
+
+impl<P: LogPayload> NodeRecovery<P> {
+    /// The machine of node `me`, keeping `store` as other nodes' event logger (read back
+    /// from its journal by the driver). The protocol and event logging are started by
+    /// [`Self::start_protocol`] and [`Self::start_events`].
+    pub fn new(me: SetId, gate_rule: GateRule, store: EventStore) -> Self {
+        NodeRecovery {
+            me,
+            gate_rule,
+            protocol: None,
+            early: Vec::new(),
+            events: None,
+            early_events: Vec::new(),
+            store,
+            held: SendGate::new(),
+            transmit: VecDeque::new(),
+            gated: 0,
+        }
+    }
+
+    /// This node's set.
+    pub fn me(&self) -> SetId {
+        self.me
+    }
+
+    /// Installs the protocol (a fresh one, or one restored from a checkpoint). The
+    /// frames that arrived before are then in [`Self::take_early`].
+    pub fn start_protocol(&mut self, protocol: SetProtocol<P>) {
+        self.protocol = Some(protocol);
+    }
+
+    /// Frames that arrived before the protocol was installed, for the driver to handle
+    /// again (in arrival order).
+    pub fn take_early(&mut self) -> Vec<(SetId, EarlyFrame<P>)> {
+        std::mem::take(&mut self.early)
+    }
+
+    /// Installs event logging; `notices` (a restored one's fetches) are sent at once.
+    /// The frames that arrived before are then in [`Self::take_early_events`].
+    pub fn start_events(
+        &mut self,
+        logging: EventLogging,
+        notices: impl IntoIterator<Item = (SetId, EventMessage)>,
+    ) {
+        self.events = Some(logging);
+        self.transmit
+            .extend(notices.into_iter().map(|(to, m)| (to, Frame::Events(m))));
+    }
+
+    /// Event-logging frames that arrived before event logging was installed.
+    pub fn take_early_events(&mut self) -> Vec<(SetId, EventMessage)> {
+        std::mem::take(&mut self.early_events)
+    }
+
+    /// The protocol, once installed.
+    pub fn protocol(&self) -> Option<&SetProtocol<P>> {
+        self.protocol.as_ref()
+    }
+
+    /// The protocol, once installed.
+    pub fn protocol_mut(&mut self) -> Option<&mut SetProtocol<P>> {
+        self.protocol.as_mut()
+    }
+
+    /// This node's event logging, once installed.
+    pub fn events(&self) -> Option<&EventLogging> {
+        self.events.as_ref()
+    }
+
+    /// This node's event logging, once installed.
+    pub fn events_mut(&mut self) -> Option<&mut EventLogging> {
+        self.events.as_mut()
+    }
+
+    /// The determinants this node keeps for other nodes.
+    pub fn logger_store(&self) -> &EventStore {
+        &self.store
+    }
+
+    /// Takes the machine apart (a simulated crash keeps the store, which is durable, and
+    /// counts what the rest did).
+    pub fn into_parts(self) -> (Option<SetProtocol<P>>, Option<EventLogging>, EventStore) {
+        (self.protocol, self.events, self.store)
+    }
+
+    /// Frames kept until the protocol is installed.
+    pub fn early_len(&self) -> usize {
+        self.early.len()
+    }
+
+    /// Frames held by the send gate now.
+    pub fn held_len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Frames the send gate held so far.
+    pub fn gated(&self) -> u64 {
+        self.gated
+    }
+
+    /// Whether order-sensitive `actor`, at event tick `tick` (its clock plus one), may
+    /// take message `send_index` of `channel` now: without deciding or recording
+    /// anything (a scheduler choosing among held messages asks this first).
+    pub fn may_admit(
+        &self,
+        actor: ActorId,
+        tick: u64,
+        channel: ChannelId,
+        send_index: u64,
+    ) -> bool {
+        let Some(logging) = self.events.as_ref().filter(|l| !l.is_fetching()) else {
+            return false;
+        };
+        match logging.script().delivery(actor, tick) {
+            Ok(ReplayDelivery::Forced {
+                channel: c,
+                send_index: i,
+            }) => c == channel && i == send_index,
+            // Free; or diverged, reported when the delivery is attempted.
+            _ => true,
+        }
+    }
+
+    /// Order-sensitive `actor`, at event tick `tick`, is about to take message
+    /// `send_index` of `channel`: past its logged events it may (and the delivery is
+    /// recorded), during its replay only if the log names this message, while the node
+    /// fetches its log not at all. The driver moves the actor's clock to `tick` unless
+    /// the answer is [`Admission::NotNow`].
+    pub fn admit_delivery(
+        &mut self,
+        actor: ActorId,
+        tick: u64,
+        channel: ChannelId,
+        send_index: u64,
+    ) -> Admission {
+        let Some(logging) = self.events.as_mut().filter(|l| !l.is_fetching()) else {
+            return Admission::NotNow;
+        };
+        let diverged = match logging.script().delivery(actor, tick) {
+            Ok(ReplayDelivery::Forced {
+                channel: c,
+                send_index: i,
+            }) => {
+                if c != channel || i != send_index {
+                    return Admission::NotNow;
+                }
+                logging.note_replayed();
+                return Admission::Replayed;
+            }
+            Ok(ReplayDelivery::Free) => None,
+            Err(e) => Some(e),
+        };
+        let seq = logging.record(Determinant {
+            actor,
+            tick,
+            event: Event::Delivery {
+                channel,
+                send_index,
+            },
+        });
+        Admission::Recorded {
+            depends: Dependence::Below(seq + 1),
+            diverged,
+        }
+    }
+
+    /// Whether order-sensitive `actor`, in a selective receive at event tick `tick`, may
+    /// take a message now. The channel's FIFO order determines the delivery, so nothing
+    /// is recorded. `Err`: the log holds another event at this tick (the contract is
+    /// broken; the actor runs free). `None`: not while the node fetches its log (the
+    /// clock must not move before the script is known).
+    pub fn admit_selected(&self, actor: ActorId, tick: u64) -> Option<Result<(), String>> {
+        let logging = self.events.as_ref().filter(|l| !l.is_fetching())?;
+        Some(match logging.script().delivery(actor, tick) {
+            Ok(ReplayDelivery::Free)
+            | Err(Diverged {
+                logged: Event::EmptyUpTo(_),
+                ..
+            }) => Ok(()),
+            other => Err(format!(
+                "actor {actor} at tick {tick}: a selective receive where the log holds {other:?}"
+            )),
+        })
+    }
+
+    /// A nondeterministic value `actor` reads at event tick `tick` (`ctx.now()`,
+    /// `ctx.random()`): the logged one during its replay, else `fresh()`, recorded.
+    /// `None` without event logging (the driver then uses a fresh value unrecorded).
+    pub fn read_value(
+        &mut self,
+        actor: ActorId,
+        tick: u64,
+        fresh: impl FnOnce() -> u64,
+    ) -> Option<EventRead<u64>> {
+        let logging = self.events.as_mut()?;
+        let diverged = match logging.script().value(actor, tick) {
+            Ok(Some(value)) => {
+                logging.note_replayed();
+                return Some(EventRead {
+                    value,
+                    depends: Dependence::Set,
+                    replayed: true,
+                    diverged: None,
+                });
+            }
+            Ok(None) => None,
+            Err(e) => Some(e),
+        };
+        let value = fresh();
+        let seq = logging.record(Determinant {
+            actor,
+            tick,
+            event: Event::Value(value),
+        });
+        Some(EventRead {
+            value,
+            depends: Dependence::Below(seq + 1),
+            replayed: false,
+            diverged,
+        })
+    }
+
+    /// A probe of `actor`'s mailbox at event tick `tick` (whether messages wait): the
+    /// logged answer during its replay, else `fresh()`. A "waiting" answer is recorded;
+    /// runs of empty ones lazily, as one determinant and only if a message leaves the
+    /// node after them (so the actor then depends on the whole node).
+    pub fn probe(
+        &mut self,
+        actor: ActorId,
+        tick: u64,
+        fresh: impl FnOnce() -> bool,
+    ) -> Option<EventRead<bool>> {
+        let logging = self.events.as_mut()?;
+        let diverged = match logging.script().poll(actor, tick) {
+            Ok(ReplayPoll::Empty) => {
+                logging.note_replayed();
+                return Some(EventRead {
+                    value: false,
+                    depends: Dependence::Set,
+                    replayed: true,
+                    diverged: None,
+                });
+            }
+            Ok(ReplayPoll::Waiting | ReplayPoll::Forced { .. }) => {
+                logging.note_replayed();
+                return Some(EventRead {
+                    value: true,
+                    depends: Dependence::Set,
+                    replayed: true,
+                    diverged: None,
+                });
+            }
+            Ok(ReplayPoll::Free) => None,
+            Err(e) => Some(e),
+        };
+        let waiting = fresh();
+        let depends = if waiting {
+            let seq = logging.record(Determinant {
+                actor,
+                tick,
+                event: Event::Waiting,
+            });
+            Dependence::Below(seq + 1)
+        } else {
+            logging.empty_poll(actor, tick);
+            Dependence::Set
+        };
+        Some(EventRead {
+            value: waiting,
+            depends,
+            replayed: false,
+            diverged,
+        })
+    }
+
+    /// An application message from node `from` arrived on a connection of its
+    /// incarnation `via`. Call [`Self::poll_delivery`] afterwards.
+    pub fn handle_message(
+        &mut self,
+        from: SetId,
+        via: Incarnation,
+        meta: MessageMeta,
+        payload: P,
+    ) -> Result<Arrival, Refused> {
+        if !runs_between(&meta.channel, from, self.me) {
+            return Err(Refused::Channel { from: from.0 });
+        }
+        let Some(protocol) = self.protocol.as_mut() else {
+            self.early
+                .push((from, EarlyFrame::Message { via, meta, payload }));
+            return Ok(Arrival::Early);
+        };
+        Ok(Arrival::Received(
+            protocol.on_receive(from, via, meta, payload)?,
+        ))
+    }
+
+    /// A control message from node `from` arrived. `None`: kept until the protocol is
+    /// installed. Call [`Self::poll_delivery`] afterwards.
+    pub fn handle_control(
+        &mut self,
+        from: SetId,
+        message: ControlMessage,
+    ) -> Result<Option<ControlOutcome<P>>, Refused> {
+        if !channels_fit(self.me, from, &message) {
+            return Err(Refused::Channel { from: from.0 });
+        }
+        let Some(protocol) = self.protocol.as_mut() else {
+            self.early.push((from, EarlyFrame::Control(message)));
+            return Ok(None);
+        };
+        let was_recovering = protocol.is_recovering();
+        // Read before the ROLLBACK is applied: what the restarted peer needs that this
+        // node's log no longer holds.
+        let unservable = match &message {
+            ControlMessage::Rollback(report) => Some(Unservable {
+                incarnation: report.incarnation,
+                gaps: protocol.released_past(from, &report.delivered),
+            }),
+            _ => None,
+        };
+        let stale_before = protocol.stats().stale_messages;
+        let actions = protocol.on_control(from, message)?;
+        let stale_dropped = protocol.stats().stale_messages - stale_before;
+        Ok(Some(ControlOutcome {
+            // A stale ROLLBACK (an older incarnation's) answers nothing; a current one
+            // always gets a RESPONSE.
+            unservable: unservable.filter(|u| !actions.is_empty() && !u.gaps.is_empty()),
+            actions,
+            checkpoint_wanted: protocol.take_checkpoint_request(),
+            recovered: was_recovering && !protocol.is_recovering(),
+            stale_dropped,
+        }))
+    }
+
+    /// An event-logging message from node `from` arrived. A driver that keeps the
+    /// logger store durable journals it before this call (it is acknowledged here).
+    pub fn handle_events(
+        &mut self,
+        from: SetId,
+        message: EventMessage,
+    ) -> Result<EventsArrival, Refused> {
+        let Some(logging) = self.events.as_mut() else {
+            self.early_events.push((from, message));
+            return Ok(EventsArrival::Early);
+        };
+        let was_fetching = logging.is_fetching();
+        let replies = logging.on_message(from, message, &mut self.store)?;
+        let fetched = was_fetching && !logging.is_fetching();
+        let replay = !logging.script().is_empty();
+        self.transmit
+            .extend(replies.into_iter().map(|(to, m)| (to, Frame::Events(m))));
+        self.flush_events();
+        Ok(if fetched {
+            EventsArrival::Fetched { replay }
+        } else {
+            EventsArrival::Handled
+        })
+    }
+
+    /// An actor of this node (`sender`: its id and what it depends on; `None` for a
+    /// sender that is not an actor, such as `main`) sends `payload` on `channel` to node
+    /// `to`: logged, and queued for transmission once the determinants it depends on
+    /// are stable. The driver folds the node's local deliveries into the protocol first
+    /// (the message depends on them).
+    pub fn handle_send(
+        &mut self,
+        to: SetId,
+        channel: ChannelId,
+        payload: P,
+        sender: Option<(ActorId, Dependence)>,
+    ) -> Result<Sent, ProtocolError> {
+        let Some(protocol) = self.protocol.as_mut() else {
+            return Ok(Sent::NoProtocol);
+        };
+        let (meta, payload) = match protocol.on_send(to, channel, payload)? {
+            SendOutcome::Transmit { meta, payload } => (meta, payload),
+            SendOutcome::Suppressed { meta } => {
+                return Ok(Sent::Suppressed {
+                    send_index: meta.send_index,
+                })
+            }
+        };
+        let piggyback = meta.piggyback_len();
+        let send_index = meta.send_index;
+        let frame = Frame::Message { meta, payload };
+        let Some(logging) = self.events.as_mut() else {
+            self.send_behind_held(to, frame);
+            return Ok(Sent::Logged {
+                send_index,
+                needed: 0,
+                held: !self.held.is_empty(),
+                piggyback,
+            });
+        };
+        let (needed, from) = match sender {
+            Some((id, d)) if self.gate_rule == GateRule::PerActor => {
+                (d.needed(logging), GateSender::Tracked(id))
+            }
+            _ => (logging.before_send(), GateSender::Set),
+        };
+        let stable = logging.stable_below();
+        let held = match self.held.send(stable, needed, from, to, frame) {
+            Some(frame) => {
+                self.transmit.push_back((to, frame));
+                false
+            }
+            None => {
+                self.gated += 1;
+                // Shipped now: the frame waits for their acknowledgements.
+                self.ship_determinants();
+                true
+            }
+        };
+        Ok(Sent::Logged {
+            send_index,
+            needed,
+            held,
+            piggyback,
+        })
+    }
+
+    /// Queues a protocol frame (a resend, a control message) to node `to` behind every
+    /// frame the gate holds.
+    pub fn send_behind_held(&mut self, to: SetId, frame: Frame<P>) {
+        if let Some(frame) = self.held.send(0, 0, GateSender::Set, to, frame) {
+            self.transmit.push_back((to, frame));
+        }
+    }
+
+    /// Ships the determinant batches due and lets out the held frames whose
+    /// determinants are stable now.
+    pub fn flush_events(&mut self) {
+        self.ship_determinants();
+        self.release_held();
+    }
+
+    /// The node's checkpoint with determinant part `snapshot` committed: the loggers
+    /// may release what it covers, and frames held for determinants it covers may leave.
+    pub fn events_committed(&mut self, snapshot: EventSnapshot) {
+        if let Some(logging) = self.events.as_mut() {
+            let releases = logging.checkpoint_committed(snapshot);
+            self.transmit
+                .extend(releases.into_iter().map(|(to, m)| (to, Frame::Events(m))));
+        }
+        self.release_held();
+    }
+
+    /// The next frame to send, in order.
+    pub fn poll_transmit(&mut self) -> Option<(SetId, Frame<P>)> {
+        self.transmit.pop_front()
+    }
+
+    /// Whether frames wait in [`Self::poll_transmit`].
+    pub fn has_transmit(&self) -> bool {
+        !self.transmit.is_empty()
+    }
+
+    /// The next message an actor of this node may take, if one is deliverable.
+    pub fn poll_delivery(&mut self) -> Option<Delivery<P>> {
+        self.protocol.as_mut()?.poll_delivery()
+    }
+
+    fn ship_determinants(&mut self) {
+        if let Some(logging) = self.events.as_mut() {
+            let batches = logging.poll_transmit();
+            self.transmit
+                .extend(batches.into_iter().map(|(to, m)| (to, Frame::Events(m))));
+        }
+    }
+
+    fn release_held(&mut self) {
+        let stable = self.events.as_ref().map_or(u64::MAX, |l| l.stable_below());
+        self.transmit.extend(self.held.release(stable));
+    }
+}
+
+/// Whether `channel` runs from an actor of node `sender` to an actor of node `receiver`.
+pub fn runs_between(channel: &ChannelId, sender: SetId, receiver: SetId) -> bool {
+    channel.from.rank() == sender.0 && channel.to.rank() == receiver.0
+}
+
+/// Whether every channel a control message from node `from` names runs between node `me`
+/// and `from`, in the direction its field means: the indices and digests of deliveries
+/// are of channels from our actors to `from`'s, the sent indices of a
+/// CHECKPOINT_ADVANCE of channels the other way. Otherwise the protocol would keep state
+/// (and checkpoint it) for channels that do not exist.
+pub fn channels_fit(me: SetId, from: SetId, message: &ControlMessage) -> bool {
+    let towards_them = |c: &ChannelId| runs_between(c, me, from);
+    let towards_us = |c: &ChannelId| runs_between(c, from, me);
+    let report_fits = |r: &RecoveryReport| {
+        r.delivered.iter().all(|(c, _)| towards_them(&c))
+            && r.checkpointed.iter().all(|(c, _)| towards_them(&c))
+    };
+    match message {
+        ControlMessage::Rollback(report) => report_fits(report),
+        ControlMessage::Response {
+            report,
+            digests,
+            positions,
+            ..
+        } => {
+            report_fits(report)
+                && digests.runs().iter().all(|r| towards_them(&r.channel))
+                && positions.iter().all(|r| towards_them(&r.channel))
+        }
+        ControlMessage::CheckpointAdvance { checkpointed, sent } => {
+            checkpointed.iter().all(|(c, _)| towards_them(&c))
+                && sent.iter().all(|(c, _)| towards_us(&c))
+        }
+        ControlMessage::CheckpointRequest => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recovery::{ChannelIndices, Determinant, Event, RecoveryReport};
+
+    type Node = NodeRecovery<Vec<u8>>;
+
+    fn a(rank: u16) -> ActorId {
+        ActorId::new(rank, 7).unwrap()
+    }
+
+    /// Node `me` of three, with its protocol and event logging (two loggers) started.
+    fn node(me: u16) -> Node {
+        let mut n = Node::new(SetId(me), GateRule::PerActor, EventStore::new());
+        n.start_protocol(SetProtocol::new(SetId(me), 3).unwrap());
+        n.start_events(EventLogging::new(SetId(me), 3, 2).unwrap(), []);
+        n
+    }
+
+    fn sent(n: &mut Node) -> Vec<(SetId, Frame<Vec<u8>>)> {
+        std::iter::from_fn(|| n.poll_transmit()).collect()
+    }
+
+    /// Node 0 records a delivery determinant for actor `a(0)`; returns its number.
+    fn record(n: &mut Node) -> u64 {
+        n.events_mut().unwrap().record(Determinant {
+            actor: a(0),
+            tick: 1,
+            event: Event::Delivery {
+                channel: ChannelId::new(a(1), a(0)),
+                send_index: 1,
+            },
+        })
+    }
+
+    #[test]
+    fn a_message_waits_for_the_determinants_its_sender_depends_on_and_protocol_frames_wait_behind_it(
+    ) {
+        let mut n = node(0);
+        let seq = record(&mut n);
+        let depends = Dependence::Below(seq + 1);
+        let r = n.handle_send(
+            SetId(1),
+            ChannelId::new(a(0), a(1)),
+            vec![1],
+            Some((a(0), depends)),
+        );
+        assert!(matches!(r, Ok(Sent::Logged { held: true, .. })), "{r:?}");
+        // Only the determinant batches leave: one to each logger.
+        let out = sent(&mut n);
+        assert_eq!(out.len(), 2);
+        assert!(out
+            .iter()
+            .all(|(_, f)| matches!(f, Frame::Events(EventMessage::Log { .. }))));
+        // A control frame to the same node must not overtake the held message.
+        n.send_behind_held(SetId(1), Frame::Control(ControlMessage::CheckpointRequest));
+        assert!(sent(&mut n).is_empty());
+        // An actor that depends on nothing passes.
+        let free = n.handle_send(
+            SetId(2),
+            ChannelId::new(a(0), a(2)),
+            vec![2],
+            Some((ActorId::new(0, 8).unwrap(), Dependence::Below(0))),
+        );
+        assert!(matches!(free, Ok(Sent::Logged { held: false, .. })));
+        assert_eq!(sent(&mut n).len(), 1);
+        // One logger's acknowledgement is not enough; both are.
+        for logger in [1, 2] {
+            let ack = EventMessage::Ack {
+                producer_incarnation: Incarnation(0),
+                held_below: seq + 1,
+            };
+            n.handle_events(SetId(logger), ack).unwrap();
+            let out = sent(&mut n);
+            if logger == 1 {
+                assert!(out.is_empty(), "left on one acknowledgement: {out:?}");
+            } else {
+                assert!(matches!(out[0].1, Frame::Message { .. }));
+                assert!(matches!(out[1].1, Frame::Control(_)));
+                assert_eq!(out.len(), 2);
+            }
+        }
+        assert_eq!(n.held_len(), 0);
+        assert_eq!(n.gated(), 1);
+    }
+
+    #[test]
+    fn frames_that_arrive_before_the_protocol_is_back_are_kept_in_order() {
+        let mut n = Node::new(SetId(0), GateRule::PerActor, EventStore::new());
+        let meta = MessageMeta {
+            channel: ChannelId::new(a(1), a(0)),
+            send_index: 1,
+            sender_incarnation: Incarnation(0),
+            depend: Default::default(),
+        };
+        let got = n.handle_message(SetId(1), Incarnation(0), meta, vec![9]);
+        assert!(matches!(got, Ok(Arrival::Early)));
+        let ctl = n.handle_control(SetId(2), ControlMessage::CheckpointRequest);
+        assert!(matches!(ctl, Ok(None)));
+        let ev = n.handle_events(
+            SetId(1),
+            EventMessage::Restarted {
+                incarnation: Incarnation(1),
+            },
+        );
+        assert!(matches!(ev, Ok(EventsArrival::Early)));
+        assert!(n.poll_delivery().is_none());
+        n.start_protocol(SetProtocol::new(SetId(0), 3).unwrap());
+        let early = n.take_early();
+        assert!(matches!(early[0], (SetId(1), EarlyFrame::Message { .. })));
+        assert!(matches!(early[1], (SetId(2), EarlyFrame::Control(_))));
+        assert_eq!(early.len(), 2);
+        n.start_events(EventLogging::new(SetId(0), 3, 2).unwrap(), []);
+        assert_eq!(n.take_early_events().len(), 1);
+    }
+
+    #[test]
+    fn a_message_on_a_channel_between_other_nodes_is_refused_even_before_the_protocol_is_back() {
+        let mut n = Node::new(SetId(0), GateRule::PerActor, EventStore::new());
+        let meta = MessageMeta {
+            channel: ChannelId::new(a(2), a(0)),
+            send_index: 1,
+            sender_incarnation: Incarnation(0),
+            depend: Default::default(),
+        };
+        let got = n.handle_message(SetId(1), Incarnation(0), meta, vec![9]);
+        assert!(matches!(got, Err(Refused::Channel { from: 1 })));
+        assert_eq!(n.early_len(), 0);
+    }
+
+    #[test]
+    fn control_messages_naming_channels_between_other_nodes_are_refused() {
+        let indices = |c: ChannelId| -> ChannelIndices { [(c, 3)].into_iter().collect() };
+        let report = |delivered: ChannelIndices| RecoveryReport {
+            incarnation: Incarnation(1),
+            delivered,
+            checkpointed: ChannelIndices::default(),
+        };
+        // Node 0 hears from node 1.
+        let ours_to_theirs = ChannelId::new(a(0), a(1));
+        let theirs_to_ours = ChannelId::new(a(1), a(0));
+        let elsewhere = ChannelId::new(a(2), a(1));
+        let fits = |m: ControlMessage| channels_fit(SetId(0), SetId(1), &m);
+        assert!(fits(ControlMessage::Rollback(report(indices(
+            ours_to_theirs
+        )))));
+        assert!(!fits(ControlMessage::Rollback(report(indices(
+            theirs_to_ours
+        )))));
+        assert!(!fits(ControlMessage::Rollback(report(indices(elsewhere)))));
+        let advance = |checkpointed, sent| ControlMessage::CheckpointAdvance { checkpointed, sent };
+        assert!(fits(advance(
+            indices(ours_to_theirs),
+            indices(theirs_to_ours)
+        )));
+        assert!(!fits(advance(
+            indices(ours_to_theirs),
+            indices(ours_to_theirs)
+        )));
+        assert!(!fits(advance(
+            indices(elsewhere),
+            ChannelIndices::default()
+        )));
+        assert!(fits(ControlMessage::CheckpointRequest));
+        // And the machine refuses them.
+        let mut n = node(0);
+        let r = n.handle_control(
+            SetId(1),
+            ControlMessage::Rollback(report(indices(elsewhere))),
+        );
+        assert!(matches!(r, Err(Refused::Channel { from: 1 })));
+    }
+}
