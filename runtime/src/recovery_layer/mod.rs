@@ -40,7 +40,7 @@ use crate::recovery::{
     FoundBy, Frame, GateRule, Incarnation, LogPayload, MessageMeta, NodeRecovery, Received,
     Refused, Sent, SetId, SetProtocol,
 };
-use crate::transport::frame::{Envelope, FrameBody};
+use crate::transport::frame::{Envelope, FrameBody, RecoveryFrame};
 use crate::transport::Transport;
 use metrics::{counter, gauge, histogram};
 use std::cell::Cell;
@@ -1152,6 +1152,39 @@ impl RecoveryLayer {
         }
     }
 
+    /// A frame of node `from`'s recovery layer arrived on a connection of its incarnation
+    /// `via`. A logged message returns its addressee and the depth of the deepest mailbox
+    /// it filled (for the transport's inbound backpressure).
+    pub(crate) fn on_frame(
+        &self,
+        node: &NodeHandle,
+        from: u16,
+        via: u32,
+        frame: RecoveryFrame,
+    ) -> Option<(ActorId, usize)> {
+        match frame {
+            RecoveryFrame::Node(Frame::Message { meta, payload }) => {
+                if crate::failpoint::withhold_logged(from, &meta) {
+                    return None;
+                }
+                let to = payload.to;
+                Some((to, self.on_logged(node, from, via, meta, payload)))
+            }
+            RecoveryFrame::Node(Frame::Control(message)) => {
+                self.on_control(node, from, message);
+                None
+            }
+            RecoveryFrame::Node(Frame::Events(message)) => {
+                self.on_events(node, from, message);
+                None
+            }
+            RecoveryFrame::Replica(frame) => {
+                self.on_replica(from, frame);
+                None
+            }
+        }
+    }
+
     /// A logged message from node `from` arrived on a connection of its incarnation
     /// `via`. Returns the deepest mailbox it filled (for the transport's inbound
     /// backpressure).
@@ -1775,11 +1808,7 @@ pub struct LayerStats {
 
 /// The transport's frame for a frame of the recovery machine.
 fn body_of(frame: Frame<Envelope>) -> FrameBody {
-    match frame {
-        Frame::Message { meta, payload } => FrameBody::Logged { meta, env: payload },
-        Frame::Control(m) => FrameBody::Recovery(m),
-        Frame::Events(m) => FrameBody::Events(m),
-    }
+    FrameBody::Recovery(RecoveryFrame::Node(frame))
 }
 
 #[cfg(test)]

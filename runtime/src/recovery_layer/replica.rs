@@ -5,7 +5,7 @@
 
 use super::{event, RecoveryLayer};
 use crate::checkpoint::CheckpointStore;
-use crate::transport::frame::{FrameBody, ReplicaChunk};
+use crate::transport::frame::{FrameBody, RecoveryFrame, ReplicaChunk, ReplicaFrame};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -122,28 +122,33 @@ fn unseal(image: &[u8]) -> Option<&[u8]> {
     (crc32c::crc32c(body).to_le_bytes() == crc).then_some(body)
 }
 
+/// The transport's frame for a frame of the buddy replica.
+fn body(frame: ReplicaFrame) -> FrameBody {
+    FrameBody::Recovery(RecoveryFrame::Replica(frame))
+}
+
 /// The frames that carry `image` (checkpoint `id`), built by `wrap`.
-fn chunks(id: u64, image: &[u8], wrap: fn(ReplicaChunk) -> FrameBody) -> Vec<FrameBody> {
+fn chunks(id: u64, image: &[u8], wrap: fn(ReplicaChunk) -> ReplicaFrame) -> Vec<FrameBody> {
     let total = image.len() as u64;
     let mut out: Vec<FrameBody> = image
         .chunks(CHUNK)
         .enumerate()
         .map(|(i, piece)| {
-            wrap(ReplicaChunk {
+            body(wrap(ReplicaChunk {
                 id,
                 offset: (i * CHUNK) as u64,
                 total,
                 bytes: piece.to_vec(),
-            })
+            }))
         })
         .collect();
     if out.is_empty() {
-        out.push(wrap(ReplicaChunk {
+        out.push(body(wrap(ReplicaChunk {
             id,
             offset: 0,
             total: 0,
             bytes: Vec::new(),
-        }));
+        })));
     }
     out
 }
@@ -185,7 +190,7 @@ impl RecoveryLayer {
                     }
                 },
             };
-            let frames = chunks(id, &seal(&pack(from, &bytes, body)), FrameBody::Replica);
+            let frames = chunks(id, &seal(&pack(from, &bytes, body)), ReplicaFrame::Chunk);
             for f in &frames {
                 // A buddy that is down cannot answer; keep trying until the deadline.
                 if t.send_body(self.buddy(), f).is_err() {
@@ -225,6 +230,23 @@ impl RecoveryLayer {
 
     /// A piece of node `from`'s replica arrived; returns the checkpoint id to acknowledge
     /// once the whole image is here (kept if it is the newest).
+    /// A frame of the buddy replica from node `from` arrived.
+    pub(crate) fn on_replica(&self, from: u16, frame: ReplicaFrame) {
+        match frame {
+            ReplicaFrame::Chunk(chunk) => {
+                if let Some(id) = self.replica_chunk(from, chunk) {
+                    if let Some(t) = self.transport() {
+                        t.try_send_body(from, &body(ReplicaFrame::Stored { id }));
+                    }
+                }
+            }
+            ReplicaFrame::Stored { id } => self.replica_stored(from, id),
+            ReplicaFrame::Fetch => self.serve_replica(from),
+            ReplicaFrame::Data(chunk) => self.fetched_chunk(from, Some(chunk)),
+            ReplicaFrame::Missing => self.fetched_chunk(from, None),
+        }
+    }
+
     pub(crate) fn replica_chunk(&self, from: u16, chunk: ReplicaChunk) -> Option<u64> {
         if (u32::from(from) + 1) % u32::from(self.size) != u32::from(self.rank) {
             // Only the previous rank keeps its replica here: anything else would hold an
@@ -309,9 +331,9 @@ impl RecoveryLayer {
             match held.get(&to) {
                 Some((id, image)) => {
                     let journal = journals.get(&to).map_or(&[][..], |j| &j[..]);
-                    chunks(*id, &seal(&pack(0, journal, image)), FrameBody::ReplicaData)
+                    chunks(*id, &seal(&pack(0, journal, image)), ReplicaFrame::Data)
                 }
-                None => vec![FrameBody::ReplicaNone],
+                None => vec![body(ReplicaFrame::Missing)],
             }
         };
         self.emit(frames.into_iter().map(|f| (to, f)));
@@ -346,7 +368,7 @@ impl RecoveryLayer {
     /// it has one that verifies.
     pub(crate) fn fetch_replica(&self, timeout: Duration) -> Option<(u64, Vec<u8>, Vec<u8>)> {
         let t = self.transport()?;
-        t.send_body(self.buddy(), &FrameBody::ReplicaFetch).ok()?;
+        t.send_body(self.buddy(), &body(ReplicaFrame::Fetch)).ok()?;
         let deadline = Instant::now() + timeout;
         let mut fetched = self
             .replicas
@@ -410,12 +432,12 @@ mod tests {
     #[test]
     fn an_image_larger_than_a_frame_travels_in_pieces_and_is_reassembled() {
         let image: Vec<u8> = (0..(2 * CHUNK + 123)).map(|i| (i % 251) as u8).collect();
-        let frames = chunks(7, &image, FrameBody::Replica);
+        let frames = chunks(7, &image, ReplicaFrame::Chunk);
         assert_eq!(frames.len(), 3);
         let mut a = Assembly::default();
         let mut done = None;
         for f in frames {
-            let FrameBody::Replica(c) = f else {
+            let FrameBody::Recovery(RecoveryFrame::Replica(ReplicaFrame::Chunk(c))) = f else {
                 unreachable!()
             };
             done = a.add(c);
@@ -426,15 +448,17 @@ mod tests {
     #[test]
     fn a_transfer_restarted_midway_is_reassembled_from_its_new_start() {
         let image = vec![5u8; CHUNK + 10];
-        let frames = chunks(3, &image, FrameBody::Replica);
+        let frames = chunks(3, &image, ReplicaFrame::Chunk);
         let mut a = Assembly::default();
-        let FrameBody::Replica(first) = frames[0].clone() else {
+        let FrameBody::Recovery(RecoveryFrame::Replica(ReplicaFrame::Chunk(first))) =
+            frames[0].clone()
+        else {
             unreachable!()
         };
         assert_eq!(a.add(first), None);
         let mut done = None;
         for f in frames {
-            let FrameBody::Replica(c) = f else {
+            let FrameBody::Recovery(RecoveryFrame::Replica(ReplicaFrame::Chunk(c))) = f else {
                 unreachable!()
             };
             done = a.add(c);

@@ -12,14 +12,14 @@
 //! not decode, so one bad frame costs only itself.
 
 use crate::actor_id::ActorId;
-use crate::recovery::{ControlMessage, MessageMeta};
+use crate::recovery::Frame;
 use bytes::{Buf, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
 /// First two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"LZ";
 /// Wire protocol version; peers with another version are refused.
-pub const VERSION: u8 = 6;
+pub const VERSION: u8 = 7;
 /// Bytes of the fixed header.
 pub const HEADER_LEN: usize = 8;
 /// Default largest accepted body (64 MiB).
@@ -73,33 +73,39 @@ pub enum FrameBody {
     },
     /// The sender is shutting down normally: its silence is not a failure.
     Goodbye,
-    /// An application message between correlated sets, with the recovery metadata that
-    /// the sender logged it with (recovery on only).
-    Logged {
-        /// Send index, sender incarnation and dependency vector.
-        meta: MessageMeta,
-        /// The message.
-        env: Envelope,
-    },
-    /// A recovery protocol control message (ROLLBACK, RESPONSE, CHECKPOINT_ADVANCE).
-    Recovery(ControlMessage),
-    /// Event logging of determinants (batches to a logger, acknowledgements, releases,
-    /// fetches by a restarted node).
-    Events(crate::recovery::EventMessage),
-    /// A piece of a checkpoint of the sender's set for the addressee to keep in memory
-    /// (the buddy replica); the last piece is answered by [`FrameBody::ReplicaStored`].
-    Replica(ReplicaChunk),
+    /// A frame between the recovery layers of two nodes (recovery on only): the
+    /// transport hands it to the layer without looking in.
+    Recovery(RecoveryFrame),
+}
+
+/// What the recovery layers of two nodes send each other.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum RecoveryFrame {
+    /// Between the nodes' recovery machines: an application message with the metadata
+    /// the sender logged it with, a protocol control message (ROLLBACK, RESPONSE,
+    /// CHECKPOINT_ADVANCE, ...), or event logging of determinants.
+    Node(Frame<Envelope>),
+    /// The buddy replica of a node's checkpoints.
+    Replica(ReplicaFrame),
+}
+
+/// The frames of the buddy replica.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ReplicaFrame {
+    /// A piece of a checkpoint of the sender's set for the addressee to keep in memory;
+    /// the last piece is answered by [`ReplicaFrame::Stored`].
+    Chunk(ReplicaChunk),
     /// The buddy holds checkpoint `id` of the sender's set.
-    ReplicaStored {
+    Stored {
         /// The checkpoint's number.
         id: u64,
     },
     /// A restarted node asks its buddy for the newest replica of its set.
-    ReplicaFetch,
-    /// A piece of the answer to [`FrameBody::ReplicaFetch`]: the newest replica held.
-    ReplicaData(ReplicaChunk),
-    /// The answer to [`FrameBody::ReplicaFetch`] when no replica is held.
-    ReplicaNone,
+    Fetch,
+    /// A piece of the answer to [`ReplicaFrame::Fetch`]: the newest replica held.
+    Data(ReplicaChunk),
+    /// The answer to [`ReplicaFrame::Fetch`] when no replica is held.
+    Missing,
 }
 
 /// A piece of a sealed checkpoint image (images are larger than a frame may be).
@@ -451,16 +457,20 @@ pub fn encode_split(body: &FrameBody) -> Result<SplitFrame, postcard::Error> {
             }),
             env.payload.clone(),
         ),
-        FrameBody::Logged { meta, env } if env.payload.len() >= SPLIT_MIN => (
-            FrameBody::Logged {
-                meta: meta.clone(),
-                env: Envelope {
-                    payload: Bytes::new(),
-                    ..env.clone()
-                },
-            },
-            env.payload.clone(),
-        ),
+        FrameBody::Recovery(RecoveryFrame::Node(Frame::Message { meta, payload: env }))
+            if env.payload.len() >= SPLIT_MIN =>
+        {
+            (
+                FrameBody::Recovery(RecoveryFrame::Node(Frame::Message {
+                    meta: meta.clone(),
+                    payload: Envelope {
+                        payload: Bytes::new(),
+                        ..env.clone()
+                    },
+                })),
+                env.payload.clone(),
+            )
+        }
         _ => {
             let mut out = Vec::new();
             encode(body, &mut out)?;
@@ -656,7 +666,7 @@ mod tests {
     #[test]
     fn a_split_frame_is_byte_for_byte_the_whole_frame() {
         let big = envelope(vec![7; 70_000]);
-        let logged = FrameBody::Logged {
+        let logged = FrameBody::Recovery(RecoveryFrame::Node(Frame::Message {
             meta: crate::recovery::MessageMeta {
                 channel: crate::recovery::ChannelId::new(
                     ActorId::new(1, 2).unwrap(),
@@ -666,11 +676,11 @@ mod tests {
                 sender_incarnation: crate::recovery::Incarnation(1),
                 depend: Default::default(),
             },
-            env: match envelope(vec![9; 5000]) {
+            payload: match envelope(vec![9; 5000]) {
                 FrameBody::Envelope(e) => e,
                 _ => unreachable!(),
             },
-        };
+        }));
         for body in [big, logged, envelope(vec![1, 2, 3]), FrameBody::Heartbeat] {
             let split = encode_split(&body).unwrap();
             let mut joined = split.head.to_vec();

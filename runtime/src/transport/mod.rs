@@ -604,7 +604,7 @@ impl Transport {
 
     /// Encodes and queues `body` for `rank` without waiting (for the network's own tasks,
     /// which must never block); false if it could not be queued.
-    fn try_send_body(&self, rank: u16, body: &FrameBody) -> bool {
+    pub(crate) fn try_send_body(&self, rank: u16, body: &FrameBody) -> bool {
         let mut buf = Vec::new();
         frame::encode(body, &mut buf).is_ok()
             && self.try_send_frame(rank, SplitFrame::whole(Bytes::from(buf)))
@@ -1097,70 +1097,22 @@ impl Transport {
                     link.state.store(LINK_DOWN, Ordering::Release);
                 }
             }
-            FrameBody::Logged { meta, env } => {
-                if crate::failpoint::withhold_logged(from, &meta) {
-                    return None;
-                }
-                if let Some(layer) = node.recovery_layer() {
-                    let (to, depth) = (env.to, layer.on_logged(node, from, via, meta, env));
-                    if depth > INBOUND_HIGH_WATER {
-                        return Some(to);
+            FrameBody::Recovery(frame) => match node.recovery_layer() {
+                Some(layer) => {
+                    if let Some((to, depth)) = layer.on_frame(node, from, via, frame) {
+                        if depth > INBOUND_HIGH_WATER {
+                            return Some(to);
+                        }
                     }
-                } else {
-                    counter!(UNDELIVERABLE, "reason" => "recovery_off").increment(1);
-                    tracing::warn!(
-                        from,
-                        "logged message from node {from}, but recovery is off here"
-                    );
                 }
-            }
-            FrameBody::Recovery(message) => match node.recovery_layer() {
-                Some(layer) => layer.on_control(node, from, message),
                 None => {
                     counter!(UNDELIVERABLE, "reason" => "recovery_off").increment(1);
                     tracing::warn!(
                         from,
-                        "recovery message from node {from}, but recovery is off here"
+                        "a recovery frame from node {from}, but recovery is off here"
                     );
                 }
             },
-            FrameBody::Events(message) => match node.recovery_layer() {
-                Some(layer) => layer.on_events(node, from, message),
-                None => {
-                    counter!(UNDELIVERABLE, "reason" => "recovery_off").increment(1);
-                    tracing::warn!(
-                        from,
-                        "event-logging frame from node {from}, but recovery is off here"
-                    );
-                }
-            },
-            FrameBody::Replica(chunk) => {
-                if let Some(layer) = node.recovery_layer() {
-                    if let Some(id) = layer.replica_chunk(from, chunk) {
-                        self.try_send_body(from, &FrameBody::ReplicaStored { id });
-                    }
-                }
-            }
-            FrameBody::ReplicaStored { id } => {
-                if let Some(layer) = node.recovery_layer() {
-                    layer.replica_stored(from, id);
-                }
-            }
-            FrameBody::ReplicaFetch => {
-                if let Some(layer) = node.recovery_layer() {
-                    layer.serve_replica(from);
-                }
-            }
-            FrameBody::ReplicaData(chunk) => {
-                if let Some(layer) = node.recovery_layer() {
-                    layer.fetched_chunk(from, Some(chunk));
-                }
-            }
-            FrameBody::ReplicaNone => {
-                if let Some(layer) = node.recovery_layer() {
-                    layer.fetched_chunk(from, None);
-                }
-            }
             FrameBody::Heartbeat | FrameBody::Hello { .. } => {}
         }
         None
