@@ -8,6 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
-cargo build --release --quiet -p lazarus -p lazarus-apps
+cargo build --release --quiet -p lazarus-cli -p lazarus-apps
 
 exec target/release/lazarus demo "$@"

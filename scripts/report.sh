@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 echo "report: building the release binaries and the benchmarks" >&2
 # The same build as scripts/demo.sh and the recovery bench: the binaries measured.
-cargo build --release --quiet -p lazarus -p lazarus-apps --bins
+cargo build --release --quiet -p lazarus-cli -p lazarus-apps --bins
 cargo build --release --quiet -p lazarus-benches --bin lazarus-report
 # Compile the criterion benchmarks last, so that the generator's `cargo bench` finds them
 # up to date and only runs them.

@@ -23,7 +23,7 @@ fi
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="${SOAK_DIR:-$(mktemp -d /tmp/lazarus-soak.XXXXXX)}"
 mkdir -p "$DIR/bin"
-(cd "$ROOT" && cargo build --release --quiet -p lazarus -p lazarus-apps) || exit 1
+(cd "$ROOT" && cargo build --release --quiet -p lazarus-cli -p lazarus-apps) || exit 1
 for b in lazarus bank jacobi2d kvstore master-worker npb-cg pingpong power spawn-ring; do
     cp "$ROOT/target/release/$b" "$DIR/bin/"
 done

@@ -9,7 +9,7 @@ use std::process::{Command, ExitStatus};
 /// `release` or the test (`dev`) profile, in the workspace root; returns cargo's exit
 /// status.
 ///
-/// Release: `cargo build --release -p lazarus -p lazarus-apps --bins`. Test profile:
+/// Release: `cargo build --release -p lazarus-cli -p lazarus-apps --bins`. Test profile:
 /// `cargo test --no-run`, the build `cargo test` itself makes in the workspace root
 /// (every default member's tests, which build both packages' binaries: the apps' and the
 /// runtime's integration tests need them). Within such a `cargo test` it finds
@@ -38,7 +38,7 @@ pub fn build(release: bool) -> std::io::Result<ExitStatus> {
             "--release",
             "--quiet",
             "-p",
-            "lazarus",
+            "lazarus-cli",
             "-p",
             "lazarus-apps",
             "--bins",

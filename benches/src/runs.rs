@@ -8,7 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::target::Bins;
-use lazarus::supervisor::{describe_event, NodeEvent};
+use lazarus_cli::supervisor::{describe_event, NodeEvent};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -17,12 +17,70 @@
 //! `report` means anything there (such a node leaves when its `main` returns).
 
 use crate::node::NodeHandle;
-use crate::supervisor::NodeReport;
 use crate::transport::Transport;
 use metrics::counter;
 use std::io::BufRead;
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex};
+
+/// Restarts allowed per rank before the supervisor gives up on the run.
+pub const MAX_RESTARTS_PER_RANK: u32 = 5;
+
+/// Times the same actor may fail the same way (same actor, message type and panic)
+/// before the supervisor calls it a deterministic bug and stops the run.
+pub const MAX_SAME_FAILURE: usize = 3;
+
+/// A node's answer to the launcher's `report` request (`cluster::supervisor_channel`):
+/// how far it got and what it waits for, one `lazarus-report` line on its standard error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeReport {
+    /// The node.
+    pub rank: u16,
+    /// Its process's incarnation (0 without recovery).
+    pub incarnation: u32,
+    /// Messages whose handler ran in this process so far.
+    pub handled: u64,
+    /// CPU time the process has used so far (user and system), in milliseconds.
+    pub cpu_ms: u64,
+    /// What it waits for: with recovery on, the stall report (what its inbox holds back
+    /// and why, held frames, mailboxes); without, its mailboxes.
+    pub state: String,
+}
+
+impl NodeReport {
+    /// The line the node prints.
+    pub fn line(&self) -> String {
+        format!(
+            "lazarus-report rank={} incarnation={} handled={} cpu_ms={} state: {}",
+            self.rank,
+            self.incarnation,
+            self.handled,
+            self.cpu_ms,
+            self.state.replace(['\n', '\r'], " ")
+        )
+    }
+}
+
+/// Parses a node's report line; `None` for any other line.
+pub fn parse_report(line: &str) -> Option<NodeReport> {
+    let rest = line.trim().strip_prefix("lazarus-report ")?;
+    let (fields, state) = match rest.split_once(" state:") {
+        Some((fields, state)) => (fields, state.trim()),
+        None => (rest, ""),
+    };
+    let field = |key: &str| {
+        fields
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+    };
+    Some(NodeReport {
+        rank: field("rank")?.parse().ok()?,
+        incarnation: field("incarnation")?.parse().ok()?,
+        handled: field("handled")?.parse().ok()?,
+        cpu_ms: field("cpu_ms")?.parse().ok()?,
+        state: state.to_string(),
+    })
+}
 
 /// Lines from the supervisor that were not understood, and read errors.
 pub const SUPERVISOR_BAD_LINES: &str = "lazarus_supervisor_bad_lines_total";

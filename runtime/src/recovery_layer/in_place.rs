@@ -14,7 +14,7 @@
 //! the signatures of their failures on (`LAZARUS_FAILURES`), and the third identical one
 //! ends the process with a clear error instead of looping.
 
-use crate::supervisor::{MAX_RESTARTS_PER_RANK, MAX_SAME_FAILURE};
+use crate::cluster::supervisor_channel::{MAX_RESTARTS_PER_RANK, MAX_SAME_FAILURE};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 

@@ -4,6 +4,9 @@
 //! (`lazarus run --ft on`) owns the processes: it restarts a dead node with the same rank
 //! and the next incarnation, and prints the timeline as it happens.
 
+pub use lazarus::cluster::supervisor_channel::{
+    parse_report, NodeReport, MAX_RESTARTS_PER_RANK, MAX_SAME_FAILURE,
+};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -61,13 +64,6 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s)
         .map_err(|e| format!("`{s}` is not a duration (examples: 500ms, 1.5s, 2min, 1h 30m): {e}"))
 }
-
-/// Restarts allowed per rank before the supervisor gives up on the run.
-pub const MAX_RESTARTS_PER_RANK: u32 = 5;
-
-/// Times the same actor may fail the same way (same actor, message type and panic)
-/// before the supervisor calls it a deterministic bug and stops the run.
-pub const MAX_SAME_FAILURE: usize = 3;
 
 /// An actor failure as a node reports it before its process ends
 /// (`actor-failed actor=... type=... message=... panic="..."`).
@@ -128,7 +124,7 @@ pub fn restart_delay(restarts: u32) -> Duration {
 /// themselves with the same non-zero status before doing any work worth restoring. That
 /// is a start-up failure (a bad argument, a missing file), not a fault a restart cures,
 /// so the rank is not restarted again. A node killed by a signal is always restarted,
-/// and actor failures ([`crate::recovery_layer::ACTOR_FAILED_EXIT`]) have their own
+/// and actor failures ([`lazarus::recovery_layer::ACTOR_FAILED_EXIT`]) have their own
 /// rule ([`is_deterministic`]).
 pub fn repeats_startup_failure(
     previous: Option<i32>,
@@ -140,7 +136,7 @@ pub fn repeats_startup_failure(
             !checkpointed
                 && before == now
                 && now != 0
-                && now != crate::recovery_layer::ACTOR_FAILED_EXIT
+                && now != lazarus::recovery_layer::ACTOR_FAILED_EXIT
         }
         _ => false,
     }
@@ -294,58 +290,6 @@ pub fn final_total(e: &NodeEvent, key: &str) -> Option<u64> {
     e.details
         .split_whitespace()
         .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
-}
-
-/// A node's answer to the launcher's `report` request (`cluster::supervisor_channel`):
-/// how far it got and what it waits for, one `lazarus-report` line on its standard error.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeReport {
-    /// The node.
-    pub rank: u16,
-    /// Its process's incarnation (0 without recovery).
-    pub incarnation: u32,
-    /// Messages whose handler ran in this process so far.
-    pub handled: u64,
-    /// CPU time the process has used so far (user and system), in milliseconds.
-    pub cpu_ms: u64,
-    /// What it waits for: with recovery on, the stall report (what its inbox holds back
-    /// and why, held frames, mailboxes); without, its mailboxes.
-    pub state: String,
-}
-
-impl NodeReport {
-    /// The line the node prints.
-    pub fn line(&self) -> String {
-        format!(
-            "lazarus-report rank={} incarnation={} handled={} cpu_ms={} state: {}",
-            self.rank,
-            self.incarnation,
-            self.handled,
-            self.cpu_ms,
-            self.state.replace(['\n', '\r'], " ")
-        )
-    }
-}
-
-/// Parses a node's report line; `None` for any other line.
-pub fn parse_report(line: &str) -> Option<NodeReport> {
-    let rest = line.trim().strip_prefix("lazarus-report ")?;
-    let (fields, state) = match rest.split_once(" state:") {
-        Some((fields, state)) => (fields, state.trim()),
-        None => (rest, ""),
-    };
-    let field = |key: &str| {
-        fields
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-    };
-    Some(NodeReport {
-        rank: field("rank")?.parse().ok()?,
-        incarnation: field("incarnation")?.parse().ok()?,
-        handled: field("handled")?.parse().ok()?,
-        cpu_ms: field("cpu_ms")?.parse().ok()?,
-        state: state.to_string(),
-    })
 }
 
 /// The default of `lazarus run --stall-timeout`.
@@ -669,7 +613,7 @@ mod tests {
         assert!(!repeats_startup_failure(Some(1), Some(2), false));
         assert!(!repeats_startup_failure(Some(2), Some(2), true));
         // Actor failures have their own rule (the same failure three times).
-        let actor = crate::recovery_layer::ACTOR_FAILED_EXIT;
+        let actor = lazarus::recovery_layer::ACTOR_FAILED_EXIT;
         assert!(!repeats_startup_failure(Some(actor), Some(actor), false));
     }
 

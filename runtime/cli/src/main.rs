@@ -12,8 +12,8 @@
 
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use lazarus::placement::{self, Slot};
-use lazarus::supervisor::{self, OnExit, PlannedKill};
+use lazarus_cli::placement::{self, Slot};
+use lazarus_cli::supervisor::{self, OnExit, PlannedKill};
 use std::io::{BufRead, BufReader, Write};
 use std::net::UdpSocket;
 use std::os::unix::process::{CommandExt, ExitStatusExt};

@@ -1,0 +1,11 @@
+//! The `lazarus` command's library: what the launcher decides without touching a
+//! process, so that it can be tested (and read by the benchmarks' report) on its own.
+//!
+//! - [`supervisor`]: kill plans, the restart policy, the recovery timeline built from the
+//!   nodes' `lazarus-event` lines, the stall watchdog;
+//! - [`placement`]: where each rank runs (`--hosts`, spare slots) and on which address.
+//!
+//! The binary (`src/main.rs`) owns the processes, the command line and the output.
+
+pub mod placement;
+pub mod supervisor;
