@@ -209,7 +209,7 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
         #[serde(crate = "::lazarus::__private::serde")]
         pub enum #set { #(#variants,)* }
 
-        impl ::lazarus::MessageSet for #set {
+        impl ::lazarus::MessageEnum for #set {
             fn type_name(&self) -> &'static str {
                 match *self { #(#names,)* }
             }

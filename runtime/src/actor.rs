@@ -2,7 +2,7 @@
 //!
 //! Users do not implement these by hand: `#[derive(Actor)]` implements [`Actor`] and
 //! `#[messages]` on an impl block implements [`Handlers`], one [`Message`] per handler
-//! method and the [`MessageSet`] enum that carries them through the mailbox. Because the
+//! method and the [`MessageEnum`] enum that carries them through the mailbox. Because the
 //! mailbox holds that enum by value, a local message is moved into the receiver without
 //! boxing, serialization or a payload copy.
 
@@ -36,7 +36,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> WireMessage for T {}
 )]
 pub trait Handlers: Sized + Send + 'static {
     /// The enum of every message this actor accepts (with its reply slot).
-    type Msg: MessageSet;
+    type Msg: MessageEnum;
 
     /// Runs the handler for `msg`.
     fn handle(&mut self, msg: Self::Msg, ctx: &mut Context<Self>)
@@ -46,7 +46,7 @@ pub trait Handlers: Sized + Send + 'static {
 
 /// The mailbox payload of one actor type: one variant per message type. It is also what
 /// crosses nodes: serialized with its reply slot's route, never with a local channel.
-pub trait MessageSet: Serialize + DeserializeOwned + Send + 'static {
+pub trait MessageEnum: Serialize + DeserializeOwned + Send + 'static {
     /// The message type's name, for metrics and failure reports.
     fn type_name(&self) -> &'static str;
 }

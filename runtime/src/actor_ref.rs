@@ -147,7 +147,7 @@ impl<A: Actor> ActorRef<A> {
     ) -> Result<(), SendError<M>> {
         match crate::recovery_layer::tell_hook() {
             TellHook::None => self.tell_direct(msg, reply),
-            TellHook::Driver => self.driver_tell(msg, reply),
+            TellHook::Main => self.main_tell(msg, reply),
             TellHook::LogAll(from) => self.logged_local_tell(from, msg, reply),
         }
     }
@@ -209,7 +209,7 @@ impl<A: Actor> ActorRef<A> {
     /// A tell from the app's main on a node with recovery on: counted, so that a
     /// restarted node's main does not make again the tells its checkpoint contains.
     #[cold]
-    fn driver_tell<M: Message<A>>(
+    fn main_tell<M: Message<A>>(
         &self,
         msg: M,
         reply: ReplyTo<M::Reply>,
@@ -221,8 +221,8 @@ impl<A: Actor> ActorRef<A> {
         // Main's tell is an input to the set: what the set's actors send after it (and
         // so the answers coming back) depends on it, and a restarted node replays those
         // answers only once main has made the tell again.
-        let input = |core: &mut crate::recovery_layer::Core| {
-            if let Some(protocol) = core.recovery.protocol_mut() {
+        let input = |state: &mut crate::recovery_layer::LayerState| {
+            if let Some(protocol) = state.recovery.protocol_mut() {
                 protocol.on_local_input();
             }
         };
@@ -231,13 +231,13 @@ impl<A: Actor> ActorRef<A> {
             // message together or neither; logged messages the tell let through (on
             // either route) go in after it.
             Route::Local(_) => {
-                let (mut core, skip) = layer.driver_turn(&node, true);
+                let (mut state, skip) = layer.main_turn(&node, true);
                 if skip {
                     return Ok(());
                 }
-                input(&mut core);
+                input(&mut state);
                 let sent = self.tell_direct(msg, reply);
-                RecoveryLayer::deliver_ready(&mut core, &node);
+                RecoveryLayer::deliver_ready(&mut state, &node);
                 sent
             }
             Route::Remote(t) => {
@@ -255,12 +255,12 @@ impl<A: Actor> ActorRef<A> {
                         })
                     }
                 };
-                let (mut core, skip) = layer.driver_turn(&node, true);
+                let (mut state, skip) = layer.main_turn(&node, true);
                 if skip {
                     return Ok(());
                 }
-                input(&mut core);
-                layer.driver_send_logged(core, &node, env);
+                input(&mut state);
+                layer.main_send_logged(state, &node, env);
                 Ok(())
             }
         }
@@ -272,10 +272,10 @@ impl<A: Actor> ActorRef<A> {
     /// [`Ask::timeout`] sets another. The future needs a Tokio runtime with timers, which
     /// [`crate::Node::block_on`] provides.
     pub fn ask<M: Message<A>>(&self, msg: M) -> Ask<A, M::Reply> {
-        if crate::recovery_layer::tell_hook() == TellHook::Driver {
+        if crate::recovery_layer::tell_hook() == TellHook::Main {
             let node = self.node_handle();
             if let (Some(layer), Some(tr)) = (node.recovery_layer(), node.transport()) {
-                return self.driver_ask(layer, tr, msg);
+                return self.main_ask(layer, tr, msg);
             }
         }
         let id = self.id();
@@ -295,7 +295,7 @@ impl<A: Actor> ActorRef<A> {
                     timeout: Some(cell.mailbox.ask_timeout),
                     state,
                     sleep: None,
-                    driver: None,
+                    main_layer: None,
                     settled: false,
                     _reply: PhantomData,
                 }
@@ -329,7 +329,7 @@ impl<A: Actor> ActorRef<A> {
                     timeout: Some(t.ask_timeout),
                     state,
                     sleep: None,
-                    driver: None,
+                    main_layer: None,
                     settled: false,
                     _reply: PhantomData,
                 }
@@ -343,7 +343,7 @@ impl<A: Actor> ActorRef<A> {
     /// checkpoint contains it and gets the reply kept from before the failure, or made
     /// after the restore (by a restored actor, or resent by the replier's node).
     #[cold]
-    fn driver_ask<M: Message<A>>(
+    fn main_ask<M: Message<A>>(
         &self,
         layer: &Arc<RecoveryLayer>,
         tr: Arc<crate::transport::Transport>,
@@ -358,10 +358,10 @@ impl<A: Actor> ActorRef<A> {
             ),
             Route::Remote(t) => (None, t.ask_timeout),
         };
-        let (mut core, skip) = layer.driver_turn(node, true);
-        let request = crate::recovery_layer::driver::request_number(core.driver.sent);
+        let (mut state, skip) = layer.main_turn(node, true);
+        let request = crate::recovery_layer::main_replay::request_number(state.main_replay.sent);
         let rx = tr.expect_reply(request, id.rank());
-        if let Some((outcome, diverged)) = core.driver.ask(request, id) {
+        if let Some((outcome, diverged)) = state.main_replay.ask(request, id) {
             if let Some(before) = diverged {
                 layer.report_diverged_ask(request, id, before);
             }
@@ -369,8 +369,8 @@ impl<A: Actor> ActorRef<A> {
         }
         let mut failed = None;
         if !skip {
-            // An input to the set, like main's tell (see `ActorRef::driver_tell`).
-            if let Some(protocol) = core.recovery.protocol_mut() {
+            // An input to the set, like main's tell (see `ActorRef::main_tell`).
+            if let Some(protocol) = state.recovery.protocol_mut() {
                 protocol.on_local_input();
             }
             match &self.route {
@@ -379,7 +379,7 @@ impl<A: Actor> ActorRef<A> {
                 // through the layer.
                 Route::Local(cell) => {
                     let reply = ReplyTo::to_driver(node.rank(), request);
-                    let refused = crate::recovery_layer::driver::without_drop_replies(|| {
+                    let refused = crate::recovery_layer::main_replay::without_drop_replies(|| {
                         cell.send(msg.into_set(reply)).is_err()
                     });
                     let mut answer = None;
@@ -387,12 +387,12 @@ impl<A: Actor> ActorRef<A> {
                         // Kept like an answer: a re-executed `main` that skips this ask
                         // gets the same.
                         telemetry::send_error(A::NAME);
-                        let outcome: crate::recovery_layer::driver::Outcome =
+                        let outcome: crate::recovery_layer::main_replay::Outcome =
                             Err(RemoteError::ActorGone(id));
-                        answer = core.driver.keep_outcome(request, &outcome).ok();
+                        answer = state.main_replay.keep_outcome(request, &outcome).ok();
                     }
-                    RecoveryLayer::deliver_ready(&mut core, node);
-                    drop(core);
+                    RecoveryLayer::deliver_ready(&mut state, node);
+                    drop(state);
                     if let Some(outcome) = answer {
                         tr.complete_request(request, outcome);
                     }
@@ -402,15 +402,15 @@ impl<A: Actor> ActorRef<A> {
                     &msg.into_set(ReplyTo::outgoing(node.rank(), request)),
                     Some(request),
                 ) {
-                    Ok(env) => layer.driver_send_logged(core, node, env),
+                    Ok(env) => layer.main_send_logged(state, node, env),
                     Err(refused) => {
                         // Kept like an answer (the ask is counted): a re-executed `main`
                         // that skips this ask gets the same refusal.
                         telemetry::send_error(A::NAME);
-                        let outcome: crate::recovery_layer::driver::Outcome =
+                        let outcome: crate::recovery_layer::main_replay::Outcome =
                             Err(refused.outcome(id));
-                        let answer = core.driver.keep_outcome(request, &outcome).ok();
-                        drop(core);
+                        let answer = state.main_replay.keep_outcome(request, &outcome).ok();
+                        drop(state);
                         match answer {
                             Some(outcome) => {
                                 tr.complete_request(request, outcome);
@@ -439,7 +439,7 @@ impl<A: Actor> ActorRef<A> {
             timeout: Some(timeout),
             state,
             sleep: None,
-            driver: Some(Arc::clone(layer)),
+            main_layer: Some(Arc::clone(layer)),
             settled: false,
             _reply: PhantomData,
         }
@@ -493,9 +493,8 @@ impl RemoteTarget {
         }
         Ok(Envelope {
             to: self.id,
-            from: crate::lifecycle::current_actor().unwrap_or_else(|| {
-                crate::recovery_layer::RecoveryLayer::driver_id(self.node.rank())
-            }),
+            from: crate::lifecycle::current_actor()
+                .unwrap_or_else(|| crate::recovery_layer::RecoveryLayer::main_id(self.node.rank())),
             type_tag: self.type_tag,
             request,
             payload,
@@ -524,7 +523,7 @@ pub(crate) fn send_envelope(node: &NodeHandle, env: Envelope) -> Result<(), Stri
     };
     if let Some(layer) = node.recovery_layer() {
         let from = crate::lifecycle::current_actor()
-            .unwrap_or_else(|| RecoveryLayer::driver_id(node.rank()));
+            .unwrap_or_else(|| RecoveryLayer::main_id(node.rank()));
         return layer.send_remote(node, from, env);
     }
     transport.send_envelope(env).map_err(|e| e.to_string())
@@ -596,7 +595,7 @@ pub struct Ask<A: Actor, R> {
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     /// The node's recovery layer, for an ask by `main` with recovery on: its timeout is
     /// kept as its outcome.
-    driver: Option<Arc<RecoveryLayer>>,
+    main_layer: Option<Arc<RecoveryLayer>>,
     /// The ask has its outcome (returned, or given up on).
     settled: bool,
     _reply: PhantomData<fn() -> A>,
@@ -607,7 +606,7 @@ impl<A: Actor, R> Drop for Ask<A, R> {
         // An ask by `main` dropped unanswered (`select!`, an outer timeout): given up on,
         // like a timeout, so a re-executed `main` that drops it again does not get the
         // late reply meant for nobody.
-        if !self.settled && self.driver.is_some() {
+        if !self.settled && self.main_layer.is_some() {
             self.give_up();
         }
     }
@@ -631,8 +630,8 @@ impl<A: Actor, R> Ask<A, R> {
     /// the reply won the race (it is being handed over: wait for it).
     fn give_up(&mut self) -> bool {
         if let AskState::Remote(_, request, transport) = &self.state {
-            if let Some(layer) = &self.driver {
-                if !layer.driver_ask_timed_out(*request, self.id) {
+            if let Some(layer) = &self.main_layer {
+                if !layer.main_ask_timed_out(*request, self.id) {
                     return false;
                 }
             }

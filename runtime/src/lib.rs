@@ -68,7 +68,9 @@ pub mod transport;
 #[cfg(test)]
 extern crate self as lazarus;
 
-pub use actor::{Actor, CheckpointState, Handlers, Message, MessageSet, ReplyMessage, WireMessage};
+pub use actor::{
+    Actor, CheckpointState, Handlers, Message, MessageEnum, ReplyMessage, WireMessage,
+};
 pub use actor_id::ActorId;
 pub use actor_ref::{ActorRef, Ask};
 pub use cluster::{Cluster, ClusterError, ClusterSpec};

@@ -7,7 +7,7 @@
 //! meanwhile. The flag makes the cell run on at most one thread at a time (always its own
 //! core's), in mailbox order.
 
-use crate::actor::{type_tag, Actor, MessageSet};
+use crate::actor::{type_tag, Actor, MessageEnum};
 use crate::actor_id::ActorId;
 use crate::actor_ref::ActorRef;
 use crate::context::Context;
@@ -230,9 +230,8 @@ impl<A: Actor> ActorCell<A> {
 
     fn push_and_wake(self: &Arc<Self>, msg: A::Msg) -> Result<(), (A::Msg, Status)> {
         if A::ORDER_SENSITIVE {
-            let from = current_actor().unwrap_or_else(|| {
-                crate::recovery_layer::RecoveryLayer::driver_id(self.node.rank())
-            });
+            let from = current_actor()
+                .unwrap_or_else(|| crate::recovery_layer::RecoveryLayer::main_id(self.node.rank()));
             let stamp = match self.node.recovery_layer() {
                 Some(layer) => layer.stamp_local(from, self.mailbox.id),
                 // Without recovery only the sender matters (selective receive).

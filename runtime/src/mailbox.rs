@@ -1,7 +1,7 @@
 //! An actor's mailbox: a lock-free FIFO of messages and control signals, plus the actor's
 //! status as senders see it.
 //!
-//! The queue holds the actor's [`MessageSet`](crate::MessageSet) enum by value, so a local
+//! The queue holds the actor's [`MessageEnum`](crate::MessageEnum) enum by value, so a local
 //! send is a move of the message into the queue: no box, no serialization, no copy of any
 //! heap payload the message owns.
 

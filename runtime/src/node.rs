@@ -699,7 +699,7 @@ impl Node {
     pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
         if let Some(layer) = self.handle.recovery_layer() {
             // A restarted node's main waits for something: its actors must run.
-            drop(layer.driver_turn(&self.handle, false));
+            drop(layer.main_turn(&self.handle, false));
         }
         let previous = NodeHandle::set_current(Some(self.handle.clone()));
         let rt = self.main_rt.as_ref().expect("runtime present until drop");

@@ -158,7 +158,7 @@ fn send_to_actor<R: Serialize>(route: ActorRoute, reply: &R) -> Result<(), Strin
     let env = Envelope {
         to: route.to,
         from: crate::lifecycle::current_actor()
-            .unwrap_or_else(|| crate::recovery_layer::RecoveryLayer::driver_id(node.rank())),
+            .unwrap_or_else(|| crate::recovery_layer::RecoveryLayer::main_id(node.rank())),
         type_tag: route.type_tag,
         request: None,
         payload,
@@ -195,14 +195,14 @@ fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError
             }
         }
     }
-    if crate::recovery_layer::driver::is_driver_request(request) {
+    if crate::recovery_layer::main_replay::is_main_request(request) {
         // An answer to the app's main with recovery on: logged, so a restarted main
         // gets it again.
         if let Some((node, layer)) = node
             .as_ref()
             .and_then(|n| n.recovery_layer().map(|l| (n, l)))
         {
-            return match layer.reply_to_driver(node, rank, request, &outcome) {
+            return match layer.reply_to_main(node, rank, request, &outcome) {
                 Ok(delivered) => delivered,
                 Err(e) => {
                     tracing::warn!(rank, "reply to main on node {rank} not sent: {e}");
@@ -221,7 +221,7 @@ fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError
     // A slot dropped while this thread holds the recovery layer's lock (a message the
     // layer delivered was refused, and its slot with it): a send that waited for queue
     // room could wait for a network task that waits for the lock.
-    if crate::recovery_layer::holds_core() {
+    if crate::recovery_layer::holds_state() {
         if let Some(layer) = node.as_ref().and_then(|n| n.recovery_layer()) {
             layer.send_unblocking(rank, FrameBody::Reply { request, outcome });
             return true;
@@ -249,9 +249,9 @@ impl<R> Drop for ReplyTo<R> {
             return;
         }
         if let Slot::Remote { rank, request } = self.slot {
-            if crate::recovery_layer::driver::is_driver_request(request)
+            if crate::recovery_layer::main_replay::is_main_request(request)
                 && (std::thread::panicking()
-                    || crate::recovery_layer::driver::drop_replies_silenced())
+                    || crate::recovery_layer::main_replay::drop_replies_silenced())
             {
                 // A handler panicked with recovery on: its node rolls back and the
                 // restored actor answers `main` (a "no reply" now would contradict it).

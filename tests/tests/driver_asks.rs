@@ -203,17 +203,13 @@ fn with_recovery_on_sends_of_main_from_a_second_thread_are_counted_as_not_reprod
     let adder = node0.spawn(Adder::default()).unwrap();
     let layer = node0.handle().recovery_layer().unwrap().clone();
     adder.tell(Add { amount: 1 }).unwrap();
-    assert_eq!(
-        layer.stats().driver_off_thread_sends,
-        0,
-        "one thread so far"
-    );
+    assert_eq!(layer.stats().main_off_thread_sends, 0, "one thread so far");
     let from_elsewhere = adder.clone();
     std::thread::spawn(move || from_elsewhere.tell(Add { amount: 2 }).unwrap())
         .join()
         .unwrap();
     assert_eq!(
-        layer.stats().driver_off_thread_sends,
+        layer.stats().main_off_thread_sends,
         1,
         "a tell from a second thread is numbered by the race between threads: reported"
     );

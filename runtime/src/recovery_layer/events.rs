@@ -15,7 +15,7 @@
 //!   file written before it acknowledges, so a killed logger loses nothing.
 
 use super::dependence;
-use super::{event, Core, RecoveryLayer};
+use super::{event, LayerState, RecoveryLayer};
 use crate::actor_id::ActorId;
 use crate::mailbox::Stamp;
 use crate::node::NodeHandle;
@@ -48,9 +48,9 @@ const COMPACT_AT: u64 = 8 << 20;
 /// Metric: writes of the event-logger journal that failed (disk full, I/O error).
 pub const JOURNAL_FAILURES: &str = "lazarus_recovery_event_journal_failures_total";
 
-/// The determinant state of a node the driver keeps, inside the layer's [`Core`] (the
+/// The determinant state of a node the driver keeps, inside the layer's [`LayerState`] (the
 /// node's event logging, logger store and send gate are in its machine,
-/// [`Core::recovery`]).
+/// [`LayerState::recovery`]).
 pub(crate) struct Events {
     journal: Option<Journal>,
     /// Event clock per actor that had nondeterministic events.
@@ -156,7 +156,7 @@ impl Events {
     }
 }
 
-impl Core {
+impl LayerState {
     /// Advances `actor`'s event clock for a value read or a probe: the new tick; `None` while there is no logging (a restarted node still loading).
     fn event_tick(&mut self, actor: ActorId) -> Option<u64> {
         self.recovery.events()?;
@@ -227,12 +227,12 @@ impl RecoveryLayer {
     /// logged events: yes, and the delivery is recorded; during its replay: only if the
     /// log names this message next; while the node fetches its log: no.
     pub(crate) fn admit(&self, actor: ActorId, stamp: Stamp) -> bool {
-        let mut core = self.lock();
-        let Some(tick) = core.delivery_tick(actor) else {
+        let mut state = self.lock();
+        let Some(tick) = state.delivery_tick(actor) else {
             return false;
         };
         let channel = ChannelId::new(stamp.from, actor);
-        match core
+        match state
             .recovery
             .admit_delivery(actor, tick, channel, stamp.index)
         {
@@ -240,7 +240,7 @@ impl RecoveryLayer {
             Admission::Replayed => {
                 replayed();
                 if crate::timer::is_source(stamp.from) {
-                    core.events.timers_replayed += 1;
+                    state.events.timers_replayed += 1;
                 }
             }
             Admission::Recorded { depends, diverged } => {
@@ -252,12 +252,12 @@ impl RecoveryLayer {
                 counter!(DETERMINANTS).increment(1);
             }
         }
-        core.events.clocks.insert(actor, tick);
+        state.events.clocks.insert(actor, tick);
         // Shipped now, while the handler runs: its replies wait only for the rest of the
         // logger's round trip.
-        core.recovery.flush_events();
-        let frames = Self::outgoing(&mut core);
-        drop(core);
+        state.recovery.flush_events();
+        let frames = Self::outgoing(&mut state);
+        drop(state);
         self.emit(frames);
         true
     }
@@ -268,11 +268,11 @@ impl RecoveryLayer {
     /// original run and in a replay alike. While the node fetches its log: no (the clock
     /// must not move before the script is known).
     pub(crate) fn admit_selected(&self, actor: ActorId, stamp: Stamp) -> bool {
-        let mut core = self.lock();
-        let Some(tick) = core.delivery_tick(actor) else {
+        let mut state = self.lock();
+        let Some(tick) = state.delivery_tick(actor) else {
             return false;
         };
-        match core.recovery.admit_selected(actor, tick) {
+        match state.recovery.admit_selected(actor, tick) {
             None => return false,
             Some(Ok(())) => {}
             Some(Err(e)) => {
@@ -280,9 +280,9 @@ impl RecoveryLayer {
                 tracing::error!("{e} (from {}); the actor runs free from here", stamp.from);
             }
         }
-        core.events.clocks.insert(actor, tick);
+        state.events.clocks.insert(actor, tick);
         counter!(SELECTED_DELIVERIES).increment(1);
-        core.events.selected += 1;
+        state.events.selected += 1;
         true
     }
 
@@ -294,11 +294,11 @@ impl RecoveryLayer {
     /// A nondeterministic value read by `actor` (`ctx.now()`, `ctx.random()`): replayed
     /// from the log during a replay, else `fresh()`, recorded.
     pub(crate) fn value(&self, actor: ActorId, fresh: impl FnOnce() -> u64) -> u64 {
-        let mut core = self.lock();
-        let Some(tick) = core.event_tick(actor) else {
+        let mut state = self.lock();
+        let Some(tick) = state.event_tick(actor) else {
             return fresh();
         };
-        match core.recovery.read_value(actor, tick, fresh) {
+        match state.recovery.read_value(actor, tick, fresh) {
             Some(read) => noted(read),
             None => 0,
         }
@@ -308,11 +308,11 @@ impl RecoveryLayer {
     /// its replay the logged answer; past it `fresh()`, recorded (a run of empty answers
     /// lazily, as one determinant, and only if a message leaves the node after it).
     pub(crate) fn probe(&self, actor: ActorId, fresh: impl FnOnce() -> bool) -> bool {
-        let mut core = self.lock();
-        let Some(tick) = core.event_tick(actor) else {
+        let mut state = self.lock();
+        let Some(tick) = state.event_tick(actor) else {
             return fresh();
         };
-        match core.recovery.probe(actor, tick, fresh) {
+        match state.recovery.probe(actor, tick, fresh) {
             Some(read) => noted(read),
             None => false,
         }
@@ -320,10 +320,10 @@ impl RecoveryLayer {
 
     /// An event-logging frame from node `from` arrived.
     pub(crate) fn on_events(&self, node: &NodeHandle, from: u16, msg: EventMessage) {
-        let mut core = self.lock_from_network();
-        let Core {
+        let mut state = self.lock_from_network();
+        let LayerState {
             events, recovery, ..
-        } = &mut *core;
+        } = &mut *state;
         let kind = msg.kind();
         let logger_role = matches!(
             msg,
@@ -373,8 +373,8 @@ impl RecoveryLayer {
             let replay = if replay { "yes" } else { "none" };
             event(self.rank, &format!("determinants fetched replay={replay}"));
         }
-        let frames = Self::outgoing(&mut core);
-        drop(core);
+        let frames = Self::outgoing(&mut state);
+        drop(state);
         self.emit(frames);
         for id in wake {
             if let Some(c) = node.control(id) {
@@ -386,17 +386,17 @@ impl RecoveryLayer {
     /// After a checkpoint commits: releases at the loggers, and held frames whose
     /// determinants the checkpoint now covers.
     pub(crate) fn events_committed(&self, snapshot: EventSnapshot) {
-        let mut core = self.lock();
-        core.recovery.events_committed(snapshot);
-        let frames = Self::outgoing(&mut core);
-        drop(core);
+        let mut state = self.lock();
+        state.recovery.events_committed(snapshot);
+        let frames = Self::outgoing(&mut state);
+        drop(state);
         self.emit(frames);
     }
 
     /// The determinant part of a checkpoint, read with the actors (cores paused).
-    pub(crate) fn events_image(&self, core: &Core) -> EventImage {
-        let clocks = &core.events.clocks;
-        let snapshot = core
+    pub(crate) fn events_image(&self, state: &LayerState) -> EventImage {
+        let clocks = &state.events.clocks;
+        let snapshot = state
             .recovery
             .events()
             .map(|l| l.checkpoint(|a| clocks.get(&a).copied().unwrap_or(0)))
@@ -420,8 +420,8 @@ impl RecoveryLayer {
                 .map(|(f, t, i)| ((*f, *t), *i))
                 .collect();
         }
-        let mut core = self.lock();
-        core.events.clocks = image.clocks.iter().copied().collect();
+        let mut state = self.lock();
+        state.events.clocks = image.clocks.iter().copied().collect();
         let restored = EventLogging::restore(
             SetId(self.rank),
             self.size,
@@ -430,12 +430,12 @@ impl RecoveryLayer {
             crate::recovery::Incarnation(self.config.incarnation),
         );
         match restored {
-            Ok((logging, msgs)) => core.recovery.start_events(logging, msgs),
+            Ok((logging, msgs)) => state.recovery.start_events(logging, msgs),
             Err(e) => tracing::error!("event logging not restored: {e}"),
         }
-        let early = core.recovery.take_early_events();
-        let frames = Self::outgoing(&mut core);
-        drop(core);
+        let early = state.recovery.take_early_events();
+        let frames = Self::outgoing(&mut state);
+        drop(state);
         self.emit(frames);
         for (from, m) in early {
             self.on_events(node, from.0, m);

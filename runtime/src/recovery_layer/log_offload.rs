@@ -437,9 +437,9 @@ impl RecoveryLayer {
                 // A restored node: its lost incarnation's blocks that the checkpoint does
                 // not point into are garbage at the loggers.
                 let (blocks, then) = {
-                    let core = self.lock();
-                    let blocks = core.recovery.protocol().map(|p| p.dumped_blocks());
-                    (blocks, core.logger_instances.clone())
+                    let state = self.lock();
+                    let blocks = state.recovery.protocol().map(|p| p.dumped_blocks());
+                    (blocks, state.logger_instances.clone())
                 };
                 if let Some(blocks) = blocks {
                     let lacks = offload.retain(self.rank, blocks.iter().map(|&(_, b)| b).collect());
@@ -501,8 +501,8 @@ impl RecoveryLayer {
     fn dump_until(&self, offload: &LogOffload, target: usize, quota: usize, first: u16) {
         loop {
             let taken = {
-                let mut core = self.lock();
-                let Some(p) = core.recovery.protocol_mut() else {
+                let mut state = self.lock();
+                let Some(p) = state.recovery.protocol_mut() else {
                     return;
                 };
                 if !dump_continues(&p.log_stats(), target, quota) {
@@ -519,8 +519,8 @@ impl RecoveryLayer {
             let copies = self.config.logger_copies;
             let by = offload.store(self.rank, dump.block, bytes, first, copies);
             let dumped = {
-                let mut core = self.lock();
-                match (core.recovery.protocol_mut(), &by[..]) {
+                let mut state = self.lock();
+                match (state.recovery.protocol_mut(), &by[..]) {
                     (Some(p), [logger, more @ ..]) if p.incarnation() == incarnation => {
                         p.log_dumped(&dump, *logger, more.first().copied());
                         true

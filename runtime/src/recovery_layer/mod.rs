@@ -12,7 +12,7 @@
 //! | the node's coordinated checkpoint | [`set_checkpoint`] |
 //! | the buddy replica of checkpoints | [`replica`] |
 //! | a restarted node: load, restore actors, roll back | [`restore`] |
-//! | the app's `main` (the driver) in a restarted node | `RecoveryLayer::driver_turn` |
+//! | the app's `main` (the driver) in a restarted node | `RecoveryLayer::main_turn` |
 //! | determinants of order-sensitive actors, `ctx.now()`, `ctx.random()` | [`events`] |
 //! | which determinants an actor's messages out of the node wait for | `dependence` |
 //!
@@ -21,10 +21,10 @@
 //! events of the set (`LocalDeliveries`, a plain store on the sending core's counter each).
 
 pub(crate) mod dependence;
-pub(crate) mod driver;
 pub mod events;
 pub mod in_place;
 pub mod log_offload;
+pub(crate) mod main_replay;
 pub mod replica;
 pub mod restore;
 pub mod set_checkpoint;
@@ -98,7 +98,7 @@ pub const STALLS: &str = "lazarus_recovery_stalls_total";
 pub const BAD_RECOVERY_FRAMES: &str = "lazarus_recovery_rejected_total";
 
 /// Nodes whose `main` sent from a second thread (counted once per incarnation).
-pub const DRIVER_OFF_THREAD_SENDS: &str = "lazarus_driver_off_thread_sends_total";
+pub const MAIN_OFF_THREAD_SENDS: &str = "lazarus_main_off_thread_sends_total";
 
 /// Regenerated messages compared with the copy delivered before the failure.
 pub const REGENERATIONS_CHECKED: &str = "lazarus_recovery_regenerations_checked_total";
@@ -149,8 +149,8 @@ static LOG_ALL: AtomicBool = AtomicBool::new(false);
 pub(crate) enum TellHook {
     /// Nothing: recovery is off, or an actor sends inside its node.
     None,
-    /// The app's `main` sends: count it (see `RecoveryLayer::driver_turn`).
-    Driver,
+    /// The app's `main` sends: count it (see `RecoveryLayer::main_turn`).
+    Main,
     /// An actor sends inside its node and every message is logged (measurement mode).
     LogAll(ActorId),
 }
@@ -162,7 +162,7 @@ pub(crate) fn tell_hook() -> TellHook {
         return TellHook::None;
     }
     match crate::lifecycle::current_actor() {
-        None => TellHook::Driver,
+        None => TellHook::Main,
         Some(from) if LOG_ALL.load(Ordering::Relaxed) => TellHook::LogAll(from),
         Some(_) => TellHook::None,
     }
@@ -415,7 +415,7 @@ fn report_violations(rank: u16, violations: Vec<ContractViolation>) {
 }
 
 thread_local! {
-    /// How many recovery layers' locks this thread holds ([`CoreGuard`]; more than one
+    /// How many recovery layers' locks this thread holds ([`StateGuard`]; more than one
     /// only with several nodes in one process).
     static HOLDS_CORE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
@@ -423,23 +423,23 @@ thread_local! {
 /// A recovery layer's lock, held. While it is, the thread is marked: a reply to `main`
 /// made meanwhile (a message with a reply slot dropped inside a delivery, the error
 /// answer to an undeliverable ask) needs the lock itself, so it is deferred
-/// ([`driver::defer`]) and settled when the guard is released, *before* the lock is:
+/// ([`main_replay::defer`]) and settled when the guard is released, *before* the lock is:
 /// kept in the locked state (a reply from this node) or logged and queued without
 /// blocking (to another node), so the next holder of the lock, a checkpoint included,
 /// sees it together with what caused it.
-pub(crate) struct CoreGuard<'a> {
+pub(crate) struct StateGuard<'a> {
     layer: &'a RecoveryLayer,
-    guard: std::mem::ManuallyDrop<MutexGuard<'a, Core>>,
+    guard: std::mem::ManuallyDrop<MutexGuard<'a, LayerState>>,
     /// Settled replies from this node, handed to their asks once the lock is released.
-    answered: Vec<(u64, driver::Outcome)>,
+    answered: Vec<(u64, main_replay::Outcome)>,
     /// Settled replies to other nodes, queued once the lock is released.
     frames: Vec<(u16, FrameBody)>,
 }
 
-impl<'a> CoreGuard<'a> {
-    fn new(layer: &'a RecoveryLayer, guard: MutexGuard<'a, Core>) -> Self {
+impl<'a> StateGuard<'a> {
+    fn new(layer: &'a RecoveryLayer, guard: MutexGuard<'a, LayerState>) -> Self {
         HOLDS_CORE.with(|h| h.set(h.get() + 1));
-        CoreGuard {
+        StateGuard {
             layer,
             guard: std::mem::ManuallyDrop::new(guard),
             answered: Vec::new(),
@@ -454,7 +454,7 @@ impl<'a> CoreGuard<'a> {
         let layer = self.layer;
         // Settling one reply may defer another (logging delivers what it lets through).
         loop {
-            let replies = driver::take_deferred(layer);
+            let replies = main_replay::take_deferred(layer);
             if replies.is_empty() {
                 break;
             }
@@ -465,20 +465,20 @@ impl<'a> CoreGuard<'a> {
     }
 }
 
-impl std::ops::Deref for CoreGuard<'_> {
-    type Target = Core;
-    fn deref(&self) -> &Core {
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = LayerState;
+    fn deref(&self) -> &LayerState {
         &self.guard
     }
 }
 
-impl std::ops::DerefMut for CoreGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Core {
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut LayerState {
         &mut self.guard
     }
 }
 
-impl Drop for CoreGuard<'_> {
+impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
         let layer = self.layer;
         self.settle_deferred_replies();
@@ -503,13 +503,13 @@ impl Drop for CoreGuard<'_> {
         }
         if !still_held {
             // Replies for a layer whose lock this thread did not hold (none expected).
-            driver::send_deferred();
+            main_replay::send_deferred();
         }
     }
 }
 
 /// Whether this thread holds a recovery layer's lock.
-pub(crate) fn holds_core() -> bool {
+pub(crate) fn holds_state() -> bool {
     HOLDS_CORE.with(|h| h.get() > 0)
 }
 
@@ -527,14 +527,14 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// The protocol and everything that must change atomically with it.
-pub(crate) struct Core {
+pub(crate) struct LayerState {
     /// The node's recovery machine: its protocol (none while a restarted node is still
     /// loading its checkpoint), event logging, logger store and send gate.
     pub(crate) recovery: NodeRecovery<Envelope>,
     /// False in a restarted node until its actors are restored: nothing is delivered.
     pub(crate) ready: bool,
     /// The app's main: its sends so far, those to skip, the replies to its asks.
-    pub(crate) driver: driver::DriverState,
+    pub(crate) main_replay: main_replay::MainReplay,
     /// Actors spawned while the node is being restored, not started yet.
     pub(crate) deferred: Vec<Arc<dyn Control>>,
     /// Actor images of the checkpoint being restored, by actor.
@@ -563,7 +563,7 @@ pub(crate) struct Core {
 }
 
 /// A logged message waiting for its child addressee to be spawned again (see
-/// [`Core::unspawned`]).
+/// [`LayerState::unspawned`]).
 pub(crate) struct Unspawned {
     env: Envelope,
     from: u16,
@@ -703,7 +703,7 @@ pub struct RecoveryLayer {
     rank: u16,
     size: u16,
     config: RecoveryConfig,
-    core: Mutex<Core>,
+    state: Mutex<LayerState>,
     transport: OnceLock<Arc<Transport>>,
     store: DirectoryStore,
     replicas: replica::Replicas,
@@ -787,10 +787,10 @@ impl RecoveryLayer {
             size,
             store,
             config,
-            core: Mutex::new(Core {
+            state: Mutex::new(LayerState {
                 recovery,
                 ready: fresh,
-                driver: Default::default(),
+                main_replay: Default::default(),
                 deferred: Vec::new(),
                 images: HashMap::new(),
                 exited: Default::default(),
@@ -850,17 +850,17 @@ impl RecoveryLayer {
         &self.config
     }
 
-    pub(crate) fn lock(&self) -> CoreGuard<'_> {
-        CoreGuard::new(self, self.core.lock().unwrap_or_else(|e| e.into_inner()))
+    pub(crate) fn lock(&self) -> StateGuard<'_> {
+        StateGuard::new(self, self.state.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// [`RecoveryLayer::lock`] for network tasks: when a checkpoint holds the lock, the
     /// wait happens in `block_in_place`, so heartbeats and other streams keep moving on
     /// another runtime thread. Uncontended, it is a plain lock.
-    fn lock_from_network(&self) -> CoreGuard<'_> {
-        match self.core.try_lock() {
-            Ok(g) => CoreGuard::new(self, g),
-            Err(std::sync::TryLockError::Poisoned(p)) => CoreGuard::new(self, p.into_inner()),
+    fn lock_from_network(&self) -> StateGuard<'_> {
+        match self.state.try_lock() {
+            Ok(g) => StateGuard::new(self, g),
+            Err(std::sync::TryLockError::Poisoned(p)) => StateGuard::new(self, p.into_inner()),
             Err(std::sync::TryLockError::WouldBlock) => blocking(|| self.lock()),
         }
     }
@@ -903,9 +903,9 @@ impl RecoveryLayer {
     /// Queues protocol actions in the node's machine, behind the frames its send gate
     /// holds (`core` is the caller's lock: a resend whose payload is at a logger node is
     /// fetched from there under it, so that it keeps its place).
-    fn send_actions(&self, core: &mut Core, actions: Vec<Action<Envelope>>) {
+    fn send_actions(&self, state: &mut LayerState, actions: Vec<Action<Envelope>>) {
         for (to, frame) in self.frames(actions) {
-            core.recovery.send_behind_held(SetId(to), frame);
+            state.recovery.send_behind_held(SetId(to), frame);
         }
     }
 
@@ -913,17 +913,17 @@ impl RecoveryLayer {
     /// what the machine has to send.
     fn send_actions_now(&self, actions: Vec<Action<Envelope>>) {
         let frames = {
-            let mut core = self.lock();
-            self.send_actions(&mut core, actions);
-            Self::outgoing(&mut core)
+            let mut state = self.lock();
+            self.send_actions(&mut state, actions);
+            Self::outgoing(&mut state)
         };
         self.emit(frames);
     }
 
     /// The frames the node's machine has to send, in order, for [`Self::emit`] once the
     /// lock is released.
-    fn outgoing(core: &mut Core) -> Vec<(u16, FrameBody)> {
-        std::iter::from_fn(|| core.recovery.poll_transmit())
+    fn outgoing(state: &mut LayerState) -> Vec<(u16, FrameBody)> {
+        std::iter::from_fn(|| state.recovery.poll_transmit())
             .map(|(to, frame)| (to.0, body_of(frame)))
             .collect()
     }
@@ -960,7 +960,7 @@ impl RecoveryLayer {
     }
 
     /// The pseudo-actor that sends on behalf of the app's `main` on this node.
-    pub(crate) fn driver_id(rank: u16) -> ActorId {
+    pub(crate) fn main_id(rank: u16) -> ActorId {
         ActorId::new(rank, (1 << 48) - 1).unwrap_or(ActorId::from_u64(0))
     }
 
@@ -969,16 +969,21 @@ impl RecoveryLayer {
     /// at once or once the determinants its sender depends on are stable (take it with
     /// [`Self::outgoing`]). Nothing is queued when the receiver already has it (a
     /// regenerated message after a rollback).
-    pub(crate) fn log_send(core: &mut Core, node: &NodeHandle, from: ActorId, env: Envelope) {
+    pub(crate) fn log_send(
+        state: &mut LayerState,
+        node: &NodeHandle,
+        from: ActorId,
+        env: Envelope,
+    ) {
         // The message depends on every local delivery before it (folded into the
         // interval here; they may also let logged messages through).
-        Self::deliver_ready(core, node);
+        Self::deliver_ready(state, node);
         let to = SetId(env.to.rank());
         let channel = ChannelId::new(from, env.to);
         // Under the layer's lock, as `ActorDependence::resolve` requires.
         let sender = dependence::with_current(|d| d.map(|d| (from, d.get())));
-        let logging = core.recovery.events().is_some();
-        match core.recovery.handle_send(to, channel, env, sender) {
+        let logging = state.recovery.events().is_some();
+        match state.recovery.handle_send(to, channel, env, sender) {
             Ok(Sent::Logged {
                 needed,
                 held,
@@ -999,7 +1004,7 @@ impl RecoveryLayer {
             }
             Ok(Sent::Suppressed { .. }) => {
                 counter!(SUPPRESSED).increment(1);
-                if let Some(p) = core.recovery.protocol_mut() {
+                if let Some(p) = state.recovery.protocol_mut() {
                     report_checks(node.rank(), p);
                 }
             }
@@ -1007,12 +1012,12 @@ impl RecoveryLayer {
             Err(e) => tracing::error!("recovery layer refused a send: {e}"),
         }
         // After a restore, a send made again may be what logged messages waited for.
-        if core
+        if state
             .recovery
             .protocol()
             .is_some_and(|p| p.has_deliverable())
         {
-            Self::deliver_ready(core, node);
+            Self::deliver_ready(state, node);
         }
     }
 
@@ -1022,29 +1027,29 @@ impl RecoveryLayer {
     #[inline]
     pub(crate) fn local_delivery(&self, node: &NodeHandle, receiver: &CoreQueue) {
         if self.local.count(node, receiver) {
-            let mut core = self.lock();
-            Self::deliver_ready(&mut core, node);
+            let mut state = self.lock();
+            Self::deliver_ready(&mut state, node);
         }
     }
 
     /// Child actor `id` was spawned: the logged messages that waited for it go into its
     /// mailbox, in their delivery order, before any later one (both under the lock).
     pub(crate) fn child_spawned(&self, node: &NodeHandle, id: ActorId) {
-        if holds_core() {
+        if holds_state() {
             // Not expected: spawns run in handlers and `main`, outside the lock (a
             // restore's vacant cells do not come here). Taking it again would deadlock.
             tracing::warn!(actor = %id, "child spawned under the recovery lock: messages waiting for it stay held");
             return;
         }
-        let mut core = self.lock();
-        let Some(waiting) = core.unspawned.remove(&id) else {
+        let mut state = self.lock();
+        let Some(waiting) = state.unspawned.remove(&id) else {
             return;
         };
         let _current = CurrentNode::enter(node);
         for w in waiting {
-            if let Err(e) =
-                driver::without_drop_replies(|| node.deliver_remote(w.env, w.from, Some(w.stamp)))
-            {
+            if let Err(e) = main_replay::without_drop_replies(|| {
+                node.deliver_remote(w.env, w.from, Some(w.stamp))
+            }) {
                 counter!(crate::transport::UNDELIVERABLE, "reason" => "recovered_unknown")
                     .increment(1);
                 tracing::warn!(actor = %id, "logged message undeliverable: {e}");
@@ -1055,13 +1060,14 @@ impl RecoveryLayer {
     /// Measurement mode: logs a message between two actors of this node as if it
     /// crossed sets (serialized payload, channel index, dependency vector).
     pub(crate) fn log_local(&self, from: ActorId, to: ActorId, payload: bytes::Bytes) {
-        let mut core = self.lock();
-        let vector_len = core
+        let mut state = self.lock();
+        let vector_len = state
             .recovery
             .protocol()
             .map_or(0, |p| p.depend().encoded_len());
         histogram!(PIGGYBACK_BYTES).record((vector_len + 2) as f64);
-        core.forced_log
+        state
+            .forced_log
             .push(ChannelId::new(from, to), payload, vector_len);
     }
 
@@ -1073,9 +1079,9 @@ impl RecoveryLayer {
         env: Envelope,
     ) -> Result<(), String> {
         let (frames, over_quota) = {
-            let mut core = self.lock();
-            Self::log_send(&mut core, node, from, env);
-            (Self::outgoing(&mut core), self.over_quota(&core))
+            let mut state = self.lock();
+            Self::log_send(&mut state, node, from, env);
+            (Self::outgoing(&mut state), self.over_quota(&state))
         };
         let sent = self.send_from_actor(frames);
         if over_quota {
@@ -1108,9 +1114,9 @@ impl RecoveryLayer {
 
     /// Whether the log holds more than its quota (`--log-quota`) in a way the dump to
     /// loggers can bring back ([`log_offload::dump_would_help`]).
-    fn over_quota(&self, core: &Core) -> bool {
+    fn over_quota(&self, state: &LayerState) -> bool {
         self.config.log_quota.is_some_and(|quota| {
-            (core.recovery.protocol())
+            (state.recovery.protocol())
                 .is_some_and(|p| log_offload::dump_would_help(&p.log_stats(), quota, quota))
         })
     }
@@ -1200,10 +1206,11 @@ impl RecoveryLayer {
         // this one (the machine refuses it), or for another actor than the channel's
         // receiver, would queue on a channel that does not exist.
         let channel = meta.channel;
-        let mut core = self.lock_from_network();
+        let mut state = self.lock_from_network();
         let (index, inc) = (meta.send_index, meta.sender_incarnation);
         let r = if env.to == channel.to {
-            core.recovery
+            state
+                .recovery
                 .handle_message(SetId(from), Incarnation(via), meta, env)
         } else {
             Err(Refused::Channel { from })
@@ -1216,7 +1223,7 @@ impl RecoveryLayer {
             }
             Ok(Arrival::Received(Received::Duplicate)) => {
                 counter!(DUPLICATES).increment(1);
-                if let Some(p) = core.recovery.protocol_mut() {
+                if let Some(p) = state.recovery.protocol_mut() {
                     report_checks(self.rank, p);
                 }
             }
@@ -1234,22 +1241,22 @@ impl RecoveryLayer {
                 tracing::warn!(from, "refused a logged message from node {from}: {e}");
             }
         }
-        Self::deliver_ready(&mut core, node)
+        Self::deliver_ready(&mut state, node)
     }
 
     /// Hands every deliverable message to its actor (not before a restarted node's
     /// actors are restored). Returns the deepest mailbox filled.
-    pub(crate) fn deliver_ready(core: &mut Core, node: &NodeHandle) -> usize {
-        if !core.ready {
+    pub(crate) fn deliver_ready(state: &mut LayerState, node: &NodeHandle) -> usize {
+        if !state.ready {
             return 0;
         }
-        let Core {
+        let LayerState {
             recovery,
             local,
-            driver,
+            main_replay,
             unspawned,
             ..
-        } = core;
+        } = state;
         let Some(protocol) = recovery.protocol_mut() else {
             return 0;
         };
@@ -1261,7 +1268,7 @@ impl RecoveryLayer {
                 // node: the caller may be a thread of no node (the app's main during a
                 // restore).
                 let _current = CurrentNode::enter(node);
-                deepest = deepest.max(Self::deliver_now(protocol, driver, unspawned, node));
+                deepest = deepest.max(Self::deliver_now(protocol, main_replay, unspawned, node));
             }
             if !local.rearm(protocol, node) {
                 return deepest;
@@ -1272,7 +1279,7 @@ impl RecoveryLayer {
     /// Hands every message the protocol can deliver now to its actor.
     fn deliver_now(
         protocol: &mut SetProtocol<Envelope>,
-        driver: &mut driver::DriverState,
+        main_replay: &mut main_replay::MainReplay,
         unspawned: &mut HashMap<ActorId, std::collections::VecDeque<Unspawned>>,
         node: &NodeHandle,
     ) -> usize {
@@ -1280,8 +1287,8 @@ impl RecoveryLayer {
         let restarted = protocol.incarnation().0 > 0;
         while let Some(d) = protocol.poll_delivery() {
             let to = d.payload.to;
-            if d.payload.type_tag == driver::REPLY_TAG && to == Self::driver_id(node.rank()) {
-                Self::deliver_to_driver(driver, node, &d.payload);
+            if d.payload.type_tag == main_replay::REPLY_TAG && to == Self::main_id(node.rank()) {
+                Self::deliver_to_main(main_replay, node, &d.payload);
                 continue;
             }
             let stamp = crate::mailbox::Stamp {
@@ -1309,7 +1316,7 @@ impl RecoveryLayer {
             // A reply slot of `main`'s that the mailbox refuses (or that a failed decoding
             // leaves behind) is dropped here without answering: the error below is the
             // one answer.
-            let delivered = driver::without_drop_replies(|| {
+            let delivered = main_replay::without_drop_replies(|| {
                 node.deliver_remote(d.payload, d.from.0, Some(stamp))
             });
             match delivered {
@@ -1320,8 +1327,8 @@ impl RecoveryLayer {
                     tracing::warn!(actor = %to, "logged message undeliverable: {e}");
                     // `main` asked: it gets the error instead of waiting for ever (sent
                     // once the lock is released, as the addressee's reply).
-                    if let Some(request) = request.filter(|r| driver::is_driver_request(*r)) {
-                        driver::defer(driver::Deferred {
+                    if let Some(request) = request.filter(|r| main_replay::is_main_request(*r)) {
+                        main_replay::defer(main_replay::Deferred {
                             node: node.clone(),
                             from: to,
                             rank: d.channel.from.rank(),
@@ -1337,11 +1344,15 @@ impl RecoveryLayer {
 
     /// A reply to one of `main`'s asks was delivered: kept for a re-executed `main`, and
     /// handed to the ask waiting for it, if one does.
-    fn deliver_to_driver(driver: &mut driver::DriverState, node: &NodeHandle, env: &Envelope) {
+    fn deliver_to_main(
+        main_replay: &mut main_replay::MainReplay,
+        node: &NodeHandle,
+        env: &Envelope,
+    ) {
         let late = env.request.is_some_and(|r| {
-            driver::is_driver_request(r)
-                && driver.is_answered(r)
-                && driver::decode_outcome_bytes(&env.payload).is_ok()
+            main_replay::is_main_request(r)
+                && main_replay.is_answered(r)
+                && main_replay::decode_outcome_bytes(&env.payload).is_ok()
         });
         if late {
             // A reply after the ask timed out (its timeout is the kept outcome), or a
@@ -1350,7 +1361,7 @@ impl RecoveryLayer {
             tracing::debug!(from = %env.from, "a reply to an ask main has its answer to");
             return;
         }
-        match driver.on_reply(env) {
+        match main_replay.on_reply(env) {
             Ok((request, outcome)) => {
                 if let Some(tr) = node.transport() {
                     tr.complete_request(request, outcome);
@@ -1366,8 +1377,8 @@ impl RecoveryLayer {
     /// A control message from node `from` arrived.
     pub(crate) fn on_control(&self, node: &NodeHandle, from: u16, message: ControlMessage) {
         let kind = message.kind();
-        let mut core = self.lock_from_network();
-        let outcome = match core.recovery.handle_control(SetId(from), message) {
+        let mut state = self.lock_from_network();
+        let outcome = match state.recovery.handle_control(SetId(from), message) {
             // Kept until the protocol is back.
             Ok(None) => return,
             Ok(Some(outcome)) => outcome,
@@ -1404,15 +1415,15 @@ impl RecoveryLayer {
         }
         if kind == "response" {
             // Regenerations held until this RESPONSE were compared just now.
-            if let Some(p) = core.recovery.protocol_mut() {
+            if let Some(p) = state.recovery.protocol_mut() {
                 report_checks(self.rank, p);
             }
         }
-        self.send_actions(&mut core, outcome.actions);
-        let frames = Self::outgoing(&mut core);
-        Self::deliver_ready(&mut core, node);
+        self.send_actions(&mut state, outcome.actions);
+        let frames = Self::outgoing(&mut state);
+        Self::deliver_ready(&mut state, node);
         if outcome.recovered {
-            if let Some(at) = core.rollback_at.take() {
+            if let Some(at) = state.rollback_at.take() {
                 histogram!(RECOVERY_PHASE, "phase" => "replay").record(at.elapsed().as_secs_f64());
                 event(
                     self.rank,
@@ -1420,7 +1431,7 @@ impl RecoveryLayer {
                 );
             }
         }
-        drop(core);
+        drop(state);
         self.emit(frames);
     }
 
@@ -1481,8 +1492,8 @@ impl RecoveryLayer {
     }
 
     /// Publishes the log's size as metrics.
-    pub(crate) fn publish_log_stats(core: &Core, rank: u16) {
-        if let Some(p) = core.recovery.protocol() {
+    pub(crate) fn publish_log_stats(state: &LayerState, rank: u16) {
+        if let Some(p) = state.recovery.protocol() {
             let s = p.log_stats();
             gauge!(LOG_BYTES, "rank" => rank.to_string()).set(s.bytes() as f64);
             gauge!(LOG_ENTRIES, "rank" => rank.to_string()).set(s.entries as f64);
@@ -1493,19 +1504,19 @@ impl RecoveryLayer {
     /// first. For a counted send (a tell, an ask to another node), returns whether it
     /// must be skipped because the restored checkpoint already contains it, with the
     /// layer locked for the send.
-    pub(crate) fn driver_turn(&self, node: &NodeHandle, counted: bool) -> (CoreGuard<'_>, bool) {
-        let mut core = self.lock();
-        if !core.ready {
-            drop(core);
+    pub(crate) fn main_turn(&self, node: &NodeHandle, counted: bool) -> (StateGuard<'_>, bool) {
+        let mut state = self.lock();
+        if !state.ready {
+            drop(state);
             self.restore_point(node);
-            core = self.lock();
+            state = self.lock();
         }
         if !counted {
-            return (core, false);
+            return (state, false);
         }
-        let skip = core.driver.count_send();
-        if core.driver.off_thread_sends == 1 {
-            counter!(DRIVER_OFF_THREAD_SENDS).increment(1);
+        let skip = state.main_replay.count_send();
+        if state.main_replay.off_thread_sends == 1 {
+            counter!(MAIN_OFF_THREAD_SENDS).increment(1);
             tracing::warn!(
                 "main sends from more than one thread: such sends are numbered in the order \
                  they happen, so after a failure a re-executed main may skip or repeat the \
@@ -1513,22 +1524,22 @@ impl RecoveryLayer {
             );
             event(self.rank, "driver-threads");
         }
-        (core, skip)
+        (state, skip)
     }
 
     /// Logs main's message `env` to another node and transmits it (a peer that is down
     /// gets it when it rolls back). `core` is released before the transmission.
-    pub(crate) fn driver_send_logged(
+    pub(crate) fn main_send_logged(
         &self,
-        mut core: CoreGuard<'_>,
+        mut state: StateGuard<'_>,
         node: &NodeHandle,
         env: Envelope,
     ) {
         // Logging delivers what the send let through first.
-        let driver = Self::driver_id(node.rank());
-        Self::log_send(&mut core, node, driver, env);
-        let frames = Self::outgoing(&mut core);
-        drop(core);
+        let main_replay = Self::main_id(node.rank());
+        Self::log_send(&mut state, node, main_replay, env);
+        let frames = Self::outgoing(&mut state);
+        drop(state);
         if let Some(tr) = node.transport() {
             for (to, body) in frames {
                 let _ = tr.send_body(to, &body);
@@ -1542,7 +1553,7 @@ impl RecoveryLayer {
     /// differs: metric, error, timeline event, final totals.
     pub(crate) fn report_diverged_ask(&self, request: u64, to: ActorId, before: ActorId) {
         counter!(CONTRACT_VIOLATIONS, "found_by" => "main").increment(1);
-        let position = request & !driver::DRIVER_REQUEST;
+        let position = request & !main_replay::MAIN_REQUEST;
         tracing::error!(
             "determinism contract broken: the re-executed main made its send #{position}, an \
              ask, of actor {to}, where before the failure it asked actor {before}; it gets the \
@@ -1558,24 +1569,24 @@ impl RecoveryLayer {
     }
 
     /// `main`'s ask `request` to `to` timed out: keeps the timeout as its outcome (see
-    /// [`driver::DriverState::keep_timeout`]). False if the ask has its reply already.
-    pub(crate) fn driver_ask_timed_out(&self, request: u64, to: ActorId) -> bool {
-        self.lock().driver.keep_timeout(request, to)
+    /// [`main_replay::MainReplay::keep_timeout`]). False if the ask has its reply already.
+    pub(crate) fn main_ask_timed_out(&self, request: u64, to: ActorId) -> bool {
+        self.lock().main_replay.keep_timeout(request, to)
     }
 
     /// An actor of this node answers `main`'s ask `request` on node `rank`: the reply
-    /// goes as a logged message, so a restarted `main` gets it again (see [`driver`]).
+    /// goes as a logged message, so a restarted `main` gets it again (see [`main_replay`]).
     /// `Ok(false)`: `main` gave up on the ask (it timed out) before this reply.
-    pub(crate) fn reply_to_driver(
+    pub(crate) fn reply_to_main(
         &self,
         node: &NodeHandle,
         rank: u16,
         request: u64,
-        outcome: &driver::Outcome,
+        outcome: &main_replay::Outcome,
     ) -> Result<bool, String> {
-        let from = crate::lifecycle::current_actor().unwrap_or_else(|| Self::driver_id(self.rank));
-        if holds_core() {
-            driver::defer(driver::Deferred {
+        let from = crate::lifecycle::current_actor().unwrap_or_else(|| Self::main_id(self.rank));
+        if holds_state() {
+            main_replay::defer(main_replay::Deferred {
                 node: node.clone(),
                 from,
                 rank,
@@ -1584,7 +1595,7 @@ impl RecoveryLayer {
             });
             return Ok(true);
         }
-        self.send_reply_to_driver(node, from, rank, request, outcome)
+        self.send_reply_to_main(node, from, rank, request, outcome)
     }
 
     /// Settles a reply to `main` deferred while this layer's lock was held, with the
@@ -1592,20 +1603,21 @@ impl RecoveryLayer {
     /// or logged (`frames`: to queue without blocking).
     fn settle_deferred(
         &self,
-        core: &mut Core,
-        d: driver::Deferred,
-        answered: &mut Vec<(u64, driver::Outcome)>,
+        state: &mut LayerState,
+        d: main_replay::Deferred,
+        answered: &mut Vec<(u64, main_replay::Outcome)>,
         frames: &mut Vec<(u16, FrameBody)>,
     ) {
         let settled = if d.rank == self.rank {
-            core.driver
+            state
+                .main_replay
                 .keep_local_reply(d.request, &d.outcome)
                 .map(|kept| answered.extend(kept.map(|outcome| (d.request, outcome))))
         } else {
-            driver::reply_envelope(Self::driver_id(d.rank), d.from, d.request, &d.outcome).map(
+            main_replay::reply_envelope(Self::main_id(d.rank), d.from, d.request, &d.outcome).map(
                 |env| {
-                    Self::log_send(core, &d.node, d.from, env);
-                    frames.extend(Self::outgoing(core));
+                    Self::log_send(state, &d.node, d.from, env);
+                    frames.extend(Self::outgoing(state));
                 },
             )
         };
@@ -1621,18 +1633,18 @@ impl RecoveryLayer {
     /// Sends the reply of actor `from` to `main`'s ask `request` on node `rank`, as a
     /// logged message (kept directly on `main`'s own node; `Ok(false)` if `main` gave up
     /// on the ask before).
-    pub(crate) fn send_reply_to_driver(
+    pub(crate) fn send_reply_to_main(
         &self,
         node: &NodeHandle,
         from: ActorId,
         rank: u16,
         request: u64,
-        outcome: &driver::Outcome,
+        outcome: &main_replay::Outcome,
     ) -> Result<bool, String> {
         if rank == self.rank {
             // An actor of main's own node: the reply stays in the node (the checkpoint
             // keeps it with the actor that made it).
-            let Some(kept) = self.lock().driver.keep_local_reply(request, outcome)? else {
+            let Some(kept) = self.lock().main_replay.keep_local_reply(request, outcome)? else {
                 return Ok(false);
             };
             if let Some(tr) = node.transport() {
@@ -1640,7 +1652,7 @@ impl RecoveryLayer {
             }
             return Ok(true);
         }
-        let env = driver::reply_envelope(Self::driver_id(rank), from, request, outcome)?;
+        let env = main_replay::reply_envelope(Self::main_id(rank), from, request, outcome)?;
         self.send_remote(node, from, env).map(|()| true)
     }
 
@@ -1660,11 +1672,11 @@ impl RecoveryLayer {
         self.stop.store(true, Ordering::Release);
         let s = self.stats();
         let (determinants, driver_replies, core_diverged) = {
-            let core = self.lock();
+            let state = self.lock();
             (
-                core.events.report(&core.recovery),
-                core.driver.replies_kept(),
-                core.driver.diverged,
+                state.events.report(&state.recovery),
+                state.main_replay.replies_kept(),
+                state.main_replay.diverged,
             )
         };
         event(
@@ -1760,14 +1772,14 @@ impl RecoveryLayer {
 
     /// Statistics of the protocol and log (for tests, benchmarks and the demo).
     pub fn stats(&self) -> LayerStats {
-        let core = self.lock();
-        let (protocol, log) = core
+        let state = self.lock();
+        let (protocol, log) = state
             .recovery
             .protocol()
             .map(|p| (p.stats(), p.log_stats()))
             .unwrap_or_default();
         let (forced_logged, forced_peak_bytes) =
-            (core.forced_log.logged, core.forced_log.peak_bytes);
+            (state.forced_log.logged, state.forced_log.peak_bytes);
         LayerStats {
             protocol,
             log_entries: log.entries,
@@ -1777,7 +1789,7 @@ impl RecoveryLayer {
             checkpoints: self.checkpoints_done.load(Ordering::Relaxed),
             forced_logged,
             forced_peak_bytes,
-            driver_off_thread_sends: core.driver.off_thread_sends,
+            main_off_thread_sends: state.main_replay.off_thread_sends,
         }
     }
 }
@@ -1803,7 +1815,7 @@ pub struct LayerStats {
     pub forced_peak_bytes: usize,
     /// Sends of `main` made from another thread than its first send's (their numbering
     /// is not reproducible).
-    pub driver_off_thread_sends: u64,
+    pub main_off_thread_sends: u64,
 }
 
 /// The transport's frame for a frame of the recovery machine.
@@ -1904,9 +1916,9 @@ mod tests {
             layer.on_logged(node.handle(), 1, 0, meta, env);
         }
         let taken = || {
-            let core = layer.lock();
-            let received = core.recovery.protocol().map_or(0, |p| p.stats().received);
-            core.recovery.early_len() as u64 + received
+            let state = layer.lock();
+            let received = state.recovery.protocol().map_or(0, |p| p.stats().received);
+            state.recovery.early_len() as u64 + received
         };
         assert_eq!(taken(), 0, "refused before the protocol sees it");
         let (meta, env) = logged(ChannelId::new(node1, ours), ours);

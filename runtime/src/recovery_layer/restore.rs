@@ -68,7 +68,7 @@ impl RecoveryLayer {
         image: &SetImage,
         journal: Vec<u8>,
     ) -> Option<Vec<(u64, bytes::Bytes)>> {
-        let want = usize::try_from(image.driver.journal_len).ok()?;
+        let want = usize::try_from(image.main_replay.journal_len).ok()?;
         let Some(prefix) = journal.get(..want) else {
             tracing::warn!(
                 have = journal.len(),
@@ -79,14 +79,14 @@ impl RecoveryLayer {
         };
         let prefix = bytes::Bytes::from(prefix.to_vec());
         match crate::checkpoint::journal::decode_records(&prefix) {
-            Ok(records) if records.len() as u64 == image.driver.kept => Some(records),
+            Ok(records) if records.len() as u64 == image.main_replay.kept => Some(records),
             Ok(records) => {
                 counter!(crate::checkpoint::CORRUPT_CHECKPOINTS, "reason" => "journal")
                     .increment(1);
                 tracing::warn!(
                     "the reply journal holds {} replies where the checkpoint kept {}; not using it",
                     records.len(),
-                    image.driver.kept
+                    image.main_replay.kept
                 );
                 None
             }
@@ -111,7 +111,7 @@ impl RecoveryLayer {
             Ok(Some(c)) => self.decode_image(&c.body).and_then(|i| {
                 let journal = self
                     .store
-                    .read_journal(self.rank, i.driver.journal_len)
+                    .read_journal(self.rank, i.main_replay.journal_len)
                     .inspect_err(|e| tracing::warn!("reply journal: {e}"))
                     .ok()?;
                 let records = self.journal_records(&i, journal)?;
@@ -188,11 +188,11 @@ impl RecoveryLayer {
         let started = Instant::now();
         let incarnation = Incarnation(self.config.incarnation);
         let (image, source, unusable) = self.load_newest();
-        let (snapshot, actors, driver, events, exited, logger_instances) = match image {
+        let (snapshot, actors, main_replay, events, exited, logger_instances) = match image {
             Some((img, journal)) => (
                 img.protocol,
                 img.actors,
-                super::driver::DriverState::restored(img.driver, journal)?,
+                super::main_replay::MainReplay::restored(img.main_replay, journal)?,
                 img.events,
                 img.exited,
                 img.logger_instances,
@@ -203,7 +203,7 @@ impl RecoveryLayer {
                 (
                     fresh.checkpoint(),
                     Vec::new(),
-                    super::driver::DriverState::default(),
+                    super::main_replay::MainReplay::default(),
                     Default::default(),
                     Default::default(),
                     Vec::new(),
@@ -230,13 +230,13 @@ impl RecoveryLayer {
             ),
         );
         {
-            let mut core = self.lock();
-            core.recovery.start_protocol(protocol);
-            core.driver = driver;
-            core.images = actors.into_iter().map(|a| (a.id, a)).collect();
-            core.exited = exited;
-            core.logger_instances = logger_instances;
-            core.rollback_at = Some(Instant::now());
+            let mut state = self.lock();
+            state.recovery.start_protocol(protocol);
+            state.main_replay = main_replay;
+            state.images = actors.into_iter().map(|a| (a.id, a)).collect();
+            state.exited = exited;
+            state.logger_instances = logger_instances;
+            state.rollback_at = Some(Instant::now());
         }
         self.send_actions_now(actions);
         event(
@@ -251,11 +251,11 @@ impl RecoveryLayer {
     /// An actor was spawned while this node is being restored: it starts at the restore
     /// point, with its checkpointed state if it has one. False if the node is running.
     pub(crate) fn defer_start(&self, cell: Arc<dyn Control>) -> bool {
-        let mut core = self.lock();
-        if core.ready {
+        let mut state = self.lock();
+        if state.ready {
             return false;
         }
-        core.deferred.push(cell);
+        state.deferred.push(cell);
         true
     }
 
@@ -263,13 +263,13 @@ impl RecoveryLayer {
     /// states and mailboxes and let them run.
     pub(crate) fn restore_point(&self, node: &NodeHandle) {
         let started = Instant::now();
-        let mut core = self.lock();
-        if core.ready {
+        let mut state = self.lock();
+        if state.ready {
             return;
         }
-        let mut deferred = std::mem::take(&mut core.deferred);
-        let mut images = std::mem::take(&mut core.images);
-        let exited = std::mem::take(&mut core.exited);
+        let mut deferred = std::mem::take(&mut state.deferred);
+        let mut images = std::mem::take(&mut state.images);
+        let exited = std::mem::take(&mut state.exited);
         Self::retire_exited(node, &mut deferred, &images, &exited);
         // Children of actors (spawned from handlers) are not spawned again by `main`:
         // rebuild them, all before any state is decoded, since states hold references to
@@ -302,17 +302,17 @@ impl RecoveryLayer {
                 tracing::error!(actor = %id, "actor in the checkpoint was not spawned again by main; its state is lost");
             }
         }
-        core.ready = true;
+        state.ready = true;
         for cell in deferred {
             cell.wake();
         }
-        Self::deliver_ready(&mut core, node);
+        Self::deliver_ready(&mut state, node);
         histogram!(RECOVERY_PHASE, "phase" => "restore").record(started.elapsed().as_secs_f64());
         event(
             self.rank,
             &format!(
                 "resumed actors={restored} skipped_driver_sends={} restore_ms={}",
-                core.driver.replayed_upto,
+                state.main_replay.replayed_upto,
                 started.elapsed().as_millis()
             ),
         );

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 /// `SetProtocol::describe_waiting`), the frames its send gate holds, and the mailboxes
 /// that hold messages. The text of the stall report at a commit, and of the node's
 /// answer to the launcher's `report`.
-pub(crate) fn blocked_state(core: &super::Core, node: &NodeHandle) -> String {
-    let Some(p) = core.recovery.protocol() else {
+pub(crate) fn blocked_state(state: &super::LayerState, node: &NodeHandle) -> String {
+    let Some(p) = state.recovery.protocol() else {
         return format!(
             "restoring its checkpoint (no protocol yet); {}",
             node.mailbox_summary(16)
@@ -35,7 +35,7 @@ pub(crate) fn blocked_state(core: &super::Core, node: &NodeHandle) -> String {
     format!(
         "{} held_frames={} {}",
         p.describe_waiting(16),
-        core.recovery.held_len(),
+        state.recovery.held_len(),
         node.mailbox_summary(16)
     )
 }
@@ -56,7 +56,7 @@ pub(crate) struct SetImage {
     pub(crate) actors: Vec<ActorImage>,
     /// The app's main: sends made, how much of the reply journal holds the replies
     /// delivered to its asks.
-    pub(crate) driver: super::driver::DriverImage,
+    pub(crate) main_replay: super::main_replay::MainImage,
     /// Determinant state: event clocks, channel stamps, the event-logging watermark.
     pub(crate) events: super::events::EventImage,
     /// Every actor of the node that had exited. A restarted `main` spawns again those
@@ -74,7 +74,7 @@ pub(crate) struct SetImage {
 struct Captured {
     protocol: Snapshot<Envelope>,
     actors: Vec<ActorImage>,
-    driver: super::driver::DriverImage,
+    main_replay: super::main_replay::MainImage,
     /// Replies to `main` kept since the last append to the reply journal.
     unjournaled: Vec<(u64, bytes::Bytes)>,
     events: EventImage,
@@ -170,17 +170,17 @@ impl RecoveryLayer {
         }
         let gate = started.elapsed();
         let captured = (|| {
-            let mut core = self.lock();
-            if !core.ready {
+            let mut state = self.lock();
+            if !state.ready {
                 return Err(CheckpointFailure::NotReady);
             }
             // The interval in the image counts every local delivery before it (and a
             // logged message they let through is in its mailbox).
-            Self::deliver_ready(&mut core, node);
+            Self::deliver_ready(&mut state, node);
             // A reply to `main` those deliveries made (an error answer) goes into this
             // image with them: kept, or logged.
-            core.settle_deferred_replies();
-            let waiting: usize = core.unspawned.values().map(|q| q.len()).sum();
+            state.settle_deferred_replies();
+            let waiting: usize = state.unspawned.values().map(|q| q.len()).sum();
             if waiting > 0 {
                 return Err(CheckpointFailure::AwaitingSpawn(waiting));
             }
@@ -196,21 +196,21 @@ impl RecoveryLayer {
                     actors.push(image);
                 }
             }
-            let protocol = core
+            let protocol = state
                 .recovery
                 .protocol_mut()
                 .ok_or(CheckpointFailure::NotReady)?;
             let snapshot = protocol.checkpoint();
-            core.forced_log.release();
-            let events = self.events_image(&core);
-            let (driver, unjournaled) = core.driver.image();
+            state.forced_log.release();
+            let events = self.events_image(&state);
+            let (main_replay, unjournaled) = state.main_replay.image();
             // Read with the log: a block in this image was stored at the instance the
             // client knew then, or at an older one it had not found restarted yet.
             let logger_instances = self.logger_instances();
             Ok(Captured {
                 protocol: snapshot,
                 actors,
-                driver,
+                main_replay,
                 unjournaled,
                 events,
                 exited,
@@ -231,7 +231,7 @@ impl RecoveryLayer {
         let Captured {
             protocol,
             actors,
-            mut driver,
+            mut main_replay,
             unjournaled,
             events,
             exited,
@@ -248,9 +248,9 @@ impl RecoveryLayer {
         })?;
         // The replies first: an image is stored only once its part of the journal is
         // durable.
-        let journal_from = driver.journal_len;
+        let journal_from = main_replay.journal_len;
         let appended = self
-            .append_journal(&mut driver, &unjournaled)
+            .append_journal(&mut main_replay, &unjournaled)
             .inspect_err(|e| {
                 counter!(CHECKPOINT_FAILURES, "reason" => e.reason()).increment(1);
             })?;
@@ -259,12 +259,12 @@ impl RecoveryLayer {
         crate::failpoint::during_checkpoint(id.0);
         let n_actors = actors.len();
         let events_snapshot = events.snapshot;
-        let journal_len = driver.journal_len;
+        let journal_len = main_replay.journal_len;
         let image = SetImage {
             format: SET_IMAGE_FORMAT,
             protocol,
             actors,
-            driver,
+            main_replay,
             events,
             exited,
             logger_instances,
@@ -312,8 +312,8 @@ impl RecoveryLayer {
             }
         }
         let actions = {
-            let mut core = self.lock();
-            let protocol = core
+            let mut state = self.lock();
+            let protocol = state
                 .recovery
                 .protocol_mut()
                 .ok_or(CheckpointFailure::NotReady)?;
@@ -323,8 +323,8 @@ impl RecoveryLayer {
                 .inspect_err(|e| {
                     counter!(CHECKPOINT_FAILURES, "reason" => e.reason()).increment(1);
                 })?;
-            Self::publish_log_stats(&core, self.rank);
-            self.report_stall(&core, node, id.0);
+            Self::publish_log_stats(&state, self.rank);
+            self.report_stall(&state, node, id.0);
             actions
         };
         self.send_actions_now(actions);
@@ -359,7 +359,7 @@ impl RecoveryLayer {
     /// journal and records its new length in `driver`; returns the bytes appended.
     fn append_journal(
         &self,
-        driver: &mut super::driver::DriverImage,
+        main_replay: &mut super::main_replay::MainImage,
         unjournaled: &[(u64, bytes::Bytes)],
     ) -> Result<Vec<u8>, CheckpointFailure> {
         if unjournaled.is_empty() {
@@ -369,20 +369,20 @@ impl RecoveryLayer {
         crate::checkpoint::journal::encode_records(unjournaled, &mut records);
         let len = match self
             .store
-            .append_journal(self.rank, driver.journal_len, &records)
+            .append_journal(self.rank, main_replay.journal_len, &records)
         {
             Ok(len) => len,
             // Lost under a running node (its directory deleted): the buddy holds a copy.
-            Err(e) if is_short(&e) && self.journal_from_buddy(driver.journal_len) => self
+            Err(e) if is_short(&e) && self.journal_from_buddy(main_replay.journal_len) => self
                 .store
-                .append_journal(self.rank, driver.journal_len, &records)?,
+                .append_journal(self.rank, main_replay.journal_len, &records)?,
             // Until the journal takes the replies (room on a full file system, or the
             // lost journal back), no checkpoint of this node commits and its peers keep
             // their logs; the checkpointer says so.
             Err(e) => return Err(e.into()),
         };
-        driver.journal_len = len;
-        self.lock().driver.journaled(unjournaled.len(), len);
+        main_replay.journal_len = len;
+        self.lock().main_replay.journaled(unjournaled.len(), len);
         Ok(records)
     }
 
@@ -421,8 +421,8 @@ impl RecoveryLayer {
     /// Called at each commit: when the node delivered and sent nothing since the previous
     /// commit although its inbox holds messages, says what they wait for (a warning: the
     /// run is stalled); at debug level (`STATE_TARGET`) it always says.
-    fn report_stall(&self, core: &super::Core, node: &NodeHandle, id: u64) {
-        let Some(p) = core.recovery.protocol() else {
+    fn report_stall(&self, state: &super::LayerState, node: &NodeHandle, id: u64) {
+        let Some(p) = state.recovery.protocol() else {
             return;
         };
         let s = p.stats();
@@ -432,7 +432,7 @@ impl RecoveryLayer {
         if !stalled && !tracing::enabled!(target: STATE_TARGET, tracing::Level::DEBUG) {
             return;
         }
-        let state = blocked_state(core, node);
+        let state = blocked_state(state, node);
         if stalled {
             counter!(super::STALLED_PERIODS).increment(1);
             tracing::warn!(
@@ -450,18 +450,18 @@ impl RecoveryLayer {
     /// layer's lock; a lock held longer is itself the answer.
     pub(crate) fn stall_report(&self, node: &NodeHandle, patience: Duration) -> String {
         let deadline = Instant::now() + patience;
-        let said = |core: &super::Core| {
+        let said = |state: &super::LayerState| {
             format!(
                 "{}; {}",
-                blocked_state(core, node),
-                core.events.describe_waits(&core.recovery)
+                blocked_state(state, node),
+                state.events.describe_waits(&state.recovery)
             )
         };
         loop {
-            match self.core.try_lock() {
-                Ok(g) => return said(&super::CoreGuard::new(self, g)),
+            match self.state.try_lock() {
+                Ok(g) => return said(&super::StateGuard::new(self, g)),
                 Err(std::sync::TryLockError::Poisoned(p)) => {
-                    return said(&super::CoreGuard::new(self, p.into_inner()))
+                    return said(&super::StateGuard::new(self, p.into_inner()))
                 }
                 Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(1));
@@ -570,21 +570,21 @@ impl RecoveryLayer {
     /// for what, which actor's replay waits for which message from which node, which
     /// loggers it still waits for, and which peers have not answered its rollback.
     fn watch_stall(&self, node: &NodeHandle, watch: &mut super::stall::StallWatch, now: Instant) {
-        let core = self.lock();
-        let Some(p) = core.recovery.protocol().filter(|_| core.ready) else {
+        let state = self.lock();
+        let Some(p) = state.recovery.protocol().filter(|_| state.ready) else {
             return;
         };
         let s = p.stats();
         let progress = s.delivered + s.sent + s.received + p.interval();
-        let holds = p.queued() > 0 || p.is_recovering() || core.events.holds_back(&core.recovery);
+        let holds = p.queued() > 0 || p.is_recovering() || state.events.holds_back(&state.recovery);
         let waiting = holds.then(|| {
             format!(
                 "{}; {}",
-                blocked_state(&core, node),
-                core.events.describe_waits(&core.recovery)
+                blocked_state(&state, node),
+                state.events.describe_waits(&state.recovery)
             )
         });
-        drop(core);
+        drop(state);
         if let Some(stall) = watch.observe(now, progress, waiting) {
             counter!(super::STALLS).increment(1);
             tracing::warn!(
@@ -677,7 +677,7 @@ impl RecoveryLayer {
             "no checkpoint for {:.0} s: {held} logged messages wait for actors the replay \
              has not spawned again (among them {}); until they are, this node cannot \
              checkpoint and its peers keep their logs (see docs/recovery.md, \
-             \"How the runtime drives the core\", held messages)",
+             \"How the runtime drives the state\", held messages)",
             waited.as_secs_f64(),
             actors.join(", ")
         );

@@ -858,7 +858,7 @@ impl Transport {
             .filter(|p| {
                 p.rank == rank
                     && !(self.reconnect
-                        && crate::recovery_layer::driver::is_driver_request(*p.key()))
+                        && crate::recovery_layer::main_replay::is_main_request(*p.key()))
             })
             .map(|p| *p.key())
             .collect();
@@ -1062,7 +1062,7 @@ impl Transport {
                 }
             }
             FrameBody::Reply { request, outcome } => {
-                if crate::recovery_layer::driver::is_driver_request(request)
+                if crate::recovery_layer::main_replay::is_main_request(request)
                     && node.recovery_layer().is_some()
                 {
                     // Replies to `main` travel logged (a re-executed `main` needs them

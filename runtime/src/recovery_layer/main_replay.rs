@@ -5,7 +5,7 @@
 //! counted in one sequence (tells and asks, to any node); those the restored checkpoint
 //! already contains are skipped, the others are made again and regenerate the same
 //! messages. An ask needs its reply in every incarnation, so with recovery on:
-//! - its request number is its position in that sequence (with [`DRIVER_REQUEST`] set),
+//! - its request number is its position in that sequence (with [`MAIN_REQUEST`] set),
 //!   the same in every incarnation, instead of a per-process counter, and its reply slot
 //!   is checkpointed as that route (in the asked actor's mailbox or state);
 //! - a reply from another node travels back as a logged message on the channel from the
@@ -32,7 +32,7 @@ use std::sync::Arc;
 /// Set in the request number of an ask that `main` makes to another node with recovery
 /// on; the other bits are the ask's position among `main`'s sends. Per-process request
 /// numbers count up from 0 and never reach it.
-pub(crate) const DRIVER_REQUEST: u64 = 1 << 63;
+pub(crate) const MAIN_REQUEST: u64 = 1 << 63;
 
 /// Message type tag of a reply to `main`'s ask carried as a logged message ("LZREPLY").
 pub(crate) const REPLY_TAG: u64 = 0x4C5A_5245_504C_5900;
@@ -42,12 +42,12 @@ pub(crate) type Outcome = Result<Vec<u8>, RemoteError>;
 
 /// The request number of the ask that is `main`'s `position`-th send.
 pub(crate) fn request_number(position: u64) -> u64 {
-    DRIVER_REQUEST | position
+    MAIN_REQUEST | position
 }
 
 /// Whether `request` is the number of an ask by `main` with recovery on.
-pub(crate) fn is_driver_request(request: u64) -> bool {
-    request & DRIVER_REQUEST != 0
+pub(crate) fn is_main_request(request: u64) -> bool {
+    request & MAIN_REQUEST != 0
 }
 
 /// The logged message that carries the reply to `main`'s ask `request` on node
@@ -69,7 +69,7 @@ pub(crate) fn reply_envelope(
 }
 
 /// A reply to `main` made while its thread held the layer's lock (see
-/// [`super::CoreGuard`]).
+/// [`super::StateGuard`]).
 pub(crate) struct Deferred {
     /// The replier's node.
     pub(crate) node: NodeHandle,
@@ -138,7 +138,7 @@ pub(crate) fn send_deferred() {
         let Some(layer) = d.node.recovery_layer() else {
             continue;
         };
-        let sent = layer.send_reply_to_driver(&d.node, d.from, d.rank, d.request, &d.outcome);
+        let sent = layer.send_reply_to_main(&d.node, d.from, d.rank, d.request, &d.outcome);
         if let Err(e) = sent {
             tracing::warn!(
                 rank = d.rank,
@@ -151,7 +151,7 @@ pub(crate) fn send_deferred() {
 
 /// `main`'s side of recovery on one node.
 #[derive(Debug, Default)]
-pub(crate) struct DriverState {
+pub(crate) struct MainReplay {
     /// Sends (tells, asks) `main` has made in this incarnation.
     pub(crate) sent: u64,
     /// In a restarted node: sends up to this count are in the restored checkpoint and
@@ -184,10 +184,10 @@ pub(crate) struct DriverState {
     pub(crate) off_thread_sends: u64,
 }
 
-/// What a checkpoint keeps of [`DriverState`]. The replies themselves are in the
+/// What a checkpoint keeps of [`MainReplay`]. The replies themselves are in the
 /// node's reply journal ([`crate::checkpoint::journal`]), the image holds its length.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct DriverImage {
+pub(crate) struct MainImage {
     /// Sends `main` had made.
     pub(crate) sent: u64,
     /// Replies kept: the records in the first `journal_len` bytes of the journal.
@@ -224,7 +224,7 @@ fn decode_outcome(request: u64, encoded: &[u8]) -> Result<Outcome, String> {
         .map_err(|e| format!("reply to request {request:#x} did not decode: {e}"))
 }
 
-impl DriverState {
+impl MainReplay {
     /// Counts one send of `main`; true if the restored checkpoint already contains it.
     pub(crate) fn count_send(&mut self) -> bool {
         let here = std::thread::current().id();
@@ -267,7 +267,7 @@ impl DriverState {
     /// outcome to hand to the asker, or why the message is not a reply to `main`.
     pub(crate) fn on_reply(&mut self, env: &Envelope) -> Result<(u64, Outcome), String> {
         let request = match env.request {
-            Some(r) if is_driver_request(r) => r,
+            Some(r) if is_main_request(r) => r,
             other => return Err(format!("request number {other:?} is not one of main's")),
         };
         // A copy: the payload may be a slice of a much larger receive buffer.
@@ -298,7 +298,7 @@ impl DriverState {
     /// re-executed `main` times out there too, and a reply arriving later is refused.
     /// False if the ask has an outcome already (its reply won the race).
     pub(crate) fn keep_timeout(&mut self, request: u64, to: ActorId) -> bool {
-        let position = request & !DRIVER_REQUEST;
+        let position = request & !MAIN_REQUEST;
         if self.answered.contains(position) {
             return false;
         }
@@ -323,11 +323,11 @@ impl DriverState {
     /// Whether `request` has its outcome (a second reply to it is refused as a
     /// duplicate, not as an error).
     pub(crate) fn is_answered(&self, request: u64) -> bool {
-        self.answered.contains(request & !DRIVER_REQUEST)
+        self.answered.contains(request & !MAIN_REQUEST)
     }
 
     fn insert(&mut self, request: u64, encoded: Bytes) -> Result<(), String> {
-        let position = request & !DRIVER_REQUEST;
+        let position = request & !MAIN_REQUEST;
         if encoded.len() > crate::checkpoint::journal::MAX_REPLY {
             return Err(format!(
                 "a reply of {} bytes to main's request {position:#x}: the journal keeps at most {}",
@@ -353,10 +353,10 @@ impl DriverState {
     }
 
     /// What a checkpoint keeps, and the replies it must append to the journal first
-    /// (see [`DriverState::journaled`]).
-    pub(crate) fn image(&self) -> (DriverImage, Vec<(u64, Bytes)>) {
+    /// (see [`MainReplay::journaled`]).
+    pub(crate) fn image(&self) -> (MainImage, Vec<(u64, Bytes)>) {
         (
-            DriverImage {
+            MainImage {
                 // During a restarted `main`'s replay the restored states already hold
                 // the effects of every send up to `replayed_upto`.
                 sent: self.sent.max(self.replayed_upto),
@@ -379,7 +379,7 @@ impl DriverState {
     /// The state of a restarted node's `main` before it runs again: nothing sent yet,
     /// the checkpoint's sends to skip, its replies (`journal`: the records of the
     /// image's journal prefix) to hand out again. Refused if they do not match.
-    pub(crate) fn restored(image: DriverImage, journal: Vec<(u64, Bytes)>) -> Result<Self, String> {
+    pub(crate) fn restored(image: MainImage, journal: Vec<(u64, Bytes)>) -> Result<Self, String> {
         if journal.len() as u64 != image.kept {
             return Err(format!(
                 "the reply journal holds {} replies, the checkpoint kept {}",
@@ -387,7 +387,7 @@ impl DriverState {
                 image.kept
             ));
         }
-        Ok(DriverState {
+        Ok(MainReplay {
             sent: 0,
             replayed_upto: image.sent,
             awaiting_ask: journal.into_iter().collect(),
@@ -421,27 +421,27 @@ mod tests {
 
     #[test]
     fn request_numbers_of_main_are_its_send_positions_and_never_a_process_counter() {
-        assert!(is_driver_request(request_number(1)));
-        assert_eq!(request_number(7) & !DRIVER_REQUEST, 7);
-        assert!(!is_driver_request(0));
-        assert!(!is_driver_request(u64::MAX >> 1));
+        assert!(is_main_request(request_number(1)));
+        assert_eq!(request_number(7) & !MAIN_REQUEST, 7);
+        assert!(!is_main_request(0));
+        assert!(!is_main_request(u64::MAX >> 1));
     }
 
     /// What a restarted node reads back: the image, and the journal as its
     /// checkpoints appended it.
-    fn restart(journal: &mut Vec<u8>, state: &mut DriverState) -> DriverState {
+    fn restart(journal: &mut Vec<u8>, state: &mut MainReplay) -> MainReplay {
         let (mut image, pending) = state.image();
         crate::checkpoint::journal::encode_records(&pending, journal);
         state.journaled(pending.len(), journal.len() as u64);
         image.journal_len = journal.len() as u64;
         let records =
             crate::checkpoint::journal::decode_records(&Bytes::from(journal.clone())).unwrap();
-        DriverState::restored(image, records).unwrap()
+        MainReplay::restored(image, records).unwrap()
     }
 
     #[test]
     fn a_restarted_main_skips_the_sends_its_checkpoint_contains_and_no_more() {
-        let mut before = DriverState::default();
+        let mut before = MainReplay::default();
         for _ in 0..3 {
             assert!(!before.count_send());
         }
@@ -457,7 +457,7 @@ mod tests {
 
     #[test]
     fn replies_delivered_before_a_checkpoint_are_handed_out_again_after_a_restore() {
-        let mut state = DriverState::default();
+        let mut state = MainReplay::default();
         let answer: Outcome = Ok(vec![1, 2, 3]);
         let refused: Outcome = Err(RemoteError::NoReply(ActorId::new(1, 1).unwrap()));
         for _ in 0..5 {
@@ -486,7 +486,7 @@ mod tests {
 
     #[test]
     fn replies_stay_in_memory_only_until_journaled_and_every_journaled_one_comes_back() {
-        let mut state = DriverState::default();
+        let mut state = MainReplay::default();
         let mut journal = Vec::new();
         for round in 0..3u8 {
             for _ in 0..4 {
@@ -526,14 +526,14 @@ mod tests {
         ))
         .unwrap();
         assert!(
-            DriverState::restored(image, records).is_err(),
+            MainReplay::restored(image, records).is_err(),
             "a journal that lacks replies the checkpoint kept is refused"
         );
     }
 
     #[test]
     fn a_checkpoint_taken_while_a_restarted_main_still_skips_holds_every_skipped_send() {
-        let mut first = DriverState::default();
+        let mut first = MainReplay::default();
         for _ in 0..3 {
             first.count_send();
         }
@@ -550,7 +550,7 @@ mod tests {
     #[test]
     fn a_timeout_is_kept_as_the_asks_outcome_and_a_reexecuted_main_times_out_the_same() {
         let to = ActorId::new(1, 1).unwrap();
-        let mut state = DriverState::default();
+        let mut state = MainReplay::default();
         state.count_send();
         state.count_send();
         assert!(state.keep_timeout(request_number(1), to));
@@ -579,7 +579,7 @@ mod tests {
     #[test]
     fn a_reexecuted_main_that_asks_another_actor_than_before_is_caught() {
         let (a, b) = (ActorId::new(1, 1).unwrap(), ActorId::new(2, 1).unwrap());
-        let mut state = DriverState::default();
+        let mut state = MainReplay::default();
         for _ in 0..2 {
             state.count_send();
             let request = request_number(state.sent);
@@ -604,7 +604,7 @@ mod tests {
 
     #[test]
     fn a_reply_too_large_for_a_journal_record_is_refused_when_kept() {
-        let mut state = DriverState::default();
+        let mut state = MainReplay::default();
         state.count_send();
         // Zeroed pages, never touched: the length is checked first.
         let huge = Bytes::from(vec![0u8; crate::checkpoint::journal::MAX_REPLY + 1]);
@@ -615,7 +615,7 @@ mod tests {
 
     #[test]
     fn a_reply_that_arrives_before_the_reexecuted_main_asks_waits_for_the_ask() {
-        let mut state = DriverState::default();
+        let mut state = MainReplay::default();
         state.count_send();
         let mut restored = restart(&mut Vec::new(), &mut state);
         // A restored replier answers the second ask before the re-executed main made it.
@@ -633,7 +633,7 @@ mod tests {
         assert_eq!(restored.reply(request_number(1)), None);
     }
 
-    impl DriverState {
+    impl MainReplay {
         /// What `main`'s ask `request` gets at once (asked of an actor no test checks).
         fn reply(&mut self, request: u64) -> Option<Outcome> {
             self.ask(request, ActorId::from_u64(0)).map(|(o, _)| o)
@@ -646,7 +646,7 @@ mod tests {
 
     #[test]
     fn a_reply_that_is_not_one_to_main_or_does_not_decode_is_refused_and_not_kept() {
-        let mut state = DriverState::default();
+        let mut state = MainReplay::default();
         let answer: Outcome = Ok(vec![9]);
         assert!(state.on_reply(&reply(None, &answer)).is_err());
         assert!(state.on_reply(&reply(Some(4), &answer)).is_err());
