@@ -1,7 +1,7 @@
 //! A first actor: a counter on one node, told and asked. The README shows this file;
 //! `cargo run --example first_actor` runs it, and `cargo test` runs it too.
 
-use lazarus::{messages, Actor, Node, ReplyTo};
+use lazarus::prelude::*;
 use serde::{Deserialize, Serialize};
 
 #[derive(Actor, Serialize, Deserialize, Default)] // state goes into checkpoints

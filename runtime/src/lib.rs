@@ -37,9 +37,11 @@
 
 pub mod actor;
 pub use lazarus_proto::{actor_id, failure_detector, recovery, wire};
+#[doc(hidden)]
 pub mod actor_kind;
 pub mod actor_ref;
 mod asymmetric_fence;
+#[doc(hidden)]
 pub mod checkpoint;
 pub mod cluster;
 pub mod context;
@@ -47,21 +49,26 @@ pub mod dense;
 pub mod error;
 mod executor;
 mod exited_actors;
+#[doc(hidden)]
 pub mod failpoint;
 mod heap;
 mod lifecycle;
+#[doc(hidden)]
 pub mod logger_node;
 mod mailbox;
 pub mod node;
 pub mod payload;
 mod range_set;
+#[doc(hidden)]
 pub mod recovery_layer;
 mod registry;
 pub mod reply;
 pub mod supervision;
 pub mod telemetry;
 pub mod timer;
+#[doc(hidden)]
 pub mod topology;
+#[doc(hidden)]
 pub mod transport;
 
 // Unit tests define actors with the derive macros, whose expansions name `::lazarus`.
@@ -81,6 +88,16 @@ pub use node::{CoreId, Node, NodeBuilder, NodeHandle};
 pub use payload::Payload;
 pub use reply::ReplyTo;
 pub use supervision::{FailureKind, SupervisionEvent};
+
+/// What an app needs in scope: `use lazarus::prelude::*;` brings the derive macros, the
+/// node and cluster, actor references, the handler context and reply slots, and the
+/// errors their calls return.
+pub mod prelude {
+    pub use crate::{
+        messages, Actor, ActorId, ActorRef, AskError, Cluster, ClusterError, ClusterSpec, Context,
+        Node, NodeError, NodeHandle, Payload, ReplyTo, SendError, SpawnError,
+    };
+}
 
 /// Items the macros expand to. Not part of the public API.
 #[doc(hidden)]
