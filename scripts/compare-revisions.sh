@@ -3,6 +3,7 @@
 # per run the medians of one RESULT field and their ratio (candidate / baseline).
 #
 #   scripts/compare-revisions.sh BASE_REV [ROUNDS]
+#   COMPARE_ONLY='pingpong' scripts/compare-revisions.sh BASE_REV 10
 #
 # The baseline is built from BASE_REV in a git worktree under /tmp (release, its own
 # target directory); the candidate is the working tree. Each round runs every case
@@ -45,9 +46,11 @@ CASES=(
 # One run: prints the field's value from the RESULT line, or fails.
 run() {
     local bin=$1 opts=$2 app=$3 field=$4
-    local out
+    local out dir=()
+    # A checkpoint directory is an option of recovery: refused without it.
+    [[ $opts == *"--ft on"* ]] && dir=(--checkpoint-dir "$CKPT")
     # shellcheck disable=SC2086
-    out=$("$bin/lazarus" run $opts --checkpoint-dir "$CKPT" -- "$bin"/$app 2>/dev/null) || {
+    out=$("$bin/lazarus" run $opts "${dir[@]}" -- "$bin"/$app 2>/dev/null) || {
         echo "run failed: $bin/lazarus run $opts -- $app" >&2
         return 1
     }
@@ -55,6 +58,15 @@ run() {
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+# COMPARE_ONLY=REGEX keeps the cases whose name matches.
+if [ -n "${COMPARE_ONLY:-}" ]; then
+    kept=()
+    for c in "${CASES[@]}"; do
+        [[ ${c%%|*} =~ $COMPARE_ONLY ]] && kept+=("$c")
+    done
+    CASES=("${kept[@]}")
+fi
 
 declare -A values
 for round in $(seq 1 "$ROUNDS"); do

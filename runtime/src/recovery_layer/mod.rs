@@ -922,7 +922,7 @@ impl RecoveryLayer {
 
     /// The frames the node's machine has to send, in order, for [`Self::emit`] once the
     /// lock is released.
-    fn outgoing(state: &mut LayerState) -> Vec<(u16, FrameBody)> {
+    fn outgoing(state: &mut LayerState) -> Outgoing {
         std::iter::from_fn(|| state.recovery.poll_transmit())
             .map(|(to, frame)| (to.0, body_of(frame)))
             .collect()
@@ -1092,7 +1092,7 @@ impl RecoveryLayer {
 
     /// Sends an actor's frames (its message, and what the machine queued with it) from
     /// the actor's thread, which waits for room in the peers' queues.
-    fn send_from_actor(&self, frames: Vec<(u16, FrameBody)>) -> Result<(), String> {
+    fn send_from_actor(&self, frames: Outgoing) -> Result<(), String> {
         if frames.is_empty() {
             return Ok(());
         }
@@ -1817,6 +1817,10 @@ pub struct LayerStats {
     /// is not reproducible).
     pub main_off_thread_sends: u64,
 }
+
+/// Frames the node's machine has to send after one input: inline for the common case
+/// (an actor's message, with or without a determinant batch), no allocation per send.
+type Outgoing = smallvec::SmallVec<[(u16, FrameBody); 2]>;
 
 /// The transport's frame for a frame of the recovery machine.
 fn body_of(frame: Frame<Envelope>) -> FrameBody {
