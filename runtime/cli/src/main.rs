@@ -1319,7 +1319,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             let mut recovery = recovery && !stopping;
             // The node's last words (failures, final totals) decide what follows.
             node.drain_output();
-            if status.code() == Some(lazarus::recovery_layer::ACTOR_FAILED_EXIT) {
+            if status.code() == Some(lazarus::cluster::supervisor_channel::ACTOR_FAILED_EXIT) {
                 let failures = launch
                     .out
                     .failures

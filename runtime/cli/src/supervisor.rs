@@ -124,7 +124,7 @@ pub fn restart_delay(restarts: u32) -> Duration {
 /// themselves with the same non-zero status before doing any work worth restoring. That
 /// is a start-up failure (a bad argument, a missing file), not a fault a restart cures,
 /// so the rank is not restarted again. A node killed by a signal is always restarted,
-/// and actor failures ([`lazarus::recovery_layer::ACTOR_FAILED_EXIT`]) have their own
+/// and actor failures ([`lazarus::cluster::supervisor_channel::ACTOR_FAILED_EXIT`]) have their own
 /// rule ([`is_deterministic`]).
 pub fn repeats_startup_failure(
     previous: Option<i32>,
@@ -136,7 +136,7 @@ pub fn repeats_startup_failure(
             !checkpointed
                 && before == now
                 && now != 0
-                && now != lazarus::recovery_layer::ACTOR_FAILED_EXIT
+                && now != lazarus::cluster::supervisor_channel::ACTOR_FAILED_EXIT
         }
         _ => false,
     }
@@ -613,7 +613,7 @@ mod tests {
         assert!(!repeats_startup_failure(Some(1), Some(2), false));
         assert!(!repeats_startup_failure(Some(2), Some(2), true));
         // Actor failures have their own rule (the same failure three times).
-        let actor = lazarus::recovery_layer::ACTOR_FAILED_EXIT;
+        let actor = lazarus::cluster::supervisor_channel::ACTOR_FAILED_EXIT;
         assert!(!repeats_startup_failure(Some(actor), Some(actor), false));
     }
 

@@ -608,7 +608,7 @@ impl Cluster {
             }
             // Only a restart reads them, and only with recovery on is there one.
             if rc.supervised {
-                crate::recovery_layer::event(self.spec.rank, TIMED_PART_EVENT);
+                crate::cluster::supervisor_channel::event(self.spec.rank, TIMED_PART_EVENT);
             }
             // A node without a recovery layer keeps no checkpoint directory.
             if self.transport.is_some() {

@@ -15,6 +15,12 @@
 //!
 //! With recovery off the launcher talks to its nodes on the same channel, but only
 //! `report` means anything there (such a node leaves when its `main` returns).
+//!
+//! The other direction, what a node tells its supervisor: `lazarus-event` lines on its
+//! standard error (the recovery timeline, `event`), its `lazarus-report` answer
+//! ([`NodeReport`]), and its exit status ([`ACTOR_FAILED_EXIT`] when an actor failed);
+//! and the limits both sides apply to restarts ([`MAX_RESTARTS_PER_RANK`],
+//! [`MAX_SAME_FAILURE`]).
 
 use crate::node::NodeHandle;
 use crate::transport::Transport;
@@ -80,6 +86,19 @@ pub fn parse_report(line: &str) -> Option<NodeReport> {
         cpu_ms: field("cpu_ms")?.parse().ok()?,
         state: state.to_string(),
     })
+}
+
+/// Exit status of a node process that ended because one of its actors failed.
+pub const ACTOR_FAILED_EXIT: i32 = 70;
+
+/// Prints one timeline event of this node to stderr, as `lazarus-event` lines the
+/// launcher turns into the run's timeline.
+pub(crate) fn event(rank: u16, what: &str) {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    eprintln!("lazarus-event ms={ms} rank={rank} {what}");
 }
 
 /// Lines from the supervisor that were not understood, and read errors.

@@ -48,7 +48,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Bytes held by the sender-based log (payloads), per node.
 pub const LOG_BYTES: &str = "lazarus_recovery_log_bytes";
@@ -133,10 +133,7 @@ pub(crate) fn turn_begins() {
 /// than this node's log had been released up to (their newest checkpoint was lost).
 pub const RECOVERY_IMPOSSIBLE: &str = "lazarus_recovery_impossible_total";
 
-/// Exit status of a node process that ended because one of its actors failed.
-pub const ACTOR_FAILED_EXIT: i32 = 70;
-
-/// Set while any node in this process runs with recovery on: the driver hooks in
+/// Set while any node in this process runs with recovery on: the hooks of `main` in
 /// [`crate::ActorRef::tell`] cost one relaxed load when it is off.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
@@ -353,15 +350,7 @@ impl Buddy {
     }
 }
 
-/// Prints one timeline event of this node to stderr, as `lazarus-event` lines the
-/// launcher turns into the run's timeline.
-pub(crate) fn event(rank: u16, what: &str) {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
-    eprintln!("lazarus-event ms={ms} rank={rank} {what}");
-}
+pub(crate) use crate::cluster::supervisor_channel::{event, ACTOR_FAILED_EXIT};
 
 /// Publishes the count of regenerations compared so far and reports the violations
 /// found since the last call.

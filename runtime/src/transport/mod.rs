@@ -815,7 +815,7 @@ impl Transport {
                     // Declared failed by silence: if its process is in fact alive (frozen,
                     // overloaded), the supervisor kills it so that it restarts. A node this
                     // node has given up on must not come back with its old state.
-                    crate::recovery_layer::event(
+                    crate::cluster::supervisor_channel::event(
                         self.rank,
                         &format!(
                             "suspected peer={rank} incarnation={incarnation} silent_ms={}",
@@ -921,7 +921,7 @@ impl Transport {
             .unwrap_or_else(|e| e.into_inner())
             .insert(peer);
         self.gone_changed.notify_waiters();
-        crate::recovery_layer::event(self.rank, &format!("peer-gone peer={peer}"));
+        crate::cluster::supervisor_channel::event(self.rank, &format!("peer-gone peer={peer}"));
         true
     }
 
