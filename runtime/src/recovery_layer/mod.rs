@@ -534,6 +534,8 @@ pub(crate) struct LayerState {
     pub(crate) logger_instances: Vec<Option<u64>>,
     /// When the rollback was sent (for the replay phase's duration).
     pub(crate) rollback_at: Option<Instant>,
+    /// The replay phase's tracing span, from the rollback until the replay completes.
+    pub(crate) replay_span: Option<tracing::Span>,
     /// Measurement mode only: messages inside the node, logged as if they crossed sets.
     pub(crate) forced_log: ForcedLog,
     /// Determinants: this node's, and other nodes' it keeps as their logger.
@@ -785,6 +787,7 @@ impl RecoveryLayer {
                 exited: Default::default(),
                 logger_instances: Vec::new(),
                 rollback_at: None,
+                replay_span: None,
                 forced_log: ForcedLog::default(),
                 local: Arc::clone(&local),
                 events,
@@ -1412,6 +1415,7 @@ impl RecoveryLayer {
         let frames = Self::outgoing(&mut state);
         Self::deliver_ready(&mut state, node);
         if outcome.recovered {
+            state.replay_span = None;
             if let Some(at) = state.rollback_at.take() {
                 histogram!(RECOVERY_PHASE, "phase" => "replay").record(at.elapsed().as_secs_f64());
                 event(

@@ -185,6 +185,12 @@ impl RecoveryLayer {
     /// incarnation and sends the ROLLBACKs. Actors are restored later, at
     /// [`RecoveryLayer::restore_point`].
     pub(crate) fn begin_restore(&self, node: &NodeHandle) -> Result<RestoreSource, String> {
+        let _span = tracing::info_span!(
+            "recovery.load",
+            rank = self.rank,
+            incarnation = self.config.incarnation
+        )
+        .entered();
         let started = Instant::now();
         let incarnation = Incarnation(self.config.incarnation);
         let (image, source, unusable) = self.load_newest();
@@ -237,6 +243,12 @@ impl RecoveryLayer {
             state.exited = exited;
             state.logger_instances = logger_instances;
             state.rollback_at = Some(Instant::now());
+            // Open until the last peer's RESPONSE completes the replay (on another thread).
+            state.replay_span = Some(tracing::info_span!(
+                "recovery.replay",
+                rank = self.rank,
+                incarnation = incarnation.0
+            ));
         }
         self.send_actions_now(actions);
         event(
@@ -262,6 +274,7 @@ impl RecoveryLayer {
     /// The app's main has spawned its actors again and now communicates: restore their
     /// states and mailboxes and let them run.
     pub(crate) fn restore_point(&self, node: &NodeHandle) {
+        let _span = tracing::info_span!("recovery.restore", rank = self.rank).entered();
         let started = Instant::now();
         let mut state = self.lock();
         if state.ready {

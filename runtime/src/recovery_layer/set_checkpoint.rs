@@ -164,6 +164,7 @@ pub const STATE_TARGET: &str = "lazarus::recovery_state";
 impl RecoveryLayer {
     /// Reads the node's set in one paused instant.
     fn capture(&self, node: &NodeHandle) -> Result<Captured, CheckpointFailure> {
+        let _span = tracing::info_span!("pause").entered();
         let started = Instant::now();
         if !node.pause_cores(PAUSE_TIMEOUT) {
             return Err(CheckpointFailure::PauseTimeout(PAUSE_TIMEOUT));
@@ -227,6 +228,10 @@ impl RecoveryLayer {
     /// Takes, stores and commits one checkpoint of this node's set.
     pub fn checkpoint_now(&self, node: &NodeHandle) -> Result<CheckpointReport, CheckpointFailure> {
         let mut body = self.checkpointing.lock().unwrap_or_else(|e| e.into_inner());
+        // One span per checkpoint, its phases (pause, store, replica, commit) inside it:
+        // a tracing subscriber (or OpenTelemetry behind one) sees where the time goes.
+        let span = tracing::info_span!("checkpoint", rank = self.rank, id = tracing::field::Empty);
+        let _checkpoint = span.enter();
         let started = Instant::now();
         let Captured {
             protocol,
@@ -256,6 +261,7 @@ impl RecoveryLayer {
             })?;
         histogram!(CHECKPOINT_PAUSE).record(pause.as_secs_f64());
         let id = protocol.id;
+        span.record("id", id.0);
         crate::failpoint::during_checkpoint(id.0);
         let n_actors = actors.len();
         let events_snapshot = events.snapshot;
@@ -270,6 +276,7 @@ impl RecoveryLayer {
             logger_instances,
         };
         let replicated = self.config.buddy && self.size > 1;
+        let store_span = tracing::info_span!("store", replicated).entered();
         let stored = if replicated {
             // The replica needs the image in memory anyway.
             crate::wire::encode_into(&image, &mut body)
@@ -294,6 +301,7 @@ impl RecoveryLayer {
                 control.recycle_image(actor);
             }
         }
+        drop(store_span);
         let bytes = stored.map_err(CheckpointFailure::Store).inspect_err(|e| {
             counter!(CHECKPOINT_FAILURES, "reason" => e.reason()).increment(1);
         })? as usize;
@@ -306,11 +314,13 @@ impl RecoveryLayer {
                 appended: &appended,
                 len: journal_len,
             };
+            let _replica = tracing::info_span!("replica", buddy = self.buddy()).entered();
             if !self.replicate(id.0, body, journal, REPLICA_TIMEOUT) {
                 counter!(CHECKPOINT_FAILURES, "reason" => "replica").increment(1);
                 return Err(CheckpointFailure::Replica(REPLICA_TIMEOUT));
             }
         }
+        let _commit = tracing::info_span!("commit").entered();
         let actions = {
             let mut state = self.lock();
             let protocol = state
@@ -775,6 +785,57 @@ pub(crate) fn first_checkpoint_after(every: Duration, rank: u16, size: u16) -> D
 mod tests {
     use super::{first_checkpoint_after, SpawnWait, AWAITING_SPAWN_MAX_RETRY};
     use std::time::{Duration, Instant};
+
+    /// A span's name and its parent's.
+    type Opened = Vec<(String, Option<String>)>;
+
+    /// Records each span opened.
+    struct Spans(std::sync::Arc<std::sync::Mutex<Opened>>);
+
+    impl<S> tracing_subscriber::Layer<S> for Spans
+    where
+        S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    {
+        fn on_new_span(
+            &self,
+            attrs: &tracing::span::Attributes<'_>,
+            id: &tracing::span::Id,
+            ctx: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            let parent = (ctx.span(id).and_then(|s| s.parent())).map(|p| p.name().to_string());
+            let name = attrs.metadata().name().to_string();
+            self.0.lock().unwrap().push((name, parent));
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_is_one_span_with_its_phases_inside() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::registry().with(Spans(seen.clone()));
+        let dir = std::env::temp_dir().join(format!("lazarus-spans-{}", std::process::id()));
+        let node = crate::Node::builder().cores(1).pin(false).build().unwrap();
+        let layer = crate::recovery_layer::RecoveryLayer::new(
+            0,
+            1,
+            crate::recovery_layer::RecoveryConfig::for_tests(dir.clone()),
+        );
+        node.handle().set_recovery_layer(layer.clone());
+        let taken =
+            tracing::subscriber::with_default(subscriber, || layer.checkpoint_now(node.handle()));
+        node.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+        taken.unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert!(seen.contains(&("checkpoint".into(), None)), "{seen:?}");
+        for phase in ["pause", "store", "commit"] {
+            let inside = (phase.to_string(), Some("checkpoint".to_string()));
+            assert!(
+                seen.contains(&inside),
+                "no {phase} span inside the checkpoint's: {seen:?}"
+            );
+        }
+    }
 
     #[test]
     fn checkpoints_waiting_for_spawns_retry_less_and_less_often_and_say_so_once() {
