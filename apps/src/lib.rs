@@ -10,50 +10,8 @@ pub mod ending;
 pub mod kernel_time;
 pub mod npb;
 
-/// Builds the `RESULT app=<name> <key>=<value> ... verified=<bool>` line that every miniapp
-/// prints as its last line, so scripts can compare runs.
-#[derive(Debug, Clone)]
-pub struct ResultLine {
-    app: String,
-    fields: Vec<(String, String)>,
-}
-
-impl ResultLine {
-    /// Starts the line for app `app`.
-    pub fn new(app: &str) -> Self {
-        ResultLine {
-            app: app.to_string(),
-            fields: Vec::new(),
-        }
-    }
-
-    /// Appends `key=value`. Keys must not contain spaces or `=`; values must not contain
-    /// spaces (they are written as given).
-    pub fn field(mut self, key: &str, value: impl Display) -> Self {
-        self.fields.push((key.to_string(), value.to_string()));
-        self
-    }
-
-    /// Appends `key=0x<16 hex digits>`: how the apps write checksums and digests.
-    pub fn hex(self, key: &str, value: u64) -> Self {
-        self.field(key, format!("{value:#018x}"))
-    }
-
-    /// Appends `elapsed_s=<seconds>`, to the microsecond: how long the timed part took.
-    pub fn elapsed(self, seconds: f64) -> Self {
-        self.field("elapsed_s", format!("{seconds:.6}"))
-    }
-
-    /// The finished line, ending with `verified=<verified>`.
-    pub fn finish(&self, verified: bool) -> String {
-        let mut line = format!("RESULT app={}", self.app);
-        for (k, v) in &self.fields {
-            line.push_str(&format!(" {k}={v}"));
-        }
-        line.push_str(&format!(" verified={verified}"));
-        line
-    }
-}
+/// The `RESULT` line every miniapp prints last: the runtime's own ([`lazarus::ResultLine`]).
+pub use lazarus::ResultLine;
 
 /// Checks that a freshly spawned actor got the id the app computed for it (`what` names
 /// it in the error): ids are `(rank, spawn order)`, and other nodes, and a restarted

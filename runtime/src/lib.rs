@@ -80,6 +80,7 @@ pub use actor::{
 };
 pub use actor_id::ActorId;
 pub use actor_ref::{ActorRef, Ask};
+pub use cluster::ending::{ResultLine, Verdict};
 pub use cluster::{Cluster, ClusterError, ClusterSpec};
 pub use context::Context;
 pub use error::{AskError, NodeError, ReceiveError, SendError, SpawnError};
@@ -95,7 +96,7 @@ pub use supervision::{FailureKind, SupervisionEvent};
 pub mod prelude {
     pub use crate::{
         messages, Actor, ActorId, ActorRef, AskError, Cluster, ClusterError, ClusterSpec, Context,
-        Node, NodeError, NodeHandle, Payload, ReplyTo, SendError, SpawnError,
+        Node, NodeError, NodeHandle, Payload, ReplyTo, ResultLine, SendError, SpawnError, Verdict,
     };
 }
 

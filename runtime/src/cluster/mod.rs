@@ -17,6 +17,7 @@
 //! secret comes from `LAZARUS_SECRET` if exported, else from `~/.lazarus/cluster-secret`
 //! (created on first use, mode 0600; on a cluster, home directories are shared).
 
+pub mod ending;
 pub mod slurm;
 pub mod supervisor_channel;
 
