@@ -239,11 +239,6 @@ impl<P: LogPayload> NodeRecovery<P> {
         }
     }
 
-    /// This node's set.
-    pub fn me(&self) -> SetId {
-        self.me
-    }
-
     /// Installs the protocol (a fresh one, or one restored from a checkpoint). The
     /// frames that arrived before are then in [`Self::take_early`].
     pub fn start_protocol(&mut self, protocol: SetProtocol<P>) {
@@ -670,11 +665,6 @@ impl<P: LogPayload> NodeRecovery<P> {
     /// The next frame to send, in order.
     pub fn poll_transmit(&mut self) -> Option<(SetId, Frame<P>)> {
         self.transmit.pop_front()
-    }
-
-    /// Whether frames wait in [`Self::poll_transmit`].
-    pub fn has_transmit(&self) -> bool {
-        !self.transmit.is_empty()
     }
 
     /// The next message an actor of this node may take, if one is deliverable.
