@@ -10,7 +10,7 @@ use crate::error::{AskError, SendError};
 use crate::lifecycle::{ActorCell, Control};
 use crate::mailbox::Status;
 use crate::node::NodeHandle;
-use crate::recovery_layer::{RecoveryLayer, TellHook};
+use crate::recovery_hooks::{self, MainAskSend, RecoveryHooks, TellHook};
 use crate::reply::ReplyTo;
 use crate::telemetry;
 use crate::transport::frame::{Envelope, RemoteError};
@@ -145,10 +145,10 @@ impl<A: Actor> ActorRef<A> {
         msg: M,
         reply: ReplyTo<M::Reply>,
     ) -> Result<(), SendError<M>> {
-        match crate::recovery_layer::tell_hook() {
+        match recovery_hooks::tell_hook(self.node_handle()) {
             TellHook::None => self.tell_direct(msg, reply),
-            TellHook::Main => self.main_tell(msg, reply),
-            TellHook::LogAll(from) => self.logged_local_tell(from, msg, reply),
+            TellHook::Main(hooks) => self.main_tell(hooks, msg, reply),
+            TellHook::LogAll(hooks, from) => self.logged_local_tell(hooks, from, msg, reply),
         }
     }
 
@@ -188,13 +188,12 @@ impl<A: Actor> ActorRef<A> {
     #[cold]
     fn logged_local_tell<M: Message<A>>(
         &self,
+        layer: &Arc<dyn RecoveryHooks>,
         from: ActorId,
         msg: M,
         reply: ReplyTo<M::Reply>,
     ) -> Result<(), SendError<M>> {
-        if let (Route::Local(cell), Some(layer)) =
-            (&self.route, self.node_handle().recovery_layer())
-        {
+        if let Route::Local(cell) = &self.route {
             let set = msg.into_set(reply);
             if let Ok(bytes) = crate::wire::encode(&set) {
                 layer.log_local(from, cell.mailbox.id, bytes.into());
@@ -211,33 +210,20 @@ impl<A: Actor> ActorRef<A> {
     #[cold]
     fn main_tell<M: Message<A>>(
         &self,
+        layer: &Arc<dyn RecoveryHooks>,
         msg: M,
         reply: ReplyTo<M::Reply>,
     ) -> Result<(), SendError<M>> {
-        let node = self.node_handle().clone();
-        let Some(layer) = node.recovery_layer().cloned() else {
-            return self.tell_direct(msg, reply);
-        };
-        // Main's tell is an input to the set: what the set's actors send after it (and
-        // so the answers coming back) depends on it, and a restarted node replays those
-        // answers only once main has made the tell again.
-        let input = |state: &mut crate::recovery_layer::LayerState| {
-            if let Some(protocol) = state.recovery.protocol_mut() {
-                protocol.on_local_input();
-            }
-        };
+        let node = self.node_handle();
         match &self.route {
-            // Pushed while the layer is locked: a checkpoint sees the count and the
-            // message together or neither; logged messages the tell let through (on
-            // either route) go in after it.
             Route::Local(_) => {
-                let (mut state, skip) = layer.main_turn(&node, true);
-                if skip {
-                    return Ok(());
-                }
-                input(&mut state);
-                let sent = self.tell_direct(msg, reply);
-                RecoveryLayer::deliver_ready(&mut state, &node);
+                let mut pending = Some((msg, reply));
+                let mut sent = Ok(());
+                layer.main_tell_local(node, &mut || {
+                    if let Some((msg, reply)) = pending.take() {
+                        sent = self.tell_direct(msg, reply);
+                    }
+                });
                 sent
             }
             Route::Remote(t) => {
@@ -245,23 +231,17 @@ impl<A: Actor> ActorRef<A> {
                 // before it is counted among main's sends: a re-executed main is refused
                 // the same way, instead of skipping a send it then makes differently.
                 let set = msg.into_set(reply);
-                let env = match t.envelope(&set, None) {
-                    Ok(env) => env,
-                    Err(e) => {
-                        return Err(SendError::Unreachable {
-                            id: t.id,
-                            reason: e.to_string(),
-                            message: take_back::<A, M>(set),
-                        })
+                match t.envelope(&set, None) {
+                    Ok(env) => {
+                        layer.main_tell_remote(node, env);
+                        Ok(())
                     }
-                };
-                let (mut state, skip) = layer.main_turn(&node, true);
-                if skip {
-                    return Ok(());
+                    Err(e) => Err(SendError::Unreachable {
+                        id: t.id,
+                        reason: e.to_string(),
+                        message: take_back::<A, M>(set),
+                    }),
                 }
-                input(&mut state);
-                layer.main_send_logged(state, &node, env);
-                Ok(())
             }
         }
     }
@@ -272,9 +252,8 @@ impl<A: Actor> ActorRef<A> {
     /// [`Ask::timeout`] sets another. The future needs a Tokio runtime with timers, which
     /// [`crate::Node::block_on`] provides.
     pub fn ask<M: Message<A>>(&self, msg: M) -> Ask<A, M::Reply> {
-        if crate::recovery_layer::tell_hook() == TellHook::Main {
-            let node = self.node_handle();
-            if let (Some(layer), Some(tr)) = (node.recovery_layer(), node.transport()) {
+        if let TellHook::Main(layer) = recovery_hooks::tell_hook(self.node_handle()) {
+            if let Some(tr) = self.node_handle().transport() {
                 return self.main_ask(layer, tr, msg);
             }
         }
@@ -301,8 +280,7 @@ impl<A: Actor> ActorRef<A> {
                 }
             }
             Route::Remote(t) => {
-                if crate::recovery_layer::is_active() && crate::lifecycle::current_actor().is_some()
-                {
+                if t.node.recovery().is_some() && crate::lifecycle::current_actor().is_some() {
                     telemetry::ask_unrecovered(A::NAME);
                 }
                 let state = match t.node.transport() {
@@ -337,20 +315,61 @@ impl<A: Actor> ActorRef<A> {
         }
     }
 
-    /// An ask by the app's `main` with recovery on (see
-    /// [`crate::recovery_layer::driver`]): counted among main's sends and numbered by its
-    /// position, its reply kept by the node; a restarted node's `main` skips it if its
-    /// checkpoint contains it and gets the reply kept from before the failure, or made
-    /// after the restore (by a restored actor, or resent by the replier's node).
+    /// An ask by the app's `main` with recovery on (see the recovery layer's
+    /// `main_replay`): counted among main's sends and numbered by its position, its reply
+    /// kept by the node; a restarted node's `main` skips it if its checkpoint contains it
+    /// and gets the reply kept from before the failure, or made after the restore (by a
+    /// restored actor, or resent by the replier's node).
     #[cold]
     fn main_ask<M: Message<A>>(
         &self,
-        layer: &Arc<RecoveryLayer>,
+        layer: &Arc<dyn RecoveryHooks>,
         tr: Arc<crate::transport::Transport>,
         msg: M,
     ) -> Ask<A, M::Reply> {
         let id = self.id();
         let node = self.node_handle();
+        let mut msg = Some(msg);
+        let started = match &self.route {
+            Route::Local(cell) => {
+                let rank = node.rank();
+                layer.main_ask(
+                    node,
+                    &tr,
+                    id,
+                    MainAskSend::Local(&mut |request| {
+                        let Some(msg) = msg.take() else {
+                            return false;
+                        };
+                        let reply = ReplyTo::to_driver(rank, request);
+                        let refused = cell.send(msg.into_set(reply)).is_err();
+                        if refused {
+                            telemetry::send_error(A::NAME);
+                        }
+                        refused
+                    }),
+                )
+            }
+            // The sending side's image of the slot: it only serializes as the route.
+            Route::Remote(t) => layer.main_ask(
+                node,
+                &tr,
+                id,
+                MainAskSend::Remote(&mut |request| {
+                    let Some(msg) = msg.take() else {
+                        return Err((RemoteError::ActorGone(id), "sent twice".into()));
+                    };
+                    t.envelope(
+                        &msg.into_set(ReplyTo::outgoing(node.rank(), request)),
+                        Some(request),
+                    )
+                    .map_err(|refused| {
+                        telemetry::send_error(A::NAME);
+                        (refused.outcome(id), refused.to_string())
+                    })
+                }),
+            ),
+        };
         let (status, timeout) = match &self.route {
             Route::Local(cell) => (
                 Some(Arc::clone(cell) as Arc<dyn StatusView>),
@@ -358,80 +377,9 @@ impl<A: Actor> ActorRef<A> {
             ),
             Route::Remote(t) => (None, t.ask_timeout),
         };
-        let (mut state, skip) = layer.main_turn(node, true);
-        let request = crate::recovery_layer::main_replay::request_number(state.main_replay.sent);
-        let rx = tr.expect_reply(request, id.rank());
-        if let Some((outcome, diverged)) = state.main_replay.ask(request, id) {
-            if let Some(before) = diverged {
-                layer.report_diverged_ask(request, id, before);
-            }
-            tr.complete_request(request, outcome);
-        }
-        let mut failed = None;
-        if !skip {
-            // An input to the set, like main's tell (see `ActorRef::main_tell`).
-            if let Some(protocol) = state.recovery.protocol_mut() {
-                protocol.on_local_input();
-            }
-            match &self.route {
-                // Pushed while the layer is locked, like a tell (a checkpoint sees the
-                // count and the message together or neither). The slot answers `main`
-                // through the layer.
-                Route::Local(cell) => {
-                    let reply = ReplyTo::to_driver(node.rank(), request);
-                    let refused = crate::recovery_layer::main_replay::without_drop_replies(|| {
-                        cell.send(msg.into_set(reply)).is_err()
-                    });
-                    let mut answer = None;
-                    if refused {
-                        // Kept like an answer: a re-executed `main` that skips this ask
-                        // gets the same.
-                        telemetry::send_error(A::NAME);
-                        let outcome: crate::recovery_layer::main_replay::Outcome =
-                            Err(RemoteError::ActorGone(id));
-                        answer = state.main_replay.keep_outcome(request, &outcome).ok();
-                    }
-                    RecoveryLayer::deliver_ready(&mut state, node);
-                    drop(state);
-                    if let Some(outcome) = answer {
-                        tr.complete_request(request, outcome);
-                    }
-                }
-                // The sending side's image of the slot: it only serializes as the route.
-                Route::Remote(t) => match t.envelope(
-                    &msg.into_set(ReplyTo::outgoing(node.rank(), request)),
-                    Some(request),
-                ) {
-                    Ok(env) => layer.main_send_logged(state, node, env),
-                    Err(refused) => {
-                        // Kept like an answer (the ask is counted): a re-executed `main`
-                        // that skips this ask gets the same refusal.
-                        telemetry::send_error(A::NAME);
-                        let outcome: crate::recovery_layer::main_replay::Outcome =
-                            Err(refused.outcome(id));
-                        let answer = state.main_replay.keep_outcome(request, &outcome).ok();
-                        drop(state);
-                        match answer {
-                            Some(outcome) => {
-                                tr.complete_request(request, outcome);
-                            }
-                            None => {
-                                failed = Some(AskError::Unreachable {
-                                    id,
-                                    reason: refused.to_string(),
-                                })
-                            }
-                        }
-                    }
-                },
-            }
-        }
-        let state = match failed {
-            Some(e) => {
-                tr.cancel_request(request);
-                AskState::Failed(Some(e))
-            }
-            None => AskState::Remote(rx, request, tr),
+        let state = match started.failed {
+            Some(reason) => AskState::Failed(Some(AskError::Unreachable { id, reason })),
+            None => AskState::Remote(started.reply, started.request, tr),
         };
         Ask {
             id,
@@ -494,7 +442,7 @@ impl RemoteTarget {
         Ok(Envelope {
             to: self.id,
             from: crate::lifecycle::current_actor()
-                .unwrap_or_else(|| crate::recovery_layer::RecoveryLayer::main_id(self.node.rank())),
+                .unwrap_or_else(|| recovery_hooks::main_id(self.node.rank())),
             type_tag: self.type_tag,
             request,
             payload,
@@ -521,9 +469,9 @@ pub(crate) fn send_envelope(node: &NodeHandle, env: Envelope) -> Result<(), Stri
             env.to.rank()
         ));
     };
-    if let Some(layer) = node.recovery_layer() {
+    if let Some(layer) = node.recovery() {
         let from = crate::lifecycle::current_actor()
-            .unwrap_or_else(|| RecoveryLayer::main_id(node.rank()));
+            .unwrap_or_else(|| recovery_hooks::main_id(node.rank()));
         return layer.send_remote(node, from, env);
     }
     transport.send_envelope(env).map_err(|e| e.to_string())
@@ -595,7 +543,7 @@ pub struct Ask<A: Actor, R> {
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     /// The node's recovery layer, for an ask by `main` with recovery on: its timeout is
     /// kept as its outcome.
-    main_layer: Option<Arc<RecoveryLayer>>,
+    main_layer: Option<Arc<dyn RecoveryHooks>>,
     /// The ask has its outcome (returned, or given up on).
     settled: bool,
     _reply: PhantomData<fn() -> A>,

@@ -2,7 +2,7 @@
 //! store before its load with a compiler fence only, and a rare side that pays for both
 //! with a system call making every running thread of the process execute a full fence.
 //! The recovery layer counts messages between actors of a node this way (one plain
-//! store per message, `recovery_layer::LocalDeliveries`).
+//! store per message on the sending core's counter).
 
 /// `membarrier(2)` commands (linux/membarrier.h).
 #[cfg(target_os = "linux")]

@@ -125,9 +125,9 @@ impl<A: Actor> Context<A> {
         let Some(cell) = self.myself.local_cell() else {
             return false;
         };
-        let fresh = || !cell.mailbox.is_empty();
-        match self.node.recovery_layer() {
-            Some(layer) if A::ORDER_SENSITIVE => layer.probe(self.myself.id(), fresh),
+        let mut fresh = || !cell.mailbox.is_empty();
+        match self.node.recovery() {
+            Some(layer) if A::ORDER_SENSITIVE => layer.probe(self.myself.id(), &mut fresh),
             _ => fresh(),
         }
     }
@@ -167,7 +167,7 @@ impl<A: Actor> Context<A> {
     /// The id that stands for `main` of node `rank` as a sender (for
     /// [`Context::receive_only_from`]).
     pub fn driver_of(rank: u16) -> ActorId {
-        crate::recovery_layer::RecoveryLayer::main_id(rank)
+        crate::recovery_hooks::main_id(rank)
     }
 
     pub(crate) fn set_receive_filter(&mut self, sender: Option<ActorId>) {
@@ -207,8 +207,11 @@ impl<A: Actor> Context<A> {
     }
 
     fn nondeterministic(&mut self, fresh: impl FnOnce() -> u64) -> u64 {
-        match self.node.recovery_layer() {
-            Some(layer) => layer.value(self.myself.id(), fresh),
+        match self.node.recovery() {
+            Some(layer) => {
+                let mut fresh = Some(fresh);
+                layer.value(self.myself.id(), &mut || fresh.take().map_or(0, |f| f()))
+            }
             None => fresh(),
         }
     }

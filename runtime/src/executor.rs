@@ -114,8 +114,8 @@ pub(crate) struct CoreQueue {
     engine_waker: futures::task::AtomicWaker,
     gate: Arc<PauseGate>,
     /// Messages this core's actors put into mailboxes of their own node, with recovery
-    /// on (see `recovery_layer::LocalDeliveries`). Written only by this core's thread,
-    /// with a plain store: no locked instruction per message.
+    /// on (the recovery layer counts the node's local deliveries from them). Written
+    /// only by this core's thread, with a plain store: no locked instruction per message.
     local_sends: CachePadded<AtomicU64>,
     /// Messages whose handler this core's actors ran, for the launcher's stall watchdog
     /// (see `cluster::supervisor_channel`). Written only by this core's thread, once per

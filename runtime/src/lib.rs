@@ -59,6 +59,7 @@ mod mailbox;
 pub mod node;
 pub mod payload;
 mod range_set;
+mod recovery_hooks;
 #[doc(hidden)]
 pub mod recovery_layer;
 mod registry;

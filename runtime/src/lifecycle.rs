@@ -15,7 +15,8 @@ use crate::executor::{CoreQueue, Runnable};
 use crate::mailbox::{Mailbox, Signal, Stamp, Status};
 use crate::node::{CoreId, NodeHandle};
 use crate::recovery::Dependence;
-use crate::recovery_layer::dependence::{self, ActorDependence};
+use crate::recovery_hooks::dependence::{self, ActorDependence};
+use crate::recovery_hooks::RecoveryHooks;
 use crate::supervision::{panic_text, FailureKind, SupervisionEvent};
 use crate::telemetry::ActorStats;
 use crate::timer::{TimerId, TimerTarget, Timers};
@@ -86,7 +87,7 @@ pub(crate) struct ActorCell<A: Actor> {
     /// Locked apart from `state`: the timer thread fires while a handler runs.
     timers: Mutex<Timers<A::Msg>>,
     /// Which of the node's determinants this actor's messages to other nodes wait for
-    /// (recovery on; see `recovery_layer::dependence`).
+    /// (recovery on; see `recovery_hooks::dependence`).
     dependence: ActorDependence,
     /// The buffer its last checkpoint image's state was encoded into, handed back once
     /// the image was stored (recovery on). A fresh buffer of a large state costs a page
@@ -135,7 +136,7 @@ impl<A: Actor> ActorCell<A> {
     ) -> Arc<Self> {
         let stats = ActorStats::new(A::NAME, mailbox.id.to_string());
         // A spawned actor starts from what its spawner knew.
-        let dependence = ActorDependence::new(if crate::recovery_layer::is_active() {
+        let dependence = ActorDependence::new(if node.recovers() {
             dependence::of_sender()
         } else {
             Dependence::Below(0)
@@ -213,26 +214,26 @@ impl<A: Actor> ActorCell<A> {
     /// Enqueues an application message and wakes the actor.
     #[inline]
     pub(crate) fn send(self: &Arc<Self>, msg: A::Msg) -> Result<(), (A::Msg, Status)> {
-        if crate::recovery_layer::is_active() {
-            // Before the push, so the receiver's next send out of the node sees it.
-            self.dependence.raise(dependence::of_sender());
-        }
+        let Some(layer) = self.node.recovery() else {
+            return self.push_and_wake(msg);
+        };
+        // Before the push, so the receiver's next send out of the node sees it.
+        self.dependence.raise(dependence::of_sender());
         self.push_and_wake(msg)?;
-        // A message from an actor of this node is an event of the set (recovery on):
-        // counted after the push, so whatever it lets through comes after it.
-        if crate::recovery_layer::counts_local_sends() {
-            if let Some(layer) = self.node.recovery_layer() {
-                layer.local_delivery(&self.node, &self.core);
-            }
+        // A message from an actor of this node is an event of the set: counted after the
+        // push, so whatever it lets through comes after it (`main`'s tells are counted
+        // as its inputs).
+        if current_actor().is_some() {
+            layer.local_delivery(&self.node, &self.core);
         }
         Ok(())
     }
 
     fn push_and_wake(self: &Arc<Self>, msg: A::Msg) -> Result<(), (A::Msg, Status)> {
         if A::ORDER_SENSITIVE {
-            let from = current_actor()
-                .unwrap_or_else(|| crate::recovery_layer::RecoveryLayer::main_id(self.node.rank()));
-            let stamp = match self.node.recovery_layer() {
+            let from =
+                current_actor().unwrap_or_else(|| crate::recovery_hooks::main_id(self.node.rank()));
+            let stamp = match self.node.recovery() {
                 Some(layer) => layer.stamp_local(from, self.mailbox.id),
                 // Without recovery only the sender matters (selective receive).
                 None => Stamp { from, index: 0 },
@@ -251,8 +252,8 @@ impl<A: Actor> ActorCell<A> {
 
     fn turn(self: &Arc<Self>, state: &mut State<A>) {
         CURRENT_ACTOR.with(|c| c.set(Some(self.mailbox.id)));
-        let entered = crate::recovery_layer::is_active().then(|| {
-            crate::recovery_layer::turn_begins();
+        let entered = self.node.recovery().map(|layer| {
+            layer.turn_begins();
             dependence::enter(&self.dependence)
         });
         self.turn_inner(state);
@@ -306,7 +307,7 @@ impl<A: Actor> ActorCell<A> {
         let id = self.mailbox.id;
         // Only order-sensitive actors with recovery on consult the delivery order.
         let layer = if A::ORDER_SENSITIVE {
-            self.node.recovery_layer().map(|l| &**l)
+            self.node.recovery().map(|l| &**l)
         } else {
             None
         };
@@ -471,7 +472,7 @@ impl<A: Actor> ActorCell<A> {
 /// sender a selective receive names, if any, and admitted by the delivery order (a
 /// selected delivery is determined by its channel's FIFO order, so it logs nothing).
 fn may_deliver(
-    layer: Option<&crate::recovery_layer::RecoveryLayer>,
+    layer: Option<&dyn RecoveryHooks>,
     id: ActorId,
     stamp: Stamp,
     only: Option<ActorId>,
@@ -501,7 +502,7 @@ fn cancelled_timer<M>(timers: &Mutex<Timers<M>>, stamp: Stamp) -> bool {
 /// in deadline order, not arm order, so every held timer is one), or a cancelled timer
 /// (to be dropped). Messages without a stamp go in arrival order when no filter is set.
 fn take_next<M>(
-    layer: Option<&crate::recovery_layer::RecoveryLayer>,
+    layer: Option<&dyn RecoveryHooks>,
     id: ActorId,
     stash: &mut VecDeque<(M, Option<Stamp>)>,
     only: Option<ActorId>,
@@ -647,7 +648,7 @@ impl<A: Actor> Control for ActorCell<A> {
         let pushed = match stamp {
             Some(stamp) if A::ORDER_SENSITIVE => self.send_stamped(msg, stamp),
             // Without recovery only the sender matters (selective receive).
-            None if A::ORDER_SENSITIVE && self.node.recovery_layer().is_none() => {
+            None if A::ORDER_SENSITIVE && !self.node.recovers() => {
                 let stamp = Stamp {
                     from: env.from,
                     index: 0,
@@ -667,10 +668,10 @@ impl<A: Actor> Control for ActorCell<A> {
         let msg: A::Msg = crate::wire::decode(&env.payload)
             .map_err(|e| RemoteError::Undecodable(id, e.to_string()))?;
         // Measurement mode (log everything): logged like any other tell inside the node.
-        if let crate::recovery_layer::TellHook::LogAll(from) = crate::recovery_layer::tell_hook() {
-            if let Some(layer) = self.node().recovery_layer() {
-                layer.log_local(from, id, env.payload.clone());
-            }
+        if let crate::recovery_hooks::TellHook::LogAll(layer, from) =
+            crate::recovery_hooks::tell_hook(self.node())
+        {
+            layer.log_local(from, id, env.payload.clone());
         }
         self.send(msg).map_err(|_| RemoteError::ActorGone(id))
     }
@@ -937,7 +938,13 @@ mod tests {
         let mut stash = VecDeque::from([("a", stamp(cancelled)), ("b", stamp(live))]);
         let clock = |layer: &RecoveryLayer| layer.lock().events.clocks.get(&actor).copied();
 
-        let taken = take_next(Some(&layer), actor, &mut stash, None, &timers);
+        let taken = take_next(
+            Some(&*layer as &dyn RecoveryHooks),
+            actor,
+            &mut stash,
+            None,
+            &timers,
+        );
         assert_eq!(
             taken,
             Some(("a", stamp(cancelled))),
@@ -945,7 +952,13 @@ mod tests {
         );
         assert_eq!(clock(&layer), None, "no tick, no determinant");
         // The live timer is a delivery like any other: one tick, recorded.
-        let taken = take_next(Some(&layer), actor, &mut stash, None, &timers);
+        let taken = take_next(
+            Some(&*layer as &dyn RecoveryHooks),
+            actor,
+            &mut stash,
+            None,
+            &timers,
+        );
         assert_eq!(taken, Some(("b", stamp(live))));
         assert_eq!(clock(&layer), Some(1));
         let _ = std::fs::remove_dir_all(dir);

@@ -14,7 +14,7 @@ use crate::executor::{CoreQueue, PauseGate};
 use crate::exited_actors::ExitedActors;
 use crate::lifecycle::ActorCell;
 use crate::mailbox::Mailbox;
-use crate::recovery_layer::RecoveryLayer;
+use crate::recovery_hooks::RecoveryHooks;
 use crate::registry::Registry;
 use crate::supervision::{FailureHook, SupervisionEvent};
 use crate::telemetry;
@@ -192,7 +192,8 @@ struct NodeInner {
     /// as the reference its holder kept did, instead of failing to decode.
     gone: Mutex<ExitedActors>,
     transport: OnceLock<Arc<Transport>>,
-    recovery: OnceLock<Arc<RecoveryLayer>>,
+    /// The node's recovery hooks: none with recovery off.
+    recovery: OnceLock<Arc<dyn RecoveryHooks>>,
     gate: Arc<PauseGate>,
 }
 
@@ -321,7 +322,7 @@ impl NodeHandle {
             return Ok(cell);
         }
         // A restarted node starts its actors once their checkpointed states are back.
-        let deferred = match self.recovery_layer() {
+        let deferred = match self.recovery() {
             Some(layer) => {
                 if id.is_child() {
                     crate::actor_kind::check_registered::<A>();
@@ -399,13 +400,20 @@ impl NodeHandle {
         let _ = self.inner.transport.set(t);
     }
 
-    /// The recovery layer, when recovery is on.
-    pub fn recovery_layer(&self) -> Option<&Arc<RecoveryLayer>> {
+    /// The node's recovery hooks, when recovery is on.
+    #[inline]
+    pub(crate) fn recovery(&self) -> Option<&Arc<dyn RecoveryHooks>> {
         self.inner.recovery.get()
     }
 
-    pub(crate) fn set_recovery_layer(&self, layer: Arc<RecoveryLayer>) {
-        let _ = self.inner.recovery.set(layer);
+    /// Whether the node runs with recovery on.
+    pub fn recovers(&self) -> bool {
+        self.inner.recovery.get().is_some()
+    }
+
+    /// Installs the node's recovery hooks (once, before the first frame can arrive).
+    pub(crate) fn set_recovery(&self, hooks: Arc<dyn RecoveryHooks>) {
+        let _ = self.inner.recovery.set(hooks);
     }
 
     /// The node's core queues.
@@ -576,7 +584,7 @@ impl NodeHandle {
     }
 
     pub(crate) fn report_failure(&self, event: &SupervisionEvent) {
-        if let Some(layer) = self.recovery_layer() {
+        if let Some(layer) = self.recovery() {
             // The set rolls back as one unit: end this process now, the supervisor
             // restarts it from the last checkpoint and the peers replay.
             layer.actor_failed(event);
@@ -697,9 +705,9 @@ impl Node {
     /// Runs `fut` to completion on the calling thread (not one of the core executors), with
     /// timers available, e.g. to await `ask`s from `main`.
     pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
-        if let Some(layer) = self.handle.recovery_layer() {
+        if let Some(layer) = self.handle.recovery() {
             // A restarted node's main waits for something: its actors must run.
-            drop(layer.main_turn(&self.handle, false));
+            layer.main_waits(&self.handle);
         }
         let previous = NodeHandle::set_current(Some(self.handle.clone()));
         let rt = self.main_rt.as_ref().expect("runtime present until drop");

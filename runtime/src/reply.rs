@@ -9,7 +9,7 @@
 
 use crate::actor_id::ActorId;
 use crate::node::NodeHandle;
-use crate::transport::frame::{Envelope, FrameBody, RemoteError};
+use crate::transport::frame::{Envelope, RemoteError};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio::sync::oneshot;
 
@@ -86,7 +86,7 @@ impl<R> ReplyTo<R> {
 
     /// The slot of an ask by `main` on node `rank` with recovery on: answered through
     /// the recovery layer, and checkpointed as its route (see
-    /// [`crate::recovery_layer::driver`]).
+    /// `RecoveryHooks::main_ask`).
     pub(crate) fn to_driver(rank: u16, request: u64) -> Self {
         ReplyTo {
             slot: Slot::Remote { rank, request },
@@ -158,7 +158,7 @@ fn send_to_actor<R: Serialize>(route: ActorRoute, reply: &R) -> Result<(), Strin
     let env = Envelope {
         to: route.to,
         from: crate::lifecycle::current_actor()
-            .unwrap_or_else(|| crate::recovery_layer::RecoveryLayer::main_id(node.rank())),
+            .unwrap_or_else(|| crate::recovery_hooks::main_id(node.rank())),
         type_tag: route.type_tag,
         request: None,
         payload,
@@ -195,13 +195,10 @@ fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError
             }
         }
     }
-    if crate::recovery_layer::main_replay::is_main_request(request) {
+    if crate::recovery_hooks::is_main_request(request) {
         // An answer to the app's main with recovery on: logged, so a restarted main
         // gets it again.
-        if let Some((node, layer)) = node
-            .as_ref()
-            .and_then(|n| n.recovery_layer().map(|l| (n, l)))
-        {
+        if let Some((node, layer)) = node.as_ref().and_then(|n| n.recovery().map(|l| (n, l))) {
             return match layer.reply_to_main(node, rank, request, &outcome) {
                 Ok(delivered) => delivered,
                 Err(e) => {
@@ -221,9 +218,9 @@ fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError
     // A slot dropped while this thread holds the recovery layer's lock (a message the
     // layer delivered was refused, and its slot with it): a send that waited for queue
     // room could wait for a network task that waits for the lock.
-    if crate::recovery_layer::holds_state() {
-        if let Some(layer) = node.as_ref().and_then(|n| n.recovery_layer()) {
-            layer.send_unblocking(rank, FrameBody::Reply { request, outcome });
+    if let Some(layer) = node.as_ref().and_then(|n| n.recovery()) {
+        if layer.holds_lock() {
+            layer.send_reply_unblocking(rank, request, outcome);
             return true;
         }
     }
@@ -249,9 +246,8 @@ impl<R> Drop for ReplyTo<R> {
             return;
         }
         if let Slot::Remote { rank, request } = self.slot {
-            if crate::recovery_layer::main_replay::is_main_request(request)
-                && (std::thread::panicking()
-                    || crate::recovery_layer::main_replay::drop_replies_silenced())
+            if crate::recovery_hooks::is_main_request(request)
+                && (std::thread::panicking() || crate::recovery_hooks::drop_replies_silenced())
             {
                 // A handler panicked with recovery on: its node rolls back and the
                 // restored actor answers `main` (a "no reply" now would contradict it).

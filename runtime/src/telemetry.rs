@@ -40,9 +40,9 @@ pub const ASKS_UNRECOVERED: &str = "lazarus_asks_unrecovered_total";
 
 /// Checkpoints not committed, with recovery on (label `reason`: `no_space` when the
 /// checkpoint directory's file system is full, `io` for another storage error,
-/// `capture`, `replica`, `protocol`, `awaiting_spawn`, `awaiting_spawn_long`). Defined
-/// with the recovery layer's metrics, named here with the others.
-pub const CHECKPOINT_FAILURES: &str = crate::recovery_layer::CHECKPOINT_FAILURES;
+/// `capture`, `replica`, `protocol`, `awaiting_spawn`, `awaiting_spawn_long`). Counted
+/// by the recovery layer, named here with the others.
+pub const CHECKPOINT_FAILURES: &str = "lazarus_checkpoint_failures_total";
 
 /// One handler in this many is timed.
 pub const HANDLER_TIME_SAMPLE_EVERY: u64 = 64;

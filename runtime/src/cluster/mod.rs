@@ -22,6 +22,7 @@ pub mod slurm;
 pub mod supervisor_channel;
 
 use crate::node::{Node, NodeBuilder, NodeHandle, ShutdownReport};
+use crate::recovery_hooks::RecoveryHooks;
 use crate::recovery_layer::{RecoveryConfig, RecoveryLayer};
 use crate::transport::{NetMode, NodeFailure, Transport, TransportConfig, TransportError};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -521,7 +522,8 @@ impl Cluster {
                 // oversubscribed, heartbeats can be a second late.
                 config.failure_timeout = RECOVERY_FAILURE_TIMEOUT;
                 let layer = RecoveryLayer::new(spec.rank, spec.addrs.len() as u16, rc);
-                node.handle().set_recovery_layer(Arc::clone(&layer));
+                node.handle()
+                    .set_recovery(Arc::clone(&layer) as Arc<dyn RecoveryHooks>);
                 layer
             });
             if let Some(timeout) = spec.failure_timeout {
@@ -673,7 +675,7 @@ impl Cluster {
     /// until the supervisor has seen every node finish; only then does it leave. A node
     /// that left early could not answer the rollback of a peer that dies after it.
     pub fn shutdown(self) -> ShutdownReport {
-        if let Some(layer) = self.node.handle().recovery_layer() {
+        if let Some(layer) = self.node.handle().recovery() {
             if let Some(supervisor) = &self.supervisor {
                 self.node.drain();
                 layer.announce_finished();

@@ -192,12 +192,12 @@ pub fn parse(line: &str) -> Result<Word, String> {
 const REPORT_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// This node's answer to `report`: its progress (handler calls, CPU time) and what it
-/// waits for (with recovery on, the stall report of `recovery_layer::set_checkpoint`;
+/// waits for (with recovery on, the recovery layer's stall report;
 /// without, its mailboxes).
 fn report(node: &NodeHandle, rank: u16) -> NodeReport {
-    let (incarnation, state) = match node.recovery_layer() {
+    let (incarnation, state) = match node.recovery() {
         Some(layer) => (
-            layer.config().incarnation,
+            layer.incarnation_number(),
             layer.stall_report(node, REPORT_PATIENCE),
         ),
         None => (0, node.mailbox_summary(16)),

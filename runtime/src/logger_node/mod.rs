@@ -3,7 +3,7 @@
 //!
 //! A node over its dump threshold moves blocks of logged payloads to a logger
 //! ([`recovery::log_dump`](crate::recovery::log_dump) chooses them,
-//! `recovery_layer::log_offload` ships them); the logger keeps each block until the node
+//! the recovery layer's log offload ships them); the logger keeps each block until the node
 //! says no logged entry points into it any more, and serves it back when the node must
 //! resend those messages to a peer that rolled back. [`store`] is the logger's memory
 //! (sans-IO, with its capacity), [`wire`] the requests and answers, [`server`] the

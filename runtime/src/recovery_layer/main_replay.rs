@@ -27,28 +27,13 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-/// Set in the request number of an ask that `main` makes to another node with recovery
-/// on; the other bits are the ask's position among `main`'s sends. Per-process request
-/// numbers count up from 0 and never reach it.
-pub(crate) const MAIN_REQUEST: u64 = 1 << 63;
+pub(crate) use crate::recovery_hooks::{
+    is_main_request, request_number, without_drop_replies, Outcome, MAIN_REQUEST,
+};
 
 /// Message type tag of a reply to `main`'s ask carried as a logged message ("LZREPLY").
 pub(crate) const REPLY_TAG: u64 = 0x4C5A_5245_504C_5900;
-
-/// A reply as the asker receives it: the encoded value, or why there is none.
-pub(crate) type Outcome = Result<Vec<u8>, RemoteError>;
-
-/// The request number of the ask that is `main`'s `position`-th send.
-pub(crate) fn request_number(position: u64) -> u64 {
-    MAIN_REQUEST | position
-}
-
-/// Whether `request` is the number of an ask by `main` with recovery on.
-pub(crate) fn is_main_request(request: u64) -> bool {
-    request & MAIN_REQUEST != 0
-}
 
 /// The logged message that carries the reply to `main`'s ask `request` on node
 /// `rank`, from actor `from`.
@@ -85,7 +70,6 @@ pub(crate) struct Deferred {
 
 thread_local! {
     static DEFERRED: RefCell<Vec<Deferred>> = const { RefCell::new(Vec::new()) };
-    static DROPS_SILENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Keeps `reply` until this thread releases the layer's lock.
@@ -102,32 +86,11 @@ pub(crate) fn take_deferred(layer: &super::RecoveryLayer) -> Vec<Deferred> {
         }
         let (mine, others): (Vec<_>, Vec<_>) =
             std::mem::take(&mut *all).into_iter().partition(|r| {
-                r.node
-                    .recovery_layer()
-                    .is_some_and(|l| std::ptr::eq(Arc::as_ptr(l), layer))
+                super::RecoveryLayer::of(&r.node).is_some_and(|l| std::ptr::eq(l, layer))
             });
         *all = others;
         mine
     })
-}
-
-/// Runs `f` with the reply slots of `main`'s asks that it drops answering nothing: the
-/// caller gives the one answer itself (a message refused by its mailbox).
-pub(crate) fn without_drop_replies<T>(f: impl FnOnce() -> T) -> T {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            DROPS_SILENT.with(|s| s.set(self.0));
-        }
-    }
-    let _restore = Restore(DROPS_SILENT.with(|s| s.replace(true)));
-    f()
-}
-
-/// Whether a dropped reply slot of `main`'s must answer nothing (see
-/// [`without_drop_replies`]).
-pub(crate) fn drop_replies_silenced() -> bool {
-    DROPS_SILENT.with(|s| s.get())
 }
 
 /// Sends the replies deferred on this thread (its layer lock was just released), in the
@@ -135,7 +98,7 @@ pub(crate) fn drop_replies_silenced() -> bool {
 pub(crate) fn send_deferred() {
     let deferred = DEFERRED.with(|d| std::mem::take(&mut *d.borrow_mut()));
     for d in deferred {
-        let Some(layer) = d.node.recovery_layer() else {
+        let Some(layer) = super::RecoveryLayer::of(&d.node) else {
             continue;
         };
         let sent = layer.send_reply_to_main(&d.node, d.from, d.rank, d.request, &d.outcome);

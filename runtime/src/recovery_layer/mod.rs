@@ -14,14 +14,16 @@
 //! | a restarted node: load, restore actors, roll back | [`restore`] |
 //! | the app's `main` (the driver) in a restarted node | `RecoveryLayer::main_turn` |
 //! | determinants of order-sensitive actors, `ctx.now()`, `ctx.random()` | [`events`] |
-//! | which determinants an actor's messages out of the node wait for | `dependence` |
+//! | which determinants an actor's messages out of the node wait for | `recovery_hooks::dependence` (kept per actor cell by the core) |
+//! | what the actor core calls (the seam) | `hooks` (`RecoveryHooks` for this layer) |
 //!
 //! Messages between actors of the node never come here: they stay moves of values into
 //! mailboxes, and the coordinated checkpoint captures them. They are only counted, as
 //! events of the set (`LocalDeliveries`, a plain store on the sending core's counter each).
 
-pub(crate) mod dependence;
+use crate::recovery_hooks::dependence;
 pub mod events;
+mod hooks;
 pub mod in_place;
 pub mod log_offload;
 pub(crate) mod main_replay;
@@ -63,8 +65,8 @@ pub const CHECKPOINT_REQUESTS: &str = "lazarus_checkpoint_requests_sent_total";
 /// Checkpoints this node took because a peer asked (its log was over its quota), not
 /// because the period had passed.
 pub const REQUESTED_CHECKPOINTS: &str = "lazarus_checkpoints_requested_total";
-/// Checkpoints abandoned (label `reason`).
-pub const CHECKPOINT_FAILURES: &str = "lazarus_checkpoint_failures_total";
+/// Checkpoints abandoned (label `reason`; see [`crate::telemetry::CHECKPOINT_FAILURES`]).
+pub use crate::telemetry::CHECKPOINT_FAILURES;
 /// Time the node's cores were paused for a checkpoint, seconds (histogram).
 pub const CHECKPOINT_PAUSE: &str = "lazarus_checkpoint_pause_seconds";
 /// Whole checkpoint duration (pause, encode, store, replica), seconds (histogram).
@@ -132,52 +134,6 @@ pub(crate) fn turn_begins() {
 /// Restarted peers this node could not serve: their ROLLBACK reported less delivered
 /// than this node's log had been released up to (their newest checkpoint was lost).
 pub const RECOVERY_IMPOSSIBLE: &str = "lazarus_recovery_impossible_total";
-
-/// Set while any node in this process runs with recovery on: the hooks of `main` in
-/// [`crate::ActorRef::tell`] cost one relaxed load when it is off.
-static ACTIVE: AtomicBool = AtomicBool::new(false);
-
-/// Set when nodes of this process log every message, also inside the node (a
-/// measurement mode: what correlated sets save).
-static LOG_ALL: AtomicBool = AtomicBool::new(false);
-
-/// What the recovery layer must do with a tell from this thread.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TellHook {
-    /// Nothing: recovery is off, or an actor sends inside its node.
-    None,
-    /// The app's `main` sends: count it (see `RecoveryLayer::main_turn`).
-    Main,
-    /// An actor sends inside its node and every message is logged (measurement mode).
-    LogAll(ActorId),
-}
-
-/// The hook for a tell from this thread: one relaxed load when recovery is off.
-#[inline]
-pub(crate) fn tell_hook() -> TellHook {
-    if !ACTIVE.load(Ordering::Relaxed) {
-        return TellHook::None;
-    }
-    match crate::lifecycle::current_actor() {
-        None => TellHook::Main,
-        Some(from) if LOG_ALL.load(Ordering::Relaxed) => TellHook::LogAll(from),
-        Some(_) => TellHook::None,
-    }
-}
-
-/// Whether any node of this process runs with recovery on (one relaxed load).
-#[inline]
-pub(crate) fn is_active() -> bool {
-    ACTIVE.load(Ordering::Relaxed)
-}
-
-/// Whether a local send from this thread is an event of the set to count (recovery on
-/// and an actor sends; `main`'s tells are counted as inputs by the driver hook): one
-/// relaxed load when recovery is off.
-#[inline]
-pub(crate) fn counts_local_sends() -> bool {
-    ACTIVE.load(Ordering::Relaxed) && crate::lifecycle::current_actor().is_some()
-}
 
 /// How a node takes part in recovery.
 #[derive(Clone, Debug)]
@@ -735,10 +691,6 @@ pub struct RecoveryLayer {
 impl RecoveryLayer {
     /// The layer of node `rank` of `size`.
     pub(crate) fn new(rank: u16, size: u16, config: RecoveryConfig) -> Arc<Self> {
-        ACTIVE.store(true, Ordering::Relaxed);
-        if config.log_everything {
-            LOG_ALL.store(true, Ordering::Relaxed);
-        }
         let fresh = config.incarnation == 0;
         let store = DirectoryStore::new(config.dir.clone());
         if fresh {
@@ -953,7 +905,7 @@ impl RecoveryLayer {
 
     /// The pseudo-actor that sends on behalf of the app's `main` on this node.
     pub(crate) fn main_id(rank: u16) -> ActorId {
-        ActorId::new(rank, (1 << 48) - 1).unwrap_or(ActorId::from_u64(0))
+        crate::recovery_hooks::main_id(rank)
     }
 
     /// An actor (or main) of this node sends `env` to another node: logged with the

@@ -820,7 +820,7 @@ mod tests {
             1,
             crate::recovery_layer::RecoveryConfig::for_tests(dir.clone()),
         );
-        node.handle().set_recovery_layer(layer.clone());
+        node.handle().set_recovery(layer.clone());
         let taken =
             tracing::subscriber::with_default(subscriber, || layer.checkpoint_now(node.handle()));
         node.shutdown();

@@ -152,7 +152,7 @@ impl crate::recovery::LogPayload for Envelope {
     fn digest(&self) -> u32 {
         if self
             .request
-            .is_some_and(|r| !crate::recovery_layer::main_replay::is_main_request(r))
+            .is_some_and(|r| !crate::recovery_hooks::is_main_request(r))
         {
             return crate::recovery::replay_check::UNCOMPARABLE;
         }

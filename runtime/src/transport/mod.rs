@@ -857,8 +857,7 @@ impl Transport {
             .iter()
             .filter(|p| {
                 p.rank == rank
-                    && !(self.reconnect
-                        && crate::recovery_layer::main_replay::is_main_request(*p.key()))
+                    && !(self.reconnect && crate::recovery_hooks::is_main_request(*p.key()))
             })
             .map(|p| *p.key())
             .collect();
@@ -1062,9 +1061,7 @@ impl Transport {
                 }
             }
             FrameBody::Reply { request, outcome } => {
-                if crate::recovery_layer::main_replay::is_main_request(request)
-                    && node.recovery_layer().is_some()
-                {
+                if crate::recovery_hooks::is_main_request(request) && node.recovers() {
                     // Replies to `main` travel logged (a re-executed `main` needs them
                     // again): an unlogged one is not taken.
                     counter!(UNDELIVERABLE, "reason" => "unlogged_driver_reply").increment(1);
@@ -1097,7 +1094,7 @@ impl Transport {
                     link.state.store(LINK_DOWN, Ordering::Release);
                 }
             }
-            FrameBody::Recovery(frame) => match node.recovery_layer() {
+            FrameBody::Recovery(frame) => match node.recovery() {
                 Some(layer) => {
                     if let Some((to, depth)) = layer.on_frame(node, from, via, frame) {
                         if depth > INBOUND_HIGH_WATER {
@@ -1699,7 +1696,7 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
             d.observe(peer, Instant::now());
         }
     }
-    if let Some(layer) = node.recovery_layer() {
+    if let Some(layer) = node.recovery() {
         layer.peer_connected(peer, incarnation, conn.remote_address());
     }
     if peer == 0 && incarnation > 0 && t.reconnect {
