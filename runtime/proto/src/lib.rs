@@ -9,12 +9,14 @@
 //!
 //! - [`actor_id`]: the identity of an actor, `(node rank, spawn sequence)`.
 //! - [`wire`]: the byte encoding of values that cross nodes or go into checkpoints.
+//! - [`frame`]: the frame codec of the node-to-node byte stream.
 //! - [`recovery`]: the rollback-recovery protocol of one correlated set.
 //! - [`failure_detector`]: which peers have been silent past the timeout.
 //! - [`time`]: the clock type the callers pass in.
 
 pub mod actor_id;
 pub mod failure_detector;
+pub mod frame;
 pub mod recovery;
 pub mod time;
 pub mod wire;

@@ -190,20 +190,7 @@ pub(crate) fn main_id(rank: u16) -> ActorId {
     ActorId::new(rank, (1 << 48) - 1).unwrap_or(ActorId::from_u64(0))
 }
 
-/// Set in the request number of an ask that `main` makes with recovery on; the other
-/// bits are the ask's position among `main`'s sends. Per-process request numbers count
-/// up from 0 and never reach it.
-pub(crate) const MAIN_REQUEST: u64 = 1 << 63;
-
-/// The request number of the ask that is `main`'s `position`-th send.
-pub(crate) fn request_number(position: u64) -> u64 {
-    MAIN_REQUEST | position
-}
-
-/// Whether `request` is the number of an ask by `main` with recovery on.
-pub(crate) fn is_main_request(request: u64) -> bool {
-    request & MAIN_REQUEST != 0
-}
+pub(crate) use crate::transport::frame::{is_main_request, request_number, MAIN_REQUEST};
 
 thread_local! {
     static DROPS_SILENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };

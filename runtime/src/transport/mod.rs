@@ -15,7 +15,7 @@
 //! process's Hello names a newer incarnation.
 
 pub mod credentials;
-pub mod frame;
+pub use lazarus_proto::frame;
 pub mod udp_socket;
 
 use crate::actor_id::ActorId;

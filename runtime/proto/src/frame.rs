@@ -16,6 +16,21 @@ use crate::recovery::Frame;
 use bytes::{Buf, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
+/// Set in the request number of an ask that a node's `main` makes with recovery on;
+/// the other bits are the ask's position among `main`'s sends, the same in every
+/// incarnation. Per-process request numbers count up from 0 and never reach it.
+pub const MAIN_REQUEST: u64 = 1 << 63;
+
+/// The request number of the ask that is `main`'s `position`-th send.
+pub fn request_number(position: u64) -> u64 {
+    MAIN_REQUEST | position
+}
+
+/// Whether `request` is the number of an ask by `main` with recovery on.
+pub fn is_main_request(request: u64) -> bool {
+    request & MAIN_REQUEST != 0
+}
+
 /// First two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"LZ";
 /// Wire protocol version; peers with another version are refused.
@@ -150,10 +165,7 @@ impl crate::recovery::LogPayload for Envelope {
     /// anew from its process. `main`'s asks and their replies are: their number is the
     /// same in every incarnation.
     fn digest(&self) -> u32 {
-        if self
-            .request
-            .is_some_and(|r| !crate::recovery_hooks::is_main_request(r))
-        {
+        if self.request.is_some_and(|r| !is_main_request(r)) {
             return crate::recovery::replay_check::UNCOMPARABLE;
         }
         crate::recovery::replay_check::digest(self.type_tag, &self.payload)
@@ -299,7 +311,8 @@ mod serde_bytes_compat {
 /// 100 MB reply (a gathered grid) took a third of a second to encode. postcard encodes
 /// a byte string and a sequence of `u8` alike (length, then the bytes), so either side
 /// reads the other's.
-pub(crate) mod outcome_bytes {
+#[doc(hidden)]
+pub mod outcome_bytes {
     use super::RemoteError;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -340,7 +353,7 @@ pub(crate) mod outcome_bytes {
     }
 
     /// An outcome to encode on its own (a reply to `main` kept or logged).
-    pub(crate) struct Encoding<'a>(pub &'a Result<Vec<u8>, RemoteError>);
+    pub struct Encoding<'a>(pub &'a Result<Vec<u8>, RemoteError>);
 
     impl Serialize for Encoding<'_> {
         fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -350,7 +363,7 @@ pub(crate) mod outcome_bytes {
 
     /// An outcome decoded on its own.
     #[derive(Deserialize)]
-    pub(crate) struct Decoded(#[serde(with = "self")] pub Result<Vec<u8>, RemoteError>);
+    pub struct Decoded(#[serde(with = "self")] pub Result<Vec<u8>, RemoteError>);
 }
 
 /// A frame that could not be read.
