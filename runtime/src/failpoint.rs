@@ -204,7 +204,7 @@ pub(crate) fn arm(point: Failpoint, rank: u16, incarnation: u32) {
 
 /// Whether this process is logger node `index` in the start that `logger-full` names
 /// (`LAZARUS_LOGGER_INCARNATION`, set by the launcher, says which start it is).
-pub(crate) fn logger_full(index: u16) -> bool {
+pub fn logger_full(index: u16) -> bool {
     let Ok(spec) = std::env::var("LAZARUS_FAILPOINT") else {
         return false;
     };

@@ -3,9 +3,11 @@
 //!
 //! - [`supervisor`]: kill plans, the restart policy, the recovery timeline built from the
 //!   nodes' `lazarus-event` lines, the stall watchdog;
-//! - [`placement`]: where each rank runs (`--hosts`, spare slots) and on which address.
+//! - [`placement`]: where each rank runs (`--hosts`, spare slots) and on which address;
+//! - [`logger_server`]: the logger process (`lazarus logger`).
 //!
 //! The binary (`src/main.rs`) owns the processes, the command line and the output.
 
+pub mod logger_server;
 pub mod placement;
 pub mod supervisor;

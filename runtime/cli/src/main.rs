@@ -374,7 +374,7 @@ fn main() -> ExitCode {
 fn logger(args: LoggerArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let secret = std::env::var("LAZARUS_SECRET")
         .map_err(|_| "LAZARUS_SECRET is not set: a logger needs the cluster's secret")?;
-    lazarus::logger_node::serve(lazarus::logger_node::LoggerOptions {
+    lazarus_cli::logger_server::serve(lazarus_cli::logger_server::LoggerOptions {
         index: args.index,
         listen: args.listen,
         capacity: args.capacity,

@@ -5,8 +5,8 @@
 //! that names the logger process: a new name on a later connection means the logger was
 //! restarted and holds none of the blocks sent to it before.
 
-use super::server::{quic_transport_config, server_name};
 use super::wire::{LoggerRequest, LoggerResponse, ALPN, MAX_MESSAGE};
+use super::{quic_transport_config, server_name};
 use crate::transport::credentials::Credentials;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};

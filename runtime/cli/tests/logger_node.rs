@@ -2,11 +2,10 @@
 //! cluster stores, answers a malformed request with an error and goes on serving, and
 //! refuses connections from outside the cluster.
 
-use lazarus::logger_node::{
-    serve_until, LoggerClient, LoggerOptions, LoggerRequest, LoggerResponse,
-};
+use lazarus::logger_node::{LoggerClient, LoggerRequest, LoggerResponse};
 use lazarus::recovery::{BlockId, Incarnation};
 use lazarus::transport::credentials::Credentials;
+use lazarus_cli::logger_server::{serve_until, LoggerOptions};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,9 +3,11 @@
 //! [`BlockStore`]. It reports what it holds on standard output once a second when that
 //! changed, and leaves when its standard input closes (the launcher holds it).
 
-use super::store::{BlockStore, StoreStats};
-use super::wire::{LoggerRequest, LoggerResponse, ALPN, MAX_MESSAGE};
-use crate::transport::credentials::Credentials;
+use lazarus::logger_node::wire::{ALPN, MAX_MESSAGE};
+use lazarus::logger_node::{
+    quic_transport_config, BlockStore, LoggerRequest, LoggerResponse, StoreStats,
+};
+use lazarus::transport::credentials::Credentials;
 use metrics::counter;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -32,7 +34,7 @@ pub struct LoggerOptions {
 pub enum LoggerError {
     /// The credentials could not be made from the secret.
     #[error("credentials: {0}")]
-    Credentials(#[from] crate::transport::credentials::CredentialError),
+    Credentials(#[from] lazarus::transport::credentials::CredentialError),
     /// The endpoint could not be set up.
     #[error("cannot listen at {addr}: {why}")]
     Listen {
@@ -43,14 +45,9 @@ pub enum LoggerError {
     },
 }
 
-/// The name in logger `index`'s certificate.
-pub fn server_name(index: u16) -> String {
-    format!("logger{index}.lazarus")
-}
-
 /// Runs a logger until its standard input closes.
 pub fn serve(mut options: LoggerOptions) -> Result<(), LoggerError> {
-    if crate::failpoint::logger_full(options.index) {
+    if lazarus::failpoint::logger_full(options.index) {
         eprintln!(
             "failpoint: logger {} declines every block (no capacity)",
             options.index
@@ -88,7 +85,10 @@ async fn run(
     mut stop: tokio::sync::oneshot::Receiver<()>,
     bound: impl FnOnce(SocketAddr),
 ) -> Result<(), LoggerError> {
-    let creds = Credentials::for_name(&options.secret, &server_name(options.index))?;
+    let creds = Credentials::for_name(
+        &options.secret,
+        &lazarus::logger_node::server_name(options.index),
+    )?;
     let mut tls = creds.server_config()?;
     tls.alpn_protocols = vec![ALPN.to_vec()];
     let listen_error = |why: String| LoggerError::Listen {
@@ -99,7 +99,7 @@ async fn run(
         .map_err(|e| listen_error(e.to_string()))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     server.transport_config(quic_transport_config());
-    let (endpoint, _) = crate::transport::udp_socket::endpoint_with(
+    let (endpoint, _) = lazarus::transport::udp_socket::endpoint_with(
         options.listen,
         Some(server),
         restart_proof(&options.secret, options.index),
@@ -229,17 +229,4 @@ async fn serve_connection(
             }
         });
     }
-}
-
-/// QUIC settings of the node-logger connections: windows for whole blocks in flight.
-pub(crate) fn quic_transport_config() -> Arc<quinn::TransportConfig> {
-    let mut t = quinn::TransportConfig::default();
-    t.stream_receive_window(quinn::VarInt::from_u32(64 << 20));
-    t.receive_window(quinn::VarInt::from_u32(128 << 20));
-    t.send_window(128 << 20);
-    t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(64));
-    t.keep_alive_interval(Some(Duration::from_secs(1)));
-    t.initial_rtt(Duration::from_millis(10));
-    t.max_idle_timeout(Some(quinn::VarInt::from_u32(10_000).into()));
-    Arc::new(t)
 }
