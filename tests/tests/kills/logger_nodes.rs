@@ -7,7 +7,7 @@
 //! periodic checkpoints (`--checkpoint-every 0`), so nothing but the loggers bounds the
 //! nodes' memory.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use support::launched::{assert_only_restarted, Finished, Launched};

@@ -22,7 +22,7 @@
 //! Runs go one at a time (4-node clusters on a 2-core machine are already
 //! oversubscribed).
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;

@@ -10,7 +10,7 @@
 //! Runs go one at a time (4-node clusters on a 2-core machine are already
 //! oversubscribed).
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use support::bin;

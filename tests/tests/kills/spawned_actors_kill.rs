@@ -8,7 +8,7 @@
 //!
 //! Runs go one at a time (3-node clusters on a 2-core machine are oversubscribed).
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::sync::OnceLock;

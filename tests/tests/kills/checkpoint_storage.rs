@@ -4,7 +4,7 @@
 //! is a small tmpfs mounted for the test, so these tests need root (`scripts/test.sh`
 //! runs as root and sets `LAZARUS_TEST_REQUIRE_ALL=1`; elsewhere they skip).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -6,7 +6,7 @@
 //! The workload is the worst case for a log: 1 MiB ping-pong between two nodes, every
 //! message crossing nodes, with no periodic checkpoints at all (`--checkpoint-every 0`).
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use support::launched::{assert_only_restarted, Finished, Launched};
