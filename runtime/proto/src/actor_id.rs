@@ -36,6 +36,12 @@ impl ActorId {
         (seq <= SEQ_MASK).then(|| ActorId((u64::from(rank) << SEQ_BITS) | seq))
     }
 
+    /// The pseudo-actor that stands for the app's `main` on node `rank`: the sender of
+    /// its tells and asks, the addressee of the replies to its asks.
+    pub fn main_of(rank: u16) -> Self {
+        ActorId((u64::from(rank) << SEQ_BITS) | SEQ_MASK)
+    }
+
     /// Rank of the node the actor was spawned on.
     pub fn rank(self) -> u16 {
         (self.0 >> SEQ_BITS) as u16

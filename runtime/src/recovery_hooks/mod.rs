@@ -187,7 +187,7 @@ pub(crate) struct MainAsk {
 
 /// The pseudo-actor that sends on behalf of the app's `main` on node `rank`.
 pub(crate) fn main_id(rank: u16) -> ActorId {
-    ActorId::new(rank, (1 << 48) - 1).unwrap_or(ActorId::from_u64(0))
+    ActorId::main_of(rank)
 }
 
 pub(crate) use crate::transport::frame::{is_main_request, request_number, MAIN_REQUEST};

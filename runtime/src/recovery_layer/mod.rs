@@ -40,7 +40,7 @@ use crate::node::{CurrentNode, NodeHandle};
 use crate::recovery::{
     Action, Arrival, ChannelId, ContractViolation, ControlMessage, EarlyFrame, EventLogging,
     FoundBy, Frame, GateRule, Incarnation, LogPayload, MessageMeta, NodeRecovery, Received,
-    Refused, Sent, SetId, SetProtocol,
+    Refused, Routed, Sent, SetId, SetProtocol,
 };
 use crate::transport::frame::{Envelope, FrameBody, RecoveryFrame};
 use crate::transport::Transport;
@@ -474,7 +474,8 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
 /// The protocol and everything that must change atomically with it.
 pub(crate) struct LayerState {
     /// The node's recovery machine: its protocol (none while a restarted node is still
-    /// loading its checkpoint), event logging, logger store and send gate.
+    /// loading its checkpoint), event logging, logger store, send gate and the deliveries
+    /// that wait for children to be spawned again.
     pub(crate) recovery: NodeRecovery<Envelope>,
     /// False in a restarted node until its actors are restored: nothing is delivered.
     pub(crate) ready: bool,
@@ -499,22 +500,6 @@ pub(crate) struct LayerState {
     /// Messages the node's actors put into the node's own mailboxes, not yet in the
     /// protocol's interval.
     pub(crate) local: Arc<LocalDeliveries>,
-    /// In a restarted node: logged messages delivered (in the protocol's sense) to child
-    /// actors ([`crate::ActorId::child`]) that a replaying handler has not spawned again
-    /// yet, in delivery order, with their senders' ranks and stamps. A peer's message to
-    /// a child can be deliverable as soon as the message that makes its parent spawn it
-    /// is in the parent's mailbox, before the handler runs. Put into the child's mailbox
-    /// when it is spawned ([`RecoveryLayer::child_spawned`]); no checkpoint is taken
-    /// while any wait (they would be in no image).
-    pub(crate) unspawned: HashMap<ActorId, std::collections::VecDeque<Unspawned>>,
-}
-
-/// A logged message waiting for its child addressee to be spawned again (see
-/// [`LayerState::unspawned`]).
-pub(crate) struct Unspawned {
-    env: Envelope,
-    from: u16,
-    stamp: crate::mailbox::Stamp,
 }
 
 /// Messages actors of a node put into mailboxes of the same node. Each starts a state
@@ -743,7 +728,6 @@ impl RecoveryLayer {
                 forced_log: ForcedLog::default(),
                 local: Arc::clone(&local),
                 events,
-                unspawned: HashMap::new(),
             }),
             transport: OnceLock::new(),
             replicas: replica::Replicas::default(),
@@ -986,13 +970,18 @@ impl RecoveryLayer {
             return;
         }
         let mut state = self.lock();
-        let Some(waiting) = state.unspawned.remove(&id) else {
+        let waiting = state.recovery.child_spawned(id);
+        if waiting.is_empty() {
             return;
-        };
+        }
         let _current = CurrentNode::enter(node);
-        for w in waiting {
+        for d in waiting {
+            let stamp = crate::mailbox::Stamp {
+                from: d.channel.from,
+                index: d.send_index,
+            };
             if let Err(e) = main_replay::without_drop_replies(|| {
-                node.deliver_remote(w.env, w.from, Some(w.stamp))
+                node.deliver_remote(d.payload, d.from.0, Some(stamp))
             }) {
                 counter!(crate::transport::UNDELIVERABLE, "reason" => "recovered_unknown")
                     .increment(1);
@@ -1198,64 +1187,56 @@ impl RecoveryLayer {
             recovery,
             local,
             main_replay,
-            unspawned,
             ..
         } = state;
-        let Some(protocol) = recovery.protocol_mut() else {
-            return 0;
-        };
         let mut deepest = 0;
         loop {
+            let Some(protocol) = recovery.protocol_mut() else {
+                return deepest;
+            };
             local.fold_into(protocol, node);
             if protocol.has_deliverable() {
                 // Messages hold actor references, which resolve against the current
                 // node: the caller may be a thread of no node (the app's main during a
                 // restore).
                 let _current = CurrentNode::enter(node);
-                deepest = deepest.max(Self::deliver_now(protocol, main_replay, unspawned, node));
+                deepest = deepest.max(Self::deliver_now(recovery, main_replay, node));
             }
+            let Some(protocol) = recovery.protocol_mut() else {
+                return deepest;
+            };
             if !local.rearm(protocol, node) {
                 return deepest;
             }
         }
     }
 
-    /// Hands every message the protocol can deliver now to its actor.
+    /// Hands every message the machine can deliver now to its actor (or to `main`).
     fn deliver_now(
-        protocol: &mut SetProtocol<Envelope>,
+        recovery: &mut NodeRecovery<Envelope>,
         main_replay: &mut main_replay::MainReplay,
-        unspawned: &mut HashMap<ActorId, std::collections::VecDeque<Unspawned>>,
         node: &NodeHandle,
     ) -> usize {
         let mut deepest = 0;
-        let restarted = protocol.incarnation().0 > 0;
-        while let Some(d) = protocol.poll_delivery() {
+        let unspawned = |to: ActorId| node.control(to).is_none() && !node.has_exited(to);
+        while let Some(routed) = recovery.poll_routed(unspawned) {
+            let d = match routed {
+                Routed::Actor(d) => d,
+                Routed::Main(d) => {
+                    Self::deliver_to_main(main_replay, node, &d.payload);
+                    continue;
+                }
+                Routed::AwaitingSpawn(to) => {
+                    tracing::debug!(actor = %to, "logged message waits for its addressee to be spawned again");
+                    counter!(HELD_FOR_UNSPAWNED).increment(1);
+                    continue;
+                }
+            };
             let to = d.payload.to;
-            if d.payload.type_tag == main_replay::REPLY_TAG && to == Self::main_id(node.rank()) {
-                Self::deliver_to_main(main_replay, node, &d.payload);
-                continue;
-            }
             let stamp = crate::mailbox::Stamp {
                 from: d.channel.from,
                 index: d.send_index,
             };
-            // A child the replay has not spawned again yet: hold the message (and those
-            // after it) until it is.
-            let wait = to.is_child()
-                && to.rank() == node.rank()
-                && restarted
-                && (unspawned.contains_key(&to)
-                    || (node.control(to).is_none() && !node.has_exited(to)));
-            if wait {
-                tracing::debug!(actor = %to, "logged message waits for its addressee to be spawned again");
-                counter!(HELD_FOR_UNSPAWNED).increment(1);
-                unspawned.entry(to).or_default().push_back(Unspawned {
-                    env: d.payload,
-                    from: d.from.0,
-                    stamp,
-                });
-                continue;
-            }
             let request = d.payload.request;
             // A reply slot of `main`'s that the mailbox refuses (or that a failed decoding
             // leaves behind) is dropped here without answering: the error below is the
@@ -1293,6 +1274,11 @@ impl RecoveryLayer {
         node: &NodeHandle,
         env: &Envelope,
     ) {
+        if env.type_tag != main_replay::REPLY_TAG {
+            counter!(BAD_RECOVERY_FRAMES, "reason" => "driver_reply").increment(1);
+            tracing::warn!(from = %env.from, "refused a message to main that is not a reply");
+            return;
+        }
         let late = env.request.is_some_and(|r| {
             main_replay::is_main_request(r)
                 && main_replay.is_answered(r)

@@ -181,7 +181,7 @@ impl RecoveryLayer {
             // A reply to `main` those deliveries made (an error answer) goes into this
             // image with them: kept, or logged.
             state.settle_deferred_replies();
-            let waiting: usize = state.unspawned.values().map(|q| q.len()).sum();
+            let waiting = state.recovery.awaiting_spawn_len();
             if waiting > 0 {
                 return Err(CheckpointFailure::AwaitingSpawn(waiting));
             }
@@ -677,10 +677,10 @@ impl RecoveryLayer {
     fn warn_awaiting_spawn(&self, held: usize, waited: Duration) {
         let actors: Vec<String> = self
             .lock()
-            .unspawned
-            .keys()
+            .recovery
+            .awaiting_spawn_ids()
             .take(5)
-            .map(ToString::to_string)
+            .map(|id| id.to_string())
             .collect();
         counter!(CHECKPOINT_FAILURES, "reason" => "awaiting_spawn_long").increment(1);
         tracing::warn!(

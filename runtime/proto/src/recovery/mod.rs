@@ -64,7 +64,7 @@ pub use log_dump::{BlockId, DumpRef, Held, LogDump};
 pub use messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryReport};
 pub use node::{
     Admission, Arrival, ControlOutcome, EarlyFrame, EventRead, EventsArrival, Frame, GateRule,
-    NodeRecovery, Refused, Sent, Unservable,
+    NodeRecovery, Refused, Routed, Sent, Unservable,
 };
 pub use protocol::{Action, Config, Delivery, ProtocolStats, SendOutcome, SetProtocol};
 pub use replay_check::{ContractViolation, DeliveredDigests, FoundBy};

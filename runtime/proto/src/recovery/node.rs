@@ -14,9 +14,13 @@
 //!   stable (the send gate of pessimistic event logging), and keeps protocol frames
 //!   (resends, control) behind what it holds, so nothing overtakes on a channel.
 //!
+//! - routes what the protocol delivers: a reply to the node's `main` goes to `main`; a
+//!   message for a child actor that a restarted node's replay has not spawned again
+//!   waits (with those after it) until the driver says the child is spawned.
+//!
 //! Inputs are `handle_*` calls; outputs are polled: [`NodeRecovery::poll_transmit`] for
-//! frames to other nodes, [`NodeRecovery::poll_delivery`] for messages the actors may
-//! take now. The driver owns everything with a clock, a thread, a lock, a socket or a
+//! frames to other nodes, [`NodeRecovery::poll_routed`] for messages the actors (or
+//! `main`) may take now. The driver owns everything with a clock, a thread, a lock, a socket or a
 //! file: it turns protocol actions that need a logger node's copy into frames, stores
 //! checkpoints, counts metrics and wakes actors.
 
@@ -28,7 +32,7 @@ use super::{
 };
 use crate::actor_id::ActorId;
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// A frame between the recovery machines of two nodes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -196,6 +200,18 @@ pub enum EarlyFrame<P> {
     Control(ControlMessage),
 }
 
+/// Where a message the protocol delivers goes ([`NodeRecovery::poll_routed`]).
+#[derive(Debug)]
+pub enum Routed<P> {
+    /// To the actor its channel names.
+    Actor(Delivery<P>),
+    /// To the node's `main`: a reply to one of its asks.
+    Main(Delivery<P>),
+    /// Held: its addressee is a child actor of this node that the replay has not spawned
+    /// again yet (it goes out through [`NodeRecovery::child_spawned`]).
+    AwaitingSpawn(ActorId),
+}
+
 /// The node-level recovery state machine (see the module docs).
 #[derive(Debug)]
 pub struct NodeRecovery<P: LogPayload> {
@@ -218,6 +234,9 @@ pub struct NodeRecovery<P: LogPayload> {
     transmit: VecDeque<(SetId, Frame<P>)>,
     /// Frames the gate held so far.
     gated: u64,
+    /// Deliveries for child actors the replay has not spawned again, per child, in
+    /// delivery order.
+    awaiting_spawn: BTreeMap<ActorId, VecDeque<Delivery<P>>>,
 }
 
 impl<P: LogPayload> NodeRecovery<P> {
@@ -236,6 +255,7 @@ impl<P: LogPayload> NodeRecovery<P> {
             held: SendGate::new(),
             transmit: VecDeque::new(),
             gated: 0,
+            awaiting_spawn: BTreeMap::new(),
         }
     }
 
@@ -672,6 +692,47 @@ impl<P: LogPayload> NodeRecovery<P> {
         self.protocol.as_mut()?.poll_delivery()
     }
 
+    /// The next deliverable message and where it goes. `unspawned(id)` says whether
+    /// child actor `id` of this node is not there (neither live nor known to have
+    /// exited): in a restarted node, the replay has then not spawned it again yet, and
+    /// its messages wait, in order, for [`Self::child_spawned`]. A child can be
+    /// deliverable as soon as the message that makes its parent spawn it is in the
+    /// parent's mailbox, before the handler runs.
+    pub fn poll_routed(&mut self, unspawned: impl Fn(ActorId) -> bool) -> Option<Routed<P>> {
+        let protocol = self.protocol.as_mut()?;
+        let restarted = protocol.incarnation().0 > 0;
+        let d = protocol.poll_delivery()?;
+        let to = d.channel.to;
+        if to == ActorId::main_of(self.me.0) {
+            return Some(Routed::Main(d));
+        }
+        let wait = restarted
+            && to.is_child()
+            && to.rank() == self.me.0
+            && (self.awaiting_spawn.contains_key(&to) || unspawned(to));
+        if wait {
+            self.awaiting_spawn.entry(to).or_default().push_back(d);
+            return Some(Routed::AwaitingSpawn(to));
+        }
+        Some(Routed::Actor(d))
+    }
+
+    /// Child actor `id` was spawned again: the deliveries that waited for it, in order.
+    pub fn child_spawned(&mut self, id: ActorId) -> VecDeque<Delivery<P>> {
+        self.awaiting_spawn.remove(&id).unwrap_or_default()
+    }
+
+    /// How many deliveries wait for children to be spawned again (a checkpoint waits
+    /// until none do: they would be in no image).
+    pub fn awaiting_spawn_len(&self) -> usize {
+        self.awaiting_spawn.values().map(VecDeque::len).sum()
+    }
+
+    /// The children that deliveries wait for.
+    pub fn awaiting_spawn_ids(&self) -> impl Iterator<Item = ActorId> + '_ {
+        self.awaiting_spawn.keys().copied()
+    }
+
     fn ship_determinants(&mut self) {
         if let Some(logging) = self.events.as_mut() {
             let batches = logging.poll_transmit();
@@ -807,6 +868,86 @@ mod tests {
         }
         assert_eq!(n.held_len(), 0);
         assert_eq!(n.gated(), 1);
+    }
+
+    #[test]
+    fn a_restarted_node_holds_messages_for_a_child_not_spawned_again_and_routes_replies_to_main() {
+        let mut fresh = SetProtocol::<Vec<u8>>::new(SetId(0), 3).unwrap();
+        let (restored, _rollbacks) =
+            SetProtocol::restore(fresh.checkpoint(), Incarnation(1), Default::default()).unwrap();
+        let mut n = Node::new(SetId(0), GateRule::PerActor, EventStore::new());
+        n.start_protocol(restored);
+        // Both peers answer the rollback: they delivered nothing from node 0.
+        for peer in [1, 2] {
+            let response = ControlMessage::Response {
+                to_incarnation: Incarnation(1),
+                report: RecoveryReport {
+                    incarnation: Incarnation(0),
+                    delivered: ChannelIndices::default(),
+                    checkpointed: ChannelIndices::default(),
+                },
+                digests: Default::default(),
+                positions: Vec::new(),
+            };
+            n.handle_control(SetId(peer), response).unwrap();
+        }
+        let child = ActorId::child(a(0), 0);
+        let main = ActorId::main_of(0);
+        let arrive = |n: &mut Node, to: ActorId, payload: u8| {
+            let meta = MessageMeta {
+                channel: ChannelId::new(a(1), to),
+                send_index: 1,
+                sender_incarnation: Incarnation(0),
+                depend: Default::default(),
+            };
+            n.handle_message(SetId(1), Incarnation(0), meta, vec![payload])
+                .unwrap();
+        };
+        let route = |n: &mut Node, spawned: bool| n.poll_routed(|_| !spawned);
+        // The child is not there: its message waits.
+        arrive(&mut n, child, 1);
+        assert!(matches!(route(&mut n, false), Some(Routed::AwaitingSpawn(c)) if c == child));
+        assert_eq!(n.awaiting_spawn_len(), 1);
+        // A reply to main goes to main.
+        arrive(&mut n, main, 2);
+        assert!(matches!(route(&mut n, false), Some(Routed::Main(d)) if d.payload == vec![2]));
+        // The same child's next message waits behind the first even if the driver now
+        // sees the child: they keep their order.
+        let meta = MessageMeta {
+            channel: ChannelId::new(a(1), child),
+            send_index: 2,
+            sender_incarnation: Incarnation(0),
+            depend: Default::default(),
+        };
+        n.handle_message(SetId(1), Incarnation(0), meta, vec![3])
+            .unwrap();
+        assert!(matches!(
+            route(&mut n, true),
+            Some(Routed::AwaitingSpawn(_))
+        ));
+        assert!(route(&mut n, true).is_none());
+        let released: Vec<Vec<u8>> = n
+            .child_spawned(child)
+            .into_iter()
+            .map(|d| d.payload)
+            .collect();
+        assert_eq!(released, vec![vec![1], vec![3]]);
+        assert_eq!(n.awaiting_spawn_len(), 0);
+        // A node that never restarted has no children to wait for.
+        let mut first = node(0);
+        let meta = MessageMeta {
+            channel: ChannelId::new(a(1), child),
+            send_index: 1,
+            sender_incarnation: Incarnation(0),
+            depend: Default::default(),
+        };
+        first
+            .handle_message(SetId(1), Incarnation(0), meta, vec![4])
+            .unwrap();
+        assert!(matches!(
+            first.poll_routed(|_| true),
+            Some(Routed::Actor(_))
+        ));
     }
 
     #[test]
