@@ -38,39 +38,30 @@
 pub mod actor;
 pub use lazarus_proto::{actor_id, failure_detector, recovery, wire};
 #[doc(hidden)]
-pub mod actor_kind;
-pub mod actor_ref;
-mod asymmetric_fence;
-#[doc(hidden)]
 pub mod checkpoint;
 pub mod cluster;
-pub mod context;
 pub mod dense;
 pub mod error;
 mod executor;
-mod exited_actors;
 #[doc(hidden)]
 pub mod failpoint;
-mod heap;
-mod lifecycle;
 #[doc(hidden)]
 pub mod logger_node;
-mod mailbox;
 pub mod node;
 pub mod payload;
 mod range_set;
 mod recovery_hooks;
 #[doc(hidden)]
 pub mod recovery_layer;
-mod registry;
-pub mod reply;
-pub mod supervision;
 pub mod telemetry;
-pub mod timer;
-#[doc(hidden)]
-pub mod topology;
 #[doc(hidden)]
 pub mod transport;
+
+#[doc(hidden)]
+pub use actor::actor_kind;
+pub use actor::{actor_ref, context, reply, supervision, timer};
+#[doc(hidden)]
+pub use executor::topology;
 
 // Unit tests define actors with the derive macros, whose expansions name `::lazarus`.
 #[cfg(test)]
@@ -104,7 +95,7 @@ pub mod prelude {
 /// Items the macros expand to. Not part of the public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::actor_kind::ActorKind;
+    pub use crate::actor::actor_kind::ActorKind;
     pub use inventory;
     pub use serde;
     use std::marker::PhantomData;

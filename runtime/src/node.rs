@@ -5,20 +5,20 @@
 //! (a chosen core) or [`Node::spawn`] (round-robin) and never migrate. [`Node::shutdown`]
 //! drains every mailbox before stopping the actors and the executors.
 
+use crate::actor::actor_ref::ActorRef;
+use crate::actor::exited_actors::ExitedActors;
+use crate::actor::lifecycle::ActorCell;
+use crate::actor::mailbox::Mailbox;
+use crate::actor::registry::Registry;
+use crate::actor::supervision::{FailureHook, SupervisionEvent};
 use crate::actor::Actor;
 use crate::actor_id::ActorId;
-use crate::actor_ref::ActorRef;
 use crate::error::{NodeError, SpawnError};
+use crate::executor::topology::{self, HwCore};
 use crate::executor::CoreExecutor;
 use crate::executor::{CoreQueue, PauseGate};
-use crate::exited_actors::ExitedActors;
-use crate::lifecycle::ActorCell;
-use crate::mailbox::Mailbox;
 use crate::recovery_hooks::RecoveryHooks;
-use crate::registry::Registry;
-use crate::supervision::{FailureHook, SupervisionEvent};
 use crate::telemetry;
-use crate::topology::{self, HwCore};
 use crate::transport::frame::{Envelope, RemoteError};
 use crate::transport::Transport;
 use std::cell::RefCell;
@@ -115,7 +115,7 @@ impl NodeBuilder {
 
     /// Discovers the cores, starts the executors and returns the running node.
     pub fn build(self) -> Result<Node, NodeError> {
-        crate::heap::configure();
+        crate::executor::heap::configure();
         let mut hw = topology::allowed_cores()?;
         let offset = self.core_offset % hw.len();
         hw.rotate_left(offset);
@@ -269,7 +269,7 @@ impl NodeHandle {
     /// that actor's child and is named after it ([`ActorId::child`]); with recovery on, a
     /// child alive at a checkpoint is rebuilt from its image when the node restarts.
     pub fn spawn_on<A: Actor>(&self, core: CoreId, actor: A) -> Result<ActorRef<A>, SpawnError> {
-        let parent = crate::lifecycle::current_actor()
+        let parent = crate::actor::lifecycle::current_actor()
             .filter(|p| p.rank() == self.inner.rank)
             .and_then(|p| self.inner.registry.get(p));
         let id = match parent {
@@ -289,7 +289,7 @@ impl NodeHandle {
     /// Puts a cell for actor `id` of type `A` on core `core` into the registry: with
     /// `actor`, a new actor, started (or deferred while the node is being restored);
     /// without, a vacant one, not started, that the caller fills from a checkpoint image
-    /// and wakes ([`crate::actor_kind`]).
+    /// and wakes ([`crate::actor::actor_kind`]).
     pub(crate) fn spawn_cell<A: Actor>(
         &self,
         core: CoreId,
@@ -325,7 +325,7 @@ impl NodeHandle {
         let deferred = match self.recovery() {
             Some(layer) => {
                 if id.is_child() {
-                    crate::actor_kind::check_registered::<A>();
+                    crate::actor::actor_kind::check_registered::<A>();
                     // Logged messages may have waited for it (a replaying handler).
                     layer.child_spawned(self, id);
                 }
@@ -336,7 +336,7 @@ impl NodeHandle {
         if !deferred && self.has_exited(id) {
             // A restarted `main` spawning again an actor that had exited before the
             // checkpoint: it stays exited, as it was in the run being recovered.
-            use crate::lifecycle::Control;
+            use crate::actor::lifecycle::Control;
             Arc::clone(&cell).retire();
         } else if !deferred {
             // Run on_start now rather than at the first message.
@@ -458,7 +458,7 @@ impl NodeHandle {
     }
 
     /// Every registered actor.
-    pub(crate) fn controls(&self) -> Vec<Arc<dyn crate::lifecycle::Control>> {
+    pub(crate) fn controls(&self) -> Vec<Arc<dyn crate::actor::lifecycle::Control>> {
         self.inner.registry.snapshot()
     }
 
@@ -502,7 +502,7 @@ impl NodeHandle {
         &self,
         env: Envelope,
         _from: u16,
-        stamp: Option<crate::mailbox::Stamp>,
+        stamp: Option<crate::actor::mailbox::Stamp>,
     ) -> Result<usize, RemoteError> {
         let control = self
             .inner
@@ -548,7 +548,7 @@ impl NodeHandle {
     /// registered or run and refuses every message as stopped.
     fn stopped_ref<A: Actor>(&self, id: ActorId) -> ActorRef<A> {
         let mailbox = Mailbox::new(id, self.inner.ask_timeout);
-        mailbox.set_status(crate::mailbox::Status::Stopped);
+        mailbox.set_status(crate::actor::mailbox::Status::Stopped);
         let core = CoreId(0);
         let cell = ActorCell::new(
             None,
@@ -569,7 +569,7 @@ impl NodeHandle {
     }
 
     /// The control of live local actor `id`.
-    pub(crate) fn control(&self, id: ActorId) -> Option<Arc<dyn crate::lifecycle::Control>> {
+    pub(crate) fn control(&self, id: ActorId) -> Option<Arc<dyn crate::actor::lifecycle::Control>> {
         self.inner.registry.get(id)
     }
 

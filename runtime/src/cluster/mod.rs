@@ -265,7 +265,7 @@ impl ClusterSpec {
             // Share this host's cores among its tasks; with more tasks than cores, park
             // idle executors at once instead of spinning against each other.
             if spec.cores.is_none() && local.0 > 1 {
-                let allowed = crate::topology::allowed_cores()?.len();
+                let allowed = crate::executor::topology::allowed_cores()?.len();
                 let per_task = (allowed / local.0).max(1);
                 spec.cores = Some(per_task);
                 spec.core_offset = (local.1 * per_task) % allowed;

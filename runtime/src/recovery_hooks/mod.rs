@@ -11,12 +11,12 @@
 
 pub(crate) mod dependence;
 
+use crate::actor::lifecycle::Control;
+use crate::actor::mailbox::Stamp;
+use crate::actor::supervision::SupervisionEvent;
 use crate::actor_id::ActorId;
 use crate::executor::CoreQueue;
-use crate::lifecycle::Control;
-use crate::mailbox::Stamp;
 use crate::node::NodeHandle;
-use crate::supervision::SupervisionEvent;
 use crate::transport::frame::{Envelope, RecoveryFrame, RemoteError};
 use crate::transport::Transport;
 use std::any::Any;
@@ -158,7 +158,7 @@ pub(crate) fn tell_hook(node: &NodeHandle) -> TellHook<'_> {
     let Some(hooks) = node.recovery() else {
         return TellHook::None;
     };
-    match crate::lifecycle::current_actor() {
+    match crate::actor::lifecycle::current_actor() {
         None => TellHook::Main(hooks),
         Some(from) if hooks.logs_everything() => TellHook::LogAll(hooks, from),
         Some(_) => TellHook::None,

@@ -16,8 +16,8 @@
 
 use super::dependence;
 use super::{event, LayerState, RecoveryLayer};
+use crate::actor::mailbox::Stamp;
 use crate::actor_id::ActorId;
-use crate::mailbox::Stamp;
 use crate::node::NodeHandle;
 use crate::recovery::{
     Admission, ChannelId, Dependence, EventLogging, EventMessage, EventRead, EventSnapshot,
@@ -239,7 +239,7 @@ impl RecoveryLayer {
             Admission::NotNow => return false,
             Admission::Replayed => {
                 replayed();
-                if crate::timer::is_source(stamp.from) {
+                if crate::actor::timer::is_source(stamp.from) {
                     state.events.timers_replayed += 1;
                 }
             }

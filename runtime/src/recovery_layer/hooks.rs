@@ -3,13 +3,13 @@
 //! layer's lock).
 
 use super::{main_replay, turn_begins, RecoveryLayer};
+use crate::actor::lifecycle::Control;
+use crate::actor::mailbox::Stamp;
+use crate::actor::supervision::SupervisionEvent;
 use crate::actor_id::ActorId;
 use crate::executor::CoreQueue;
-use crate::lifecycle::Control;
-use crate::mailbox::Stamp;
 use crate::node::NodeHandle;
 use crate::recovery_hooks::{MainAsk, MainAskSend, Outcome, RecoveryHooks};
-use crate::supervision::SupervisionEvent;
 use crate::transport::frame::{Envelope, FrameBody, RecoveryFrame};
 use crate::transport::Transport;
 use std::any::Any;

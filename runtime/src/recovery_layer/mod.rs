@@ -32,10 +32,10 @@ pub mod restore;
 pub mod set_checkpoint;
 pub(crate) mod stall;
 
+use crate::actor::lifecycle::{ActorImage, Control};
 use crate::actor_id::ActorId;
 use crate::checkpoint::{CheckpointStore, DirectoryStore};
 use crate::executor::CoreQueue;
-use crate::lifecycle::{ActorImage, Control};
 use crate::node::{CurrentNode, NodeHandle};
 use crate::recovery::{
     Action, Arrival, ChannelId, ContractViolation, ControlMessage, EarlyFrame, EventLogging,
@@ -486,7 +486,7 @@ pub(crate) struct LayerState {
     /// Actor images of the checkpoint being restored, by actor.
     pub(crate) images: HashMap<ActorId, ActorImage>,
     /// Every actor that had exited at the checkpoint being restored.
-    pub(crate) exited: crate::exited_actors::ExitedActors,
+    pub(crate) exited: crate::actor::exited_actors::ExitedActors,
     /// The logger processes the node knew at the checkpoint being restored.
     pub(crate) logger_instances: Vec<Option<u64>>,
     /// When the rollback was sent (for the replay phase's duration).
@@ -534,7 +534,7 @@ impl LocalDeliveries {
             shared: AtomicU64::new(0),
             folded: AtomicU64::new(0),
             wake_at: AtomicU64::new(u64::MAX),
-            light: crate::asymmetric_fence::register(),
+            light: crate::executor::asymmetric_fence::register(),
         }
     }
 
@@ -549,7 +549,7 @@ impl LocalDeliveries {
     fn count(&self, node: &NodeHandle, receiver: &CoreQueue) -> bool {
         if self.light && crate::executor::count_local_send(receiver) {
             // Pairs with the heavy fence in `rearm`.
-            crate::asymmetric_fence::light();
+            crate::executor::asymmetric_fence::light();
             if self.wake_at.load(Ordering::Relaxed) == u64::MAX {
                 return false;
             }
@@ -590,7 +590,7 @@ impl LocalDeliveries {
         let was = self.wake_at.swap(wake, Ordering::SeqCst);
         // Core threads skip the fence while nothing waits: make them all fence once
         // now, so a count whose store is not visible yet sees this threshold instead.
-        if was == u64::MAX && self.light && !crate::asymmetric_fence::heavy() {
+        if was == u64::MAX && self.light && !crate::executor::asymmetric_fence::heavy() {
             // Registered, yet refused: a count made meanwhile may be missed for good,
             // and a node that waits for ever is worse than one that fails and restarts.
             tracing::error!("membarrier failed after it was registered: this node stops");
@@ -976,7 +976,7 @@ impl RecoveryLayer {
         }
         let _current = CurrentNode::enter(node);
         for d in waiting {
-            let stamp = crate::mailbox::Stamp {
+            let stamp = crate::actor::mailbox::Stamp {
                 from: d.channel.from,
                 index: d.send_index,
             };
@@ -1063,7 +1063,7 @@ impl RecoveryLayer {
     /// never while a checkpoint waits for the cores.
     #[cold]
     fn wait_for_dump(&self, node: &NodeHandle) {
-        if crate::lifecycle::current_actor().is_none() || !self.dumps_to_loggers() {
+        if crate::actor::lifecycle::current_actor().is_none() || !self.dumps_to_loggers() {
             return;
         }
         let budget = QUOTA_WAIT_LEFT.with(Cell::get);
@@ -1233,7 +1233,7 @@ impl RecoveryLayer {
                 }
             };
             let to = d.payload.to;
-            let stamp = crate::mailbox::Stamp {
+            let stamp = crate::actor::mailbox::Stamp {
                 from: d.channel.from,
                 index: d.send_index,
             };
@@ -1515,7 +1515,8 @@ impl RecoveryLayer {
         request: u64,
         outcome: &main_replay::Outcome,
     ) -> Result<bool, String> {
-        let from = crate::lifecycle::current_actor().unwrap_or_else(|| Self::main_id(self.rank));
+        let from =
+            crate::actor::lifecycle::current_actor().unwrap_or_else(|| Self::main_id(self.rank));
         if holds_state() {
             main_replay::defer(main_replay::Deferred {
                 node: node.clone(),
@@ -1643,9 +1644,11 @@ impl RecoveryLayer {
     /// replay. A failure repeated the same way ends the process as a deterministic bug;
     /// so does a failure after `main` finished, or an exec that fails (a supervisor, if
     /// any, then decides).
-    pub(crate) fn actor_failed(&self, failure: &crate::supervision::SupervisionEvent) {
+    pub(crate) fn actor_failed(&self, failure: &crate::actor::supervision::SupervisionEvent) {
         let message_type = match &failure.kind {
-            crate::supervision::FailureKind::HandlerPanicked { message_type } => message_type,
+            crate::actor::supervision::FailureKind::HandlerPanicked { message_type } => {
+                message_type
+            }
             _ => "-",
         };
         let signature = format!(

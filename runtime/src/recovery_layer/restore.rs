@@ -10,8 +10,8 @@
 
 use super::set_checkpoint::{SetImage, SET_IMAGE_FORMAT};
 use super::{event, RecoveryLayer, RECOVERY_PHASE, ROLLBACKS};
+use crate::actor::lifecycle::Control;
 use crate::checkpoint::CheckpointStore;
-use crate::lifecycle::Control;
 use crate::node::NodeHandle;
 use crate::recovery::{Incarnation, SetId, SetProtocol};
 use metrics::{counter, histogram};
@@ -340,8 +340,8 @@ impl RecoveryLayer {
     fn retire_exited(
         node: &NodeHandle,
         deferred: &mut Vec<Arc<dyn Control>>,
-        images: &std::collections::HashMap<crate::ActorId, crate::lifecycle::ActorImage>,
-        exited: &crate::exited_actors::ExitedActors,
+        images: &std::collections::HashMap<crate::ActorId, crate::actor::lifecycle::ActorImage>,
+        exited: &crate::actor::exited_actors::ExitedActors,
     ) {
         node.mark_all_exited(exited);
         deferred.retain(|cell| {
@@ -358,7 +358,7 @@ impl RecoveryLayer {
     /// Returns them, not started; they are filled from their images with `main`'s actors.
     fn rebuild_children(
         node: &NodeHandle,
-        images: &std::collections::HashMap<crate::ActorId, crate::lifecycle::ActorImage>,
+        images: &std::collections::HashMap<crate::ActorId, crate::actor::lifecycle::ActorImage>,
         spawned: &[Arc<dyn Control>],
     ) -> Vec<Arc<dyn Control>> {
         let respawned: std::collections::HashSet<_> = spawned.iter().map(|c| c.id()).collect();
@@ -369,7 +369,7 @@ impl RecoveryLayer {
         wanted.sort_by_key(|i| i.id);
         let mut built = Vec::with_capacity(wanted.len());
         for image in wanted {
-            let Some(kind) = crate::actor_kind::find(image.type_tag) else {
+            let Some(kind) = crate::actor::actor_kind::find(image.type_tag) else {
                 continue;
             };
             let on = crate::node::CoreId(image.core % node.num_cores().max(1));
@@ -387,7 +387,7 @@ impl RecoveryLayer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lifecycle::ActorImage;
+    use crate::actor::lifecycle::ActorImage;
     use crate::node::CoreId;
     use crate::{messages, Actor, ActorId, ActorRef, SendError};
     use serde::{Deserialize, Serialize};

@@ -8,9 +8,9 @@
 use super::events::EventImage;
 use super::{event, RecoveryLayer, CHECKPOINTS, CHECKPOINT_BYTES, CHECKPOINT_DURATION};
 use super::{CHECKPOINT_FAILURES, CHECKPOINT_PAUSE, CHECKPOINT_REQUESTS, REQUESTED_CHECKPOINTS};
+use crate::actor::lifecycle::ActorImage;
 use crate::checkpoint::health::{CheckpointHealth, Failure};
 use crate::checkpoint::CheckpointStore;
-use crate::lifecycle::ActorImage;
 use crate::node::NodeHandle;
 use crate::recovery::Snapshot;
 use crate::transport::frame::Envelope;
@@ -63,7 +63,7 @@ pub(crate) struct SetImage {
     /// it had spawned, and the restore ends them before they run; references to any of
     /// them (an exited worker's exited child too, which no checkpointed parent's count
     /// of children names) resolve to stopped actors.
-    pub(crate) exited: crate::exited_actors::ExitedActors,
+    pub(crate) exited: crate::actor::exited_actors::ExitedActors,
     /// Per logger node, the process (its `Hello` number) the node had last connected to:
     /// a restored node that finds another one there knows the blocks missing there were
     /// lost with a restart, not released since the checkpoint.
@@ -78,7 +78,7 @@ struct Captured {
     /// Replies to `main` kept since the last append to the reply journal.
     unjournaled: Vec<(u64, bytes::Bytes)>,
     events: EventImage,
-    exited: crate::exited_actors::ExitedActors,
+    exited: crate::actor::exited_actors::ExitedActors,
     logger_instances: Vec<Option<u64>>,
     pause: Duration,
     /// The part of `pause` spent waiting for the cores to reach a pause point (their

@@ -10,10 +10,10 @@
 //! is not gets a warning when it is spawned with recovery on, since its state could not
 //! come back after a failure.
 
+use crate::actor::lifecycle::Control;
 use crate::actor::{type_tag, Actor};
 use crate::actor_id::ActorId;
 use crate::error::SpawnError;
-use crate::lifecycle::Control;
 use crate::node::{CoreId, NodeHandle};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};

@@ -13,9 +13,13 @@
 //! actor turns. A message from another node then reaches its actor without any thread
 //! hand-off.
 
+pub(crate) mod asymmetric_fence;
+pub(crate) mod heap;
+#[doc(hidden)]
+pub mod topology;
+
 use crate::error::NodeError;
 use crate::node::NodeHandle;
-use crate::topology::{self, HwCore};
 use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 use std::cell::RefCell;
@@ -24,6 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
+use topology::HwCore;
 
 /// Something a core can run: an actor with pending work. It reschedules itself if work is
 /// left after its turn.

@@ -7,19 +7,19 @@
 //! meanwhile. The flag makes the cell run on at most one thread at a time (always its own
 //! core's), in mailbox order.
 
+use crate::actor::actor_ref::ActorRef;
+use crate::actor::context::Context;
+use crate::actor::mailbox::{Mailbox, Signal, Stamp, Status};
+use crate::actor::supervision::{panic_text, FailureKind, SupervisionEvent};
+use crate::actor::timer::{TimerId, TimerTarget, Timers};
 use crate::actor::{type_tag, Actor, MessageEnum};
 use crate::actor_id::ActorId;
-use crate::actor_ref::ActorRef;
-use crate::context::Context;
 use crate::executor::{CoreQueue, Runnable};
-use crate::mailbox::{Mailbox, Signal, Stamp, Status};
 use crate::node::{CoreId, NodeHandle};
 use crate::recovery::Dependence;
 use crate::recovery_hooks::dependence::{self, ActorDependence};
 use crate::recovery_hooks::RecoveryHooks;
-use crate::supervision::{panic_text, FailureKind, SupervisionEvent};
 use crate::telemetry::ActorStats;
-use crate::timer::{TimerId, TimerTarget, Timers};
 use crate::transport::frame::{Envelope, RemoteError};
 use std::any::Any;
 use std::collections::VecDeque;
@@ -62,7 +62,7 @@ pub(crate) struct ActorImage {
     /// Its timers: arm count, pending ones with their remaining delay, fired ones not yet
     /// handled.
     #[serde(default)]
-    pub(crate) timers: crate::timer::TimersImage,
+    pub(crate) timers: crate::actor::timer::TimersImage,
     /// The sender its selective receive waited for, if one was set.
     #[serde(default)]
     pub(crate) receive_only: Option<ActorId>,
@@ -171,7 +171,7 @@ impl<A: Actor> ActorCell<A> {
             .unwrap_or_else(|e| e.into_inner())
             .arm(deadline, msg);
         let weak: Weak<dyn TimerTarget> = Arc::downgrade(self) as Weak<dyn TimerTarget>;
-        crate::timer::schedule(deadline, seq, weak);
+        crate::actor::timer::schedule(deadline, seq, weak);
         TimerId(seq)
     }
 
@@ -187,7 +187,7 @@ impl<A: Actor> ActorCell<A> {
     /// (false for a timer cancelled after it fired).
     fn handle_now(&self, stamp: Option<Stamp>) -> bool {
         match stamp {
-            Some(s) if crate::timer::is_source(s.from) => self
+            Some(s) if crate::actor::timer::is_source(s.from) => self
                 .timers
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -490,7 +490,7 @@ fn may_deliver(
 /// clock: whether it had fired before the cancel depends on timing, and a replay in which
 /// it had not (the cancel removed it while pending) must not wait for it at a logged tick.
 fn cancelled_timer<M>(timers: &Mutex<Timers<M>>, stamp: Stamp) -> bool {
-    crate::timer::is_source(stamp.from)
+    crate::actor::timer::is_source(stamp.from)
         && timers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -516,7 +516,7 @@ fn take_next<M>(
         if cancelled_timer(timers, *stamp) {
             return true;
         }
-        if !crate::timer::is_source(stamp.from) {
+        if !crate::actor::timer::is_source(stamp.from) {
             if seen.contains(&stamp.from) {
                 return false;
             }
@@ -572,7 +572,7 @@ impl<A: Actor> TimerTarget for ActorCell<A> {
             return; // cancelled
         };
         let stamp = Stamp {
-            from: crate::timer::source_of(self.mailbox.id),
+            from: crate::actor::timer::source_of(self.mailbox.id),
             index: seq,
         };
         if self.mailbox.push_stamped(msg, stamp).is_ok() {
@@ -582,7 +582,7 @@ impl<A: Actor> TimerTarget for ActorCell<A> {
     }
 }
 
-impl<A: Actor> crate::actor_ref::StatusView for ActorCell<A> {
+impl<A: Actor> crate::actor::actor_ref::StatusView for ActorCell<A> {
     fn status(&self) -> Status {
         self.mailbox.status()
     }
@@ -718,7 +718,7 @@ impl<A: Actor> Control for ActorCell<A> {
         }
         let mut state_bytes =
             std::mem::take(&mut *self.image_buffer.lock().unwrap_or_else(|e| e.into_inner()));
-        let encoded = crate::reply::serializing_for_checkpoint(|| {
+        let encoded = crate::actor::reply::serializing_for_checkpoint(|| {
             crate::wire::encode_into(actor, &mut state_bytes).map_err(|e| e.to_string())?;
             let mut mailbox = Vec::new();
             let mut stamps = Vec::new();
@@ -793,7 +793,7 @@ impl<A: Actor> Control for ActorCell<A> {
                 .map_err(|e| format!("actor {id} ({}): timer message: {e}", A::NAME))?;
             for (seq, deadline) in due {
                 let weak: Weak<dyn TimerTarget> = Arc::downgrade(&self) as Weak<dyn TimerTarget>;
-                crate::timer::schedule(deadline, seq, weak);
+                crate::actor::timer::schedule(deadline, seq, weak);
             }
         }
         state.actor = Some(actor);
@@ -923,7 +923,7 @@ mod tests {
         let timers = Mutex::new(Timers::default());
         let stamp = |seq| {
             Some(Stamp {
-                from: crate::timer::source_of(actor),
+                from: crate::actor::timer::source_of(actor),
                 index: seq,
             })
         };

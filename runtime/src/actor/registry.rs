@@ -1,9 +1,9 @@
 //! The node's table of live actors, by id: what shutdown walks and what deserialized
 //! `ActorRef`s resolve against.
 
+use crate::actor::lifecycle::{ActorCell, Control};
 use crate::actor::Actor;
 use crate::actor_id::ActorId;
-use crate::lifecycle::{ActorCell, Control};
 use dashmap::DashMap;
 use std::sync::Arc;
 

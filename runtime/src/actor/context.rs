@@ -2,13 +2,13 @@
 //! the means to stop itself, asks whose replies come back as messages, timers, and the
 //! nondeterministic inputs (time, random numbers) that recovery logs and replays.
 
+use crate::actor::actor_ref::ActorRef;
+use crate::actor::reply::{ActorRoute, LocalDelivery, ReplyTo};
+use crate::actor::timer::TimerId;
 use crate::actor::{type_tag, Actor, Message, ReplyMessage};
 use crate::actor_id::ActorId;
-use crate::actor_ref::ActorRef;
 use crate::error::SendError;
 use crate::node::{CoreId, NodeHandle};
-use crate::reply::{ActorRoute, LocalDelivery, ReplyTo};
-use crate::timer::TimerId;
 use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -1,4 +1,8 @@
-//! The traits that make a type an actor and a type a message.
+//! Actors: the traits that make a type an actor and a type a message, and everything an
+//! actor lives in on its node: references and their `tell`/`ask` ([`actor_ref`]), the
+//! handler's [`context`], reply slots ([`reply`]), the cell that runs its turns
+//! (`lifecycle`), its mailbox, timers ([`timer`]), the registry of live actors, the
+//! kinds a restart rebuilds (`actor_kind`), failures ([`supervision`]).
 //!
 //! Users do not implement these by hand: `#[derive(Actor)]` implements [`Actor`] and
 //! `#[messages]` on an impl block implements [`Handlers`], one [`Message`] per handler
@@ -6,8 +10,20 @@
 //! mailbox holds that enum by value, a local message is moved into the receiver without
 //! boxing, serialization or a payload copy.
 
-use crate::context::Context;
-use crate::reply::ReplyTo;
+#[doc(hidden)]
+pub mod actor_kind;
+pub mod actor_ref;
+pub mod context;
+pub(crate) mod exited_actors;
+pub(crate) mod lifecycle;
+pub(crate) mod mailbox;
+pub(crate) mod registry;
+pub mod reply;
+pub mod supervision;
+pub mod timer;
+
+use crate::actor::context::Context;
+use crate::actor::reply::ReplyTo;
 use serde::{de::DeserializeOwned, Serialize};
 
 /// State that can go into a checkpoint: serde-serializable in both directions.

@@ -4,14 +4,14 @@
 //! as that id alone, so it can be stored in actor state (and so in checkpoints) and sent in
 //! messages. Deserializing it looks the id up on the node doing the deserializing.
 
+use crate::actor::lifecycle::{ActorCell, Control};
+use crate::actor::mailbox::Status;
+use crate::actor::reply::ReplyTo;
 use crate::actor::{type_tag, Actor, Message};
 use crate::actor_id::ActorId;
 use crate::error::{AskError, SendError};
-use crate::lifecycle::{ActorCell, Control};
-use crate::mailbox::Status;
 use crate::node::NodeHandle;
 use crate::recovery_hooks::{self, MainAskSend, RecoveryHooks, TellHook};
-use crate::reply::ReplyTo;
 use crate::telemetry;
 use crate::transport::frame::{Envelope, RemoteError};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -280,7 +280,8 @@ impl<A: Actor> ActorRef<A> {
                 }
             }
             Route::Remote(t) => {
-                if t.node.recovery().is_some() && crate::lifecycle::current_actor().is_some() {
+                if t.node.recovery().is_some() && crate::actor::lifecycle::current_actor().is_some()
+                {
                     telemetry::ask_unrecovered(A::NAME);
                 }
                 let state = match t.node.transport() {
@@ -441,7 +442,7 @@ impl RemoteTarget {
         }
         Ok(Envelope {
             to: self.id,
-            from: crate::lifecycle::current_actor()
+            from: crate::actor::lifecycle::current_actor()
                 .unwrap_or_else(|| recovery_hooks::main_id(self.node.rank())),
             type_tag: self.type_tag,
             request,
@@ -470,7 +471,7 @@ pub(crate) fn send_envelope(node: &NodeHandle, env: Envelope) -> Result<(), Stri
         ));
     };
     if let Some(layer) = node.recovery() {
-        let from = crate::lifecycle::current_actor()
+        let from = crate::actor::lifecycle::current_actor()
             .unwrap_or_else(|| recovery_hooks::main_id(node.rank()));
         return layer.send_remote(node, from, env);
     }

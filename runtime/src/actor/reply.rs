@@ -157,7 +157,7 @@ fn send_to_actor<R: Serialize>(route: ActorRoute, reply: &R) -> Result<(), Strin
         .map_err(|e| e.to_string())?;
     let env = Envelope {
         to: route.to,
-        from: crate::lifecycle::current_actor()
+        from: crate::actor::lifecycle::current_actor()
             .unwrap_or_else(|| crate::recovery_hooks::main_id(node.rank())),
         type_tag: route.type_tag,
         request: None,
@@ -180,7 +180,7 @@ fn send_to_actor<R: Serialize>(route: ActorRoute, reply: &R) -> Result<(), Strin
         t.check_fits(env.payload.len(), "reply")
             .map_err(|e| e.to_string())?;
     }
-    crate::actor_ref::send_envelope(&node, env)
+    crate::actor::actor_ref::send_envelope(&node, env)
 }
 
 fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError>) -> bool {
