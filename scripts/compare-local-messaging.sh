@@ -2,9 +2,10 @@
 # Runs Lazarus's rows of the local messaging bench (tell on one core, tell across cores,
 # ask round trip across cores, spawn) with the bench binaries of two revisions,
 # alternating, and prints per row the median of the rounds' criterion medians and the
-# ratio candidate / baseline (time per element: lower is better).
+# ratio candidate / baseline (criterion time per iteration: lower is better).
 #
 #   scripts/compare-local-messaging.sh BASE_REV [ROUNDS]
+#   COMPARE_FILTER='tell_cross_core/lazarus$' scripts/compare-local-messaging.sh BASE_REV 10
 #
 # The baseline is built from BASE_REV in a git worktree under /tmp (its own target
 # directory, shared with scripts/compare-revisions.sh); the candidate is the working
@@ -37,7 +38,7 @@ for round in $(seq 1 "$ROUNDS"); do
         bin=$BASE_BIN
         [ "$side" = cand ] && bin=$CAND_BIN
         echo "round $round/$ROUNDS: $side" >&2
-        "$bin" --bench '/lazarus$' >"$OUT/$side.$round.txt" 2>&1
+        "$bin" --bench "${COMPARE_FILTER:-/lazarus$}" >"$OUT/$side.$round.txt" 2>&1
     done
 done
 

@@ -157,7 +157,7 @@ impl NodeBuilder {
             exited: tokio::sync::Notify::new(),
             gone: Mutex::new(ExitedActors::default()),
             transport: OnceLock::new(),
-            recovery: OnceLock::new(),
+            recovery: crossbeam_utils::CachePadded::new(OnceLock::new()),
             gate,
         };
         let handle = NodeHandle {
@@ -192,8 +192,10 @@ struct NodeInner {
     /// as the reference its holder kept did, instead of failing to decode.
     gone: Mutex<ExitedActors>,
     transport: OnceLock<Arc<Transport>>,
-    /// The node's recovery hooks: none with recovery off.
-    recovery: OnceLock<Arc<dyn RecoveryHooks>>,
+    /// The node's recovery hooks: none with recovery off. Every tell reads it, from any
+    /// core: on a cache line of its own, so that writes to the fields around it (the
+    /// handle's reference count, the counters) do not make each read a miss.
+    recovery: crossbeam_utils::CachePadded<OnceLock<Arc<dyn RecoveryHooks>>>,
     gate: Arc<PauseGate>,
 }
 
@@ -313,7 +315,7 @@ impl NodeHandle {
             return Err(SpawnError::IdTaken(id));
         }
         let vacant = actor.is_none();
-        let mailbox = Mailbox::new(id, inner.ask_timeout);
+        let mailbox = Mailbox::new(id, inner.ask_timeout, inner.recovery.get().is_some());
         let cell = ActorCell::new(actor, mailbox, Arc::clone(executor), core, self.clone());
         inner.registry.insert(cell.clone());
         inner.live.fetch_add(1, Ordering::AcqRel);
@@ -411,8 +413,13 @@ impl NodeHandle {
         self.inner.recovery.get().is_some()
     }
 
-    /// Installs the node's recovery hooks (once, before the first frame can arrive).
+    /// Installs the node's recovery hooks (once, before the first frame can arrive and
+    /// before any actor is spawned: each mailbox notes at its creation whether its node
+    /// recovers).
     pub(crate) fn set_recovery(&self, hooks: Arc<dyn RecoveryHooks>) {
+        if self.inner.live.load(Ordering::Acquire) > 0 {
+            tracing::error!("recovery installed on a node that has actors already: their messages are not logged");
+        }
         let _ = self.inner.recovery.set(hooks);
     }
 
@@ -547,7 +554,7 @@ impl NodeHandle {
     /// A reference to local actor `id`, which has exited: a cell that is never
     /// registered or run and refuses every message as stopped.
     fn stopped_ref<A: Actor>(&self, id: ActorId) -> ActorRef<A> {
-        let mailbox = Mailbox::new(id, self.inner.ask_timeout);
+        let mailbox = Mailbox::new(id, self.inner.ask_timeout, self.recovers());
         mailbox.set_status(crate::actor::mailbox::Status::Stopped);
         let core = CoreId(0);
         let cell = ActorCell::new(

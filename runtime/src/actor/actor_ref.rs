@@ -145,7 +145,12 @@ impl<A: Actor> ActorRef<A> {
         msg: M,
         reply: ReplyTo<M::Reply>,
     ) -> Result<(), SendError<M>> {
-        match recovery_hooks::tell_hook(self.node_handle()) {
+        let hook = match &self.route {
+            // Recovery off: nothing of the node is read.
+            Route::Local(cell) if !cell.mailbox.recovers => TellHook::None,
+            _ => recovery_hooks::tell_hook(self.node_handle()),
+        };
+        match hook {
             TellHook::None => self.tell_direct(msg, reply),
             TellHook::Main(hooks) => self.main_tell(hooks, msg, reply),
             TellHook::LogAll(hooks, from) => self.logged_local_tell(hooks, from, msg, reply),

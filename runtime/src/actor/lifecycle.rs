@@ -214,6 +214,9 @@ impl<A: Actor> ActorCell<A> {
     /// Enqueues an application message and wakes the actor.
     #[inline]
     pub(crate) fn send(self: &Arc<Self>, msg: A::Msg) -> Result<(), (A::Msg, Status)> {
+        if !self.mailbox.recovers {
+            return self.push_and_wake(msg);
+        }
         let Some(layer) = self.node.recovery() else {
             return self.push_and_wake(msg);
         };
@@ -252,7 +255,12 @@ impl<A: Actor> ActorCell<A> {
 
     fn turn(self: &Arc<Self>, state: &mut State<A>) {
         CURRENT_ACTOR.with(|c| c.set(Some(self.mailbox.id)));
-        let entered = self.node.recovery().map(|layer| {
+        let hooks = if self.mailbox.recovers {
+            self.node.recovery()
+        } else {
+            None
+        };
+        let entered = hooks.map(|layer| {
             layer.turn_begins();
             dependence::enter(&self.dependence)
         });

@@ -61,17 +61,21 @@ pub(crate) struct Mailbox<M> {
     pub(crate) ask_timeout: Duration,
     queue: SegQueue<Signal<M>>,
     status: AtomicU8,
+    /// Whether the actor's node runs with recovery on: read with `status` on every push,
+    /// so a tell with recovery off touches nothing else of the node.
+    pub(crate) recovers: bool,
     /// Control signals ever pushed (so metrics can tell messages from signals).
     signals_pushed: AtomicU64,
 }
 
 impl<M> Mailbox<M> {
-    pub(crate) fn new(id: ActorId, ask_timeout: Duration) -> Self {
+    pub(crate) fn new(id: ActorId, ask_timeout: Duration, recovers: bool) -> Self {
         Mailbox {
             id,
             ask_timeout,
             queue: SegQueue::new(),
             status: AtomicU8::new(Status::Running as u8),
+            recovers,
             signals_pushed: AtomicU64::new(0),
         }
     }
