@@ -36,7 +36,7 @@
 #![warn(missing_docs)]
 
 pub mod actor;
-pub use lazarus_proto::{actor_id, failure_detector, recovery, wire};
+pub use lazarus_proto::{actor_id, failure_detector, wire};
 #[doc(hidden)]
 pub mod checkpoint;
 pub mod cluster;
@@ -50,9 +50,7 @@ pub mod logger_node;
 pub mod node;
 pub mod payload;
 mod range_set;
-mod recovery_hooks;
-#[doc(hidden)]
-pub mod recovery_layer;
+pub mod recovery;
 pub mod telemetry;
 #[doc(hidden)]
 pub mod transport;

@@ -17,7 +17,7 @@ use crate::error::{NodeError, SpawnError};
 use crate::executor::topology::{self, HwCore};
 use crate::executor::CoreExecutor;
 use crate::executor::{CoreQueue, PauseGate};
-use crate::recovery_hooks::RecoveryHooks;
+use crate::recovery::hooks::RecoveryHooks;
 use crate::telemetry;
 use crate::transport::frame::{Envelope, RemoteError};
 use crate::transport::Transport;

@@ -201,7 +201,7 @@ fn with_recovery_on_an_ask_from_main_that_times_out_stays_timed_out_and_the_late
 fn with_recovery_on_sends_of_main_from_a_second_thread_are_counted_as_not_reproducible() {
     let (node0, node1) = two_nodes("driver-asks-threads", true);
     let adder = node0.spawn(Adder::default()).unwrap();
-    let layer = lazarus::recovery_layer::RecoveryLayer::of(node0.handle()).unwrap();
+    let layer = lazarus::recovery::layer::RecoveryLayer::of(node0.handle()).unwrap();
     adder.tell(Add { amount: 1 }).unwrap();
     assert_eq!(layer.stats().main_off_thread_sends, 0, "one thread so far");
     let from_elsewhere = adder.clone();

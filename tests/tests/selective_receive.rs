@@ -212,12 +212,12 @@ fn with_recovery_on_a_selective_receive_logs_no_determinant() {
     let snapshot: Snapshot = snapshotter.snapshot().into_vec();
     let selected = counter(
         &snapshot,
-        lazarus::recovery_layer::events::SELECTED_DELIVERIES,
+        lazarus::recovery::layer::events::SELECTED_DELIVERIES,
         None,
     );
     let determinants = counter(
         &snapshot,
-        lazarus::recovery_layer::events::DETERMINANTS,
+        lazarus::recovery::layer::events::DETERMINANTS,
         None,
     );
     let _ = std::fs::remove_dir_all(support::in_process::checkpoint_dir("selective", true));

@@ -121,7 +121,7 @@ fn lazarus_pair(recovery: bool) -> LazarusPair {
         // for everything else, read the way a node reads them.
         recovery: recovery
             .then(|| {
-                lazarus::recovery_layer::RecoveryConfig::from_vars(|k| match k {
+                lazarus::recovery::layer::RecoveryConfig::from_vars(|k| match k {
                     "LAZARUS_FT" => Some("on".into()),
                     "LAZARUS_CHECKPOINT_EVERY_MS" => Some("1000".into()),
                     "LAZARUS_CHECKPOINT_DIR" => Some(dir.display().to_string()),

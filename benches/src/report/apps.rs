@@ -16,7 +16,7 @@ pub const NODES: u16 = 4;
 /// RESULT fields that are timings, not part of the answer.
 pub const TIMING_FIELDS: [&str; 3] = ["elapsed_s", "mops", "mlups"];
 /// The environment variable that makes the recovery layer log every message, also those
-/// between actors of one node (`runtime/src/recovery_layer/mod.rs`).
+/// between actors of one node (`runtime/src/recovery/layer/mod.rs`).
 pub const LOG_EVERYTHING: (&str, &str) = ("LAZARUS_LOG_EVERYTHING", "on");
 
 /// An app and the arguments it runs with.

@@ -11,7 +11,7 @@ use crate::actor::{type_tag, Actor, Message};
 use crate::actor_id::ActorId;
 use crate::error::{AskError, SendError};
 use crate::node::NodeHandle;
-use crate::recovery_hooks::{self, MainAskSend, RecoveryHooks, TellHook};
+use crate::recovery::hooks::{self as recovery_hooks, MainAskSend, RecoveryHooks, TellHook};
 use crate::telemetry;
 use crate::transport::frame::{Envelope, RemoteError};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

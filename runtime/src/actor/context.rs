@@ -167,7 +167,7 @@ impl<A: Actor> Context<A> {
     /// The id that stands for `main` of node `rank` as a sender (for
     /// [`Context::receive_only_from`]).
     pub fn driver_of(rank: u16) -> ActorId {
-        crate::recovery_hooks::main_id(rank)
+        crate::recovery::hooks::main_id(rank)
     }
 
     pub(crate) fn set_receive_filter(&mut self, sender: Option<ActorId>) {

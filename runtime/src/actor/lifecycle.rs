@@ -16,9 +16,9 @@ use crate::actor::{type_tag, Actor, MessageEnum};
 use crate::actor_id::ActorId;
 use crate::executor::{CoreQueue, Runnable};
 use crate::node::{CoreId, NodeHandle};
+use crate::recovery::hooks::dependence::{self, ActorDependence};
+use crate::recovery::hooks::RecoveryHooks;
 use crate::recovery::Dependence;
-use crate::recovery_hooks::dependence::{self, ActorDependence};
-use crate::recovery_hooks::RecoveryHooks;
 use crate::telemetry::ActorStats;
 use crate::transport::frame::{Envelope, RemoteError};
 use std::any::Any;
@@ -87,7 +87,7 @@ pub(crate) struct ActorCell<A: Actor> {
     /// Locked apart from `state`: the timer thread fires while a handler runs.
     timers: Mutex<Timers<A::Msg>>,
     /// Which of the node's determinants this actor's messages to other nodes wait for
-    /// (recovery on; see `recovery_hooks::dependence`).
+    /// (recovery on; see `recovery::hooks::dependence`).
     dependence: ActorDependence,
     /// The buffer its last checkpoint image's state was encoded into, handed back once
     /// the image was stored (recovery on). A fresh buffer of a large state costs a page
@@ -234,8 +234,8 @@ impl<A: Actor> ActorCell<A> {
 
     fn push_and_wake(self: &Arc<Self>, msg: A::Msg) -> Result<(), (A::Msg, Status)> {
         if A::ORDER_SENSITIVE {
-            let from =
-                current_actor().unwrap_or_else(|| crate::recovery_hooks::main_id(self.node.rank()));
+            let from = current_actor()
+                .unwrap_or_else(|| crate::recovery::hooks::main_id(self.node.rank()));
             let stamp = match self.node.recovery() {
                 Some(layer) => layer.stamp_local(from, self.mailbox.id),
                 // Without recovery only the sender matters (selective receive).
@@ -676,8 +676,8 @@ impl<A: Actor> Control for ActorCell<A> {
         let msg: A::Msg = crate::wire::decode(&env.payload)
             .map_err(|e| RemoteError::Undecodable(id, e.to_string()))?;
         // Measurement mode (log everything): logged like any other tell inside the node.
-        if let crate::recovery_hooks::TellHook::LogAll(layer, from) =
-            crate::recovery_hooks::tell_hook(self.node())
+        if let crate::recovery::hooks::TellHook::LogAll(layer, from) =
+            crate::recovery::hooks::tell_hook(self.node())
         {
             layer.log_local(from, id, env.payload.clone());
         }
@@ -863,7 +863,7 @@ impl<A: Actor> Control for ActorCell<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recovery_layer::{RecoveryConfig, RecoveryLayer};
+    use crate::recovery::layer::{RecoveryConfig, RecoveryLayer};
 
     #[derive(crate::Actor, serde::Serialize, serde::Deserialize)]
     struct Grid {

@@ -158,7 +158,7 @@ fn send_to_actor<R: Serialize>(route: ActorRoute, reply: &R) -> Result<(), Strin
     let env = Envelope {
         to: route.to,
         from: crate::actor::lifecycle::current_actor()
-            .unwrap_or_else(|| crate::recovery_hooks::main_id(node.rank())),
+            .unwrap_or_else(|| crate::recovery::hooks::main_id(node.rank())),
         type_tag: route.type_tag,
         request: None,
         payload,
@@ -195,7 +195,7 @@ fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError
             }
         }
     }
-    if crate::recovery_hooks::is_main_request(request) {
+    if crate::recovery::hooks::is_main_request(request) {
         // An answer to the app's main with recovery on: logged, so a restarted main
         // gets it again.
         if let Some((node, layer)) = node.as_ref().and_then(|n| n.recovery().map(|l| (n, l))) {
@@ -246,8 +246,8 @@ impl<R> Drop for ReplyTo<R> {
             return;
         }
         if let Slot::Remote { rank, request } = self.slot {
-            if crate::recovery_hooks::is_main_request(request)
-                && (std::thread::panicking() || crate::recovery_hooks::drop_replies_silenced())
+            if crate::recovery::hooks::is_main_request(request)
+                && (std::thread::panicking() || crate::recovery::hooks::drop_replies_silenced())
             {
                 // A handler panicked with recovery on: its node rolls back and the
                 // restored actor answers `main` (a "no reply" now would contradict it).

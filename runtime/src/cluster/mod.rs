@@ -22,8 +22,8 @@ pub mod slurm;
 pub mod supervisor_channel;
 
 use crate::node::{Node, NodeBuilder, NodeHandle, ShutdownReport};
-use crate::recovery_hooks::RecoveryHooks;
-use crate::recovery_layer::{RecoveryConfig, RecoveryLayer};
+use crate::recovery::hooks::RecoveryHooks;
+use crate::recovery::layer::{RecoveryConfig, RecoveryLayer};
 use crate::transport::{NetMode, NodeFailure, Transport, TransportConfig, TransportError};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};

@@ -857,7 +857,7 @@ impl Transport {
             .iter()
             .filter(|p| {
                 p.rank == rank
-                    && !(self.reconnect && crate::recovery_hooks::is_main_request(*p.key()))
+                    && !(self.reconnect && crate::recovery::hooks::is_main_request(*p.key()))
             })
             .map(|p| *p.key())
             .collect();
@@ -1061,7 +1061,7 @@ impl Transport {
                 }
             }
             FrameBody::Reply { request, outcome } => {
-                if crate::recovery_hooks::is_main_request(request) && node.recovers() {
+                if crate::recovery::hooks::is_main_request(request) && node.recovers() {
                     // Replies to `main` travel logged (a re-executed `main` needs them
                     // again): an unlogged one is not taken.
                     counter!(UNDELIVERABLE, "reason" => "unlogged_driver_reply").increment(1);

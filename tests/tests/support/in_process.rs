@@ -1,7 +1,7 @@
 //! Clusters of several nodes inside the test process, over loopback QUIC.
 
 use lazarus::cluster::{ClusterSpec, Launcher};
-use lazarus::recovery_layer::RecoveryConfig;
+use lazarus::recovery::layer::RecoveryConfig;
 use lazarus::{Cluster, Node};
 use std::net::UdpSocket;
 use std::path::PathBuf;

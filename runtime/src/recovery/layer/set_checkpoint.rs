@@ -815,10 +815,10 @@ mod tests {
         let subscriber = tracing_subscriber::registry().with(Spans(seen.clone()));
         let dir = std::env::temp_dir().join(format!("lazarus-spans-{}", std::process::id()));
         let node = crate::Node::builder().cores(1).pin(false).build().unwrap();
-        let layer = crate::recovery_layer::RecoveryLayer::new(
+        let layer = crate::recovery::layer::RecoveryLayer::new(
             0,
             1,
-            crate::recovery_layer::RecoveryConfig::for_tests(dir.clone()),
+            crate::recovery::layer::RecoveryConfig::for_tests(dir.clone()),
         );
         node.handle().set_recovery(layer.clone());
         let taken =

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-pub(crate) use crate::recovery_hooks::{
+pub(crate) use crate::recovery::hooks::{
     is_main_request, request_number, without_drop_replies, Outcome, MAIN_REQUEST,
 };
 

@@ -4,7 +4,7 @@
 //!
 //! A node holds its hooks as an `Option` ([`crate::node::NodeHandle::recovery`]): `None`
 //! is recovery off, and then none of these calls happens; there is no process-wide flag.
-//! The recovery layer (`recovery_layer`) implements the trait; nothing else in the crate
+//! The recovery layer (`recovery::layer`) implements the trait; nothing else in the crate
 //! names the layer's types. The core owns what is kept per actor for recovery (its
 //! [`dependence`] on the node's determinants) and the numbering of `main`'s asks, since
 //! a reply slot and the transport read them without the layer.

@@ -12,16 +12,20 @@
 //! | the node's coordinated checkpoint | [`set_checkpoint`] |
 //! | the buddy replica of checkpoints | [`replica`] |
 //! | a restarted node: load, restore actors, roll back | [`restore`] |
-//! | the app's `main` (the driver) in a restarted node | `RecoveryLayer::main_turn` |
+//! | the app's `main` in a restarted node | `RecoveryLayer::main_turn` |
 //! | determinants of order-sensitive actors, `ctx.now()`, `ctx.random()` | [`events`] |
-//! | which determinants an actor's messages out of the node wait for | `recovery_hooks::dependence` (kept per actor cell by the core) |
+//! | which determinants an actor's messages out of the node wait for | `recovery::hooks::dependence` (kept per actor cell by the core) |
 //! | what the actor core calls (the seam) | `hooks` (`RecoveryHooks` for this layer) |
+//! | the lock over `NodeRecovery` and what changes with it; replies to `main` deferred while it is held | `state` |
+//! | the count of messages between the node's own actors, folded into the interval | `local_counts` |
+//! | the log quota's backpressure on senders while loggers take the excess | `quota` |
+//! | settings from `LAZARUS_*`; metric names | `config`, `metric_names` |
 //!
 //! Messages between actors of the node never come here: they stay moves of values into
 //! mailboxes, and the coordinated checkpoint captures them. They are only counted, as
 //! events of the set (`LocalDeliveries`, a plain store on the sending core's counter each).
 
-use crate::recovery_hooks::dependence;
+use crate::recovery::hooks::dependence;
 pub mod events;
 mod hooks;
 pub mod in_place;
@@ -32,279 +36,34 @@ pub mod restore;
 pub mod set_checkpoint;
 pub(crate) mod stall;
 
-use crate::actor::lifecycle::{ActorImage, Control};
+mod config;
+mod local_counts;
+mod metric_names;
+mod quota;
+mod state;
+
+pub use config::{Buddy, RecoveryConfig};
+pub(crate) use local_counts::LocalDeliveries;
+pub use metric_names::*;
+pub(crate) use quota::turn_begins;
+pub use quota::QUOTA_WAIT_MAX;
+pub(crate) use state::{blocking, holds_state, ForcedLog, LayerState, StateGuard};
+
 use crate::actor_id::ActorId;
 use crate::checkpoint::{CheckpointStore, DirectoryStore};
 use crate::executor::CoreQueue;
 use crate::node::{CurrentNode, NodeHandle};
 use crate::recovery::{
     Action, Arrival, ChannelId, ContractViolation, ControlMessage, EarlyFrame, EventLogging,
-    FoundBy, Frame, GateRule, Incarnation, LogPayload, MessageMeta, NodeRecovery, Received,
-    Refused, Routed, Sent, SetId, SetProtocol,
+    FoundBy, Frame, GateRule, Incarnation, MessageMeta, NodeRecovery, Received, Refused, Routed,
+    Sent, SetId, SetProtocol,
 };
 use crate::transport::frame::{Envelope, FrameBody, RecoveryFrame};
 use crate::transport::Transport;
 use metrics::{counter, gauge, histogram};
-use std::cell::Cell;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc as std_mpsc, Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
-
-/// Bytes held by the sender-based log (payloads), per node.
-pub const LOG_BYTES: &str = "lazarus_recovery_log_bytes";
-/// Entries held by the sender-based log, per node.
-pub const LOG_ENTRIES: &str = "lazarus_recovery_log_entries";
-/// Recovery metadata bytes piggybacked on each inter-node message (histogram).
-pub const PIGGYBACK_BYTES: &str = "lazarus_recovery_piggyback_bytes";
-/// Checkpoints committed.
-pub const CHECKPOINTS: &str = "lazarus_checkpoints_total";
-/// CHECKPOINT_REQUESTs this node sent because its log was over its quota.
-pub const CHECKPOINT_REQUESTS: &str = "lazarus_checkpoint_requests_sent_total";
-/// Checkpoints this node took because a peer asked (its log was over its quota), not
-/// because the period had passed.
-pub const REQUESTED_CHECKPOINTS: &str = "lazarus_checkpoints_requested_total";
-/// Checkpoints abandoned (label `reason`; see [`crate::telemetry::CHECKPOINT_FAILURES`]).
-pub use crate::telemetry::CHECKPOINT_FAILURES;
-/// Time the node's cores were paused for a checkpoint, seconds (histogram).
-pub const CHECKPOINT_PAUSE: &str = "lazarus_checkpoint_pause_seconds";
-/// Whole checkpoint duration (pause, encode, store, replica), seconds (histogram).
-pub const CHECKPOINT_DURATION: &str = "lazarus_checkpoint_duration_seconds";
-/// Size of the last checkpoint, bytes.
-pub const CHECKPOINT_BYTES: &str = "lazarus_checkpoint_bytes";
-/// Logged messages sent again for a peer's recovery.
-pub const REPLAYED: &str = "lazarus_recovery_replayed_total";
-/// Received messages dropped as duplicates.
-pub const DUPLICATES: &str = "lazarus_recovery_duplicates_total";
-/// Messages of a peer's incarnation that a newer one replaced, dropped (the newer one
-/// sends them again).
-pub const STALE_MESSAGES: &str = "lazarus_recovery_stale_messages_total";
-/// Regenerated sends not transmitted (the receiver had them).
-pub const SUPPRESSED: &str = "lazarus_recovery_suppressed_total";
-/// Logged messages a restarted node held for a child actor not spawned again yet.
-pub const HELD_FOR_UNSPAWNED: &str = "lazarus_recovery_held_for_unspawned_total";
-/// Rollbacks of this node (restarts from a checkpoint).
-pub const ROLLBACKS: &str = "lazarus_recovery_rollbacks_total";
-/// Duration of each recovery phase, seconds (label `phase`: load, restore, replay).
-pub const RECOVERY_PHASE: &str = "lazarus_recovery_phase_seconds";
-/// Checkpoint periods in which a node delivered, sent and received nothing although its
-/// inbox held messages (a stalled run; the warning says what they wait for).
-pub const STALLED_PERIODS: &str = "lazarus_recovery_stalled_periods_total";
-
-/// Stalls reported: a node held messages back for longer than the stall bound (10 s,
-/// `LAZARUS_STALL_AFTER`) without delivering, receiving or sending anything (see
-/// `stall.rs`; the timeline's `stalled` event says what it waits for).
-pub const STALLS: &str = "lazarus_recovery_stalls_total";
-/// Recovery frames refused by the protocol (label `reason`).
-pub const BAD_RECOVERY_FRAMES: &str = "lazarus_recovery_rejected_total";
-
-/// Nodes whose `main` sent from a second thread (counted once per incarnation).
-pub const MAIN_OFF_THREAD_SENDS: &str = "lazarus_main_off_thread_sends_total";
-
-/// Regenerated messages compared with the copy delivered before the failure.
-pub const REGENERATIONS_CHECKED: &str = "lazarus_recovery_regenerations_checked_total";
-/// Regenerated messages that differed from the copy delivered before the failure: the
-/// determinism contract was broken (label `found_by`: `receiver` or `sender`).
-pub const CONTRACT_VIOLATIONS: &str = "lazarus_recovery_contract_violations_total";
-
-/// Seconds an actor's send waited for the dump to loggers to bring its node's log back
-/// under the quota (see `RecoveryLayer::wait_for_dump`).
-pub const QUOTA_WAIT_SECONDS: &str = "lazarus_log_quota_wait_seconds";
-/// Such waits that ended at [`QUOTA_WAIT_MAX`] with the log still over the quota.
-pub const QUOTA_WAITS_CUT_SHORT: &str = "lazarus_log_quota_waits_cut_short_total";
-/// The longest an actor waits for the dump to loggers over one turn (all its sends in
-/// it): bounded, so that a dump that cannot catch up (or a logger that stalls) slows
-/// senders instead of stopping them, and a turn of many sends cannot hold its core for
-/// longer than a checkpoint waits for it.
-pub const QUOTA_WAIT_MAX: Duration = Duration::from_millis(100);
-/// How often a waiting sender looks at the log again.
-const QUOTA_WAIT_POLL: Duration = Duration::from_micros(200);
-
-thread_local! {
-    /// What is left of the current actor turn's [`QUOTA_WAIT_MAX`].
-    static QUOTA_WAIT_LEFT: Cell<Duration> = const { Cell::new(QUOTA_WAIT_MAX) };
-}
-
-/// An actor turn begins on this thread: its sends may wait for the dump again.
-pub(crate) fn turn_begins() {
-    QUOTA_WAIT_LEFT.with(|left| left.set(QUOTA_WAIT_MAX));
-}
-
-/// Restarted peers this node could not serve: their ROLLBACK reported less delivered
-/// than this node's log had been released up to (their newest checkpoint was lost).
-pub const RECOVERY_IMPOSSIBLE: &str = "lazarus_recovery_impossible_total";
-
-/// How a node takes part in recovery.
-#[derive(Clone, Debug)]
-pub struct RecoveryConfig {
-    /// Period of the node's coordinated checkpoints (`None`: on demand only).
-    pub checkpoint_every: Option<Duration>,
-    /// Memory quota of the node's sender-based log in bytes (`LAZARUS_LOG_QUOTA`): above
-    /// it the node asks the receivers holding the largest shares to checkpoint early
-    /// (see [`crate::recovery::Config::log_quota`]). `None`: no quota.
-    pub log_quota: Option<usize>,
-    /// Logger nodes (`LAZARUS_LOGGERS`, `host:port,...`): with a quota, the part of the
-    /// log over three quarters of it is dumped to them (see `log_offload`).
-    pub loggers: Vec<std::net::SocketAddr>,
-    /// Loggers that keep each dumped block (`LAZARUS_LOGGER_COPIES`, default 1; 2 makes
-    /// the loss of one logger harmless).
-    pub logger_copies: u16,
-    /// Directory of the checkpoint store (shared by the nodes of a host).
-    pub dir: PathBuf,
-    /// This process's incarnation of its rank: 0 at launch, one more per restart.
-    pub incarnation: u32,
-    /// Also keep each checkpoint in the memory of the next node (rank + 1).
-    /// `LAZARUS_BUDDY=on|off`; unset or `auto` resolves to [`Buddy::Auto`], which the
-    /// cluster turns into on exactly when that node lives on another host (see
-    /// [`Buddy::resolve`]).
-    pub buddy: bool,
-    /// How `buddy` was chosen.
-    pub buddy_mode: Buddy,
-    /// For measurements: log and piggyback every message, also those inside the node.
-    pub log_everything: bool,
-    /// Event loggers per node: the nodes that keep this node's determinants.
-    pub event_loggers: u16,
-    /// A supervisor restarts this rank when it dies and talks to the node on its standard
-    /// input (`LAZARUS_SUPERVISOR=stdin`, set by the `lazarus` launcher; see
-    /// `cluster::supervisor_channel`): at shutdown the node announces that it has
-    /// finished, then waits, still answering its peers, until the supervisor says every
-    /// node has finished. A node that left could not resend its log to a peer that dies
-    /// after it.
-    pub supervised: bool,
-}
-
-impl RecoveryConfig {
-    /// The protocol's tunables that this configuration sets.
-    pub(crate) fn protocol(&self) -> crate::recovery::Config {
-        crate::recovery::Config {
-            log_quota: self.log_quota,
-            ..Default::default()
-        }
-    }
-
-    /// A configuration for unit tests: no periodic checkpoints, images in `dir`,
-    /// incarnation 0, no buddy replica, one event logger.
-    #[cfg(test)]
-    pub(crate) fn for_tests(dir: std::path::PathBuf) -> Self {
-        RecoveryConfig {
-            checkpoint_every: None,
-            log_quota: None,
-            loggers: Vec::new(),
-            logger_copies: 1,
-            dir,
-            incarnation: 0,
-            buddy: false,
-            buddy_mode: Buddy::Off,
-            log_everything: false,
-            event_loggers: 1,
-            supervised: false,
-        }
-    }
-
-    /// Reads `LAZARUS_FT` (`on`/`off`), `LAZARUS_CHECKPOINT_EVERY_MS`, `LAZARUS_LOG_QUOTA`
-    /// (bytes, 0 or unset: none), `LAZARUS_LOGGERS`, `LAZARUS_LOGGER_COPIES`,
-    /// `LAZARUS_CHECKPOINT_DIR`, `LAZARUS_INCARNATION`, `LAZARUS_BUDDY` and
-    /// `LAZARUS_EVENT_LOGGERS` (default 2) and `LAZARUS_SUPERVISOR`; `None` when recovery
-    /// is off.
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
-        match var("LAZARUS_FT").as_deref().map(str::trim) {
-            None | Some("off") | Some("") => return Ok(None),
-            Some("on") => {}
-            Some(other) => return Err(format!("LAZARUS_FT={other}: expected on or off")),
-        }
-        let num = |k: &str| -> Result<Option<u64>, String> {
-            var(k)
-                .map(|v| {
-                    v.trim()
-                        .parse::<u64>()
-                        .map_err(|_| format!("{k}={v} is not a number"))
-                })
-                .transpose()
-        };
-        let every = num("LAZARUS_CHECKPOINT_EVERY_MS")?.unwrap_or(1000);
-        let supervised = match var("LAZARUS_SUPERVISOR").as_deref().map(str::trim) {
-            None | Some("") | Some("none") => false,
-            Some("stdin") => true,
-            Some(other) => {
-                return Err(format!(
-                    "LAZARUS_SUPERVISOR={other}: expected stdin or none"
-                ))
-            }
-        };
-        let buddy_mode = match var("LAZARUS_BUDDY").as_deref().map(str::trim) {
-            None | Some("") | Some("auto") => Buddy::Auto,
-            Some("on") => Buddy::On,
-            Some("off") => Buddy::Off,
-            Some(other) => return Err(format!("LAZARUS_BUDDY={other}: expected auto, on or off")),
-        };
-        Ok(Some(RecoveryConfig {
-            checkpoint_every: (every > 0).then(|| Duration::from_millis(every)),
-            log_quota: match num("LAZARUS_LOG_QUOTA")? {
-                None | Some(0) => None,
-                Some(q) => Some(
-                    usize::try_from(q).map_err(|_| "LAZARUS_LOG_QUOTA is too large".to_string())?,
-                ),
-            },
-            loggers: match var("LAZARUS_LOGGERS") {
-                None => Vec::new(),
-                Some(list) => list
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|a| !a.is_empty())
-                    .map(|a| {
-                        a.parse()
-                            .map_err(|_| format!("LAZARUS_LOGGERS: {a} is not host:port"))
-                    })
-                    .collect::<Result<_, _>>()?,
-            },
-            logger_copies: match num("LAZARUS_LOGGER_COPIES")?.unwrap_or(1) {
-                c @ 1..=2 => c as u16,
-                c => return Err(format!("LAZARUS_LOGGER_COPIES={c}: expected 1 or 2")),
-            },
-            dir: var("LAZARUS_CHECKPOINT_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| std::env::temp_dir().join("lazarus-checkpoints")),
-            incarnation: u32::try_from(num("LAZARUS_INCARNATION")?.unwrap_or(0))
-                .map_err(|_| "LAZARUS_INCARNATION is too large".to_string())?,
-            buddy_mode,
-            buddy: buddy_mode == Buddy::On,
-            log_everything: var("LAZARUS_LOG_EVERYTHING").is_some_and(|v| v.trim() == "on"),
-            event_loggers: u16::try_from(num("LAZARUS_EVENT_LOGGERS")?.unwrap_or(2))
-                .map_err(|_| "LAZARUS_EVENT_LOGGERS is too large".to_string())?,
-            supervised,
-        }))
-    }
-}
-
-/// Whether a node's checkpoints are also replicated into its buddy's memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Buddy {
-    /// Always.
-    On,
-    /// Never: the checkpoint directory alone.
-    Off,
-    /// When the buddy runs on another host: a replica on the same host dies with the
-    /// host, so it would cost a copy over the network per checkpoint and protect nothing
-    /// a lost directory does not also lose (except a directory deleted under a live host).
-    Auto,
-}
-
-impl Buddy {
-    /// Whether node `rank` of the cluster at `addrs` keeps replicas at its buddy
-    /// (rank + 1 mod N).
-    pub fn resolve(self, addrs: &[std::net::SocketAddr], rank: u16) -> bool {
-        match self {
-            Buddy::On => true,
-            Buddy::Off => false,
-            Buddy::Auto => {
-                let n = addrs.len();
-                let me = usize::from(rank);
-                n > 1 && me < n && addrs[me].ip() != addrs[(me + 1) % n].ip()
-            }
-        }
-    }
-}
+use std::sync::{mpsc as std_mpsc, Arc, Mutex, OnceLock};
 
 pub(crate) use crate::cluster::supervisor_channel::{event, ACTOR_FAILED_EXIT};
 
@@ -356,277 +115,6 @@ fn report_violations(rank: u16, violations: Vec<ContractViolation>) {
                 v.channel.from, v.channel.to, v.send_index
             ),
         );
-    }
-}
-
-thread_local! {
-    /// How many recovery layers' locks this thread holds ([`StateGuard`]; more than one
-    /// only with several nodes in one process).
-    static HOLDS_CORE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// A recovery layer's lock, held. While it is, the thread is marked: a reply to `main`
-/// made meanwhile (a message with a reply slot dropped inside a delivery, the error
-/// answer to an undeliverable ask) needs the lock itself, so it is deferred
-/// ([`main_replay::defer`]) and settled when the guard is released, *before* the lock is:
-/// kept in the locked state (a reply from this node) or logged and queued without
-/// blocking (to another node), so the next holder of the lock, a checkpoint included,
-/// sees it together with what caused it.
-pub(crate) struct StateGuard<'a> {
-    layer: &'a RecoveryLayer,
-    guard: std::mem::ManuallyDrop<MutexGuard<'a, LayerState>>,
-    /// Settled replies from this node, handed to their asks once the lock is released.
-    answered: Vec<(u64, main_replay::Outcome)>,
-    /// Settled replies to other nodes, queued once the lock is released.
-    frames: Vec<(u16, FrameBody)>,
-}
-
-impl<'a> StateGuard<'a> {
-    fn new(layer: &'a RecoveryLayer, guard: MutexGuard<'a, LayerState>) -> Self {
-        HOLDS_CORE.with(|h| h.set(h.get() + 1));
-        StateGuard {
-            layer,
-            guard: std::mem::ManuallyDrop::new(guard),
-            answered: Vec::new(),
-            frames: Vec::new(),
-        }
-    }
-
-    /// Settles the replies to `main` deferred so far, in the locked state (a checkpoint
-    /// does this before it reads the state, so a reply made by its own delivery is in
-    /// the image with its cause).
-    pub(crate) fn settle_deferred_replies(&mut self) {
-        let layer = self.layer;
-        // Settling one reply may defer another (logging delivers what it lets through).
-        loop {
-            let replies = main_replay::take_deferred(layer);
-            if replies.is_empty() {
-                break;
-            }
-            for reply in replies {
-                layer.settle_deferred(&mut self.guard, reply, &mut self.answered, &mut self.frames);
-            }
-        }
-    }
-}
-
-impl std::ops::Deref for StateGuard<'_> {
-    type Target = LayerState;
-    fn deref(&self) -> &LayerState {
-        &self.guard
-    }
-}
-
-impl std::ops::DerefMut for StateGuard<'_> {
-    fn deref_mut(&mut self) -> &mut LayerState {
-        &mut self.guard
-    }
-}
-
-impl Drop for StateGuard<'_> {
-    fn drop(&mut self) {
-        let layer = self.layer;
-        self.settle_deferred_replies();
-        let answered = std::mem::take(&mut self.answered);
-        let frames = std::mem::take(&mut self.frames);
-        // SAFETY: the inner guard is dropped exactly once, here, and `self.guard` is not
-        // used after this line.
-        unsafe { std::mem::ManuallyDrop::drop(&mut self.guard) };
-        let still_held = HOLDS_CORE.with(|h| {
-            h.set(h.get().saturating_sub(1));
-            h.get() > 0
-        });
-        if !answered.is_empty() {
-            if let Some(tr) = layer.transport() {
-                for (request, outcome) in answered {
-                    tr.complete_request(request, outcome);
-                }
-            }
-        }
-        if !frames.is_empty() {
-            layer.emit(frames);
-        }
-        if !still_held {
-            // Replies for a layer whose lock this thread did not hold (none expected).
-            main_replay::send_deferred();
-        }
-    }
-}
-
-/// Whether this thread holds a recovery layer's lock.
-pub(crate) fn holds_state() -> bool {
-    HOLDS_CORE.with(|h| h.get() > 0)
-}
-
-/// Runs `f`, which may block, letting a multi-threaded Tokio runtime's other tasks run
-/// on another worker meanwhile (`block_in_place`); elsewhere (a core thread, a
-/// current-thread runtime) runs it as it is.
-fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    let multi_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if multi_thread {
-        tokio::task::block_in_place(f)
-    } else {
-        f()
-    }
-}
-
-/// The protocol and everything that must change atomically with it.
-pub(crate) struct LayerState {
-    /// The node's recovery machine: its protocol (none while a restarted node is still
-    /// loading its checkpoint), event logging, logger store, send gate and the deliveries
-    /// that wait for children to be spawned again.
-    pub(crate) recovery: NodeRecovery<Envelope>,
-    /// False in a restarted node until its actors are restored: nothing is delivered.
-    pub(crate) ready: bool,
-    /// The app's main: its sends so far, those to skip, the replies to its asks.
-    pub(crate) main_replay: main_replay::MainReplay,
-    /// Actors spawned while the node is being restored, not started yet.
-    pub(crate) deferred: Vec<Arc<dyn Control>>,
-    /// Actor images of the checkpoint being restored, by actor.
-    pub(crate) images: HashMap<ActorId, ActorImage>,
-    /// Every actor that had exited at the checkpoint being restored.
-    pub(crate) exited: crate::actor::exited_actors::ExitedActors,
-    /// The logger processes the node knew at the checkpoint being restored.
-    pub(crate) logger_instances: Vec<Option<u64>>,
-    /// When the rollback was sent (for the replay phase's duration).
-    pub(crate) rollback_at: Option<Instant>,
-    /// The replay phase's tracing span, from the rollback until the replay completes.
-    pub(crate) replay_span: Option<tracing::Span>,
-    /// Measurement mode only: messages inside the node, logged as if they crossed sets.
-    pub(crate) forced_log: ForcedLog,
-    /// Determinants: this node's, and other nodes' it keeps as their logger.
-    pub(crate) events: events::Events,
-    /// Messages the node's actors put into the node's own mailboxes, not yet in the
-    /// protocol's interval.
-    pub(crate) local: Arc<LocalDeliveries>,
-}
-
-/// Messages actors of a node put into mailboxes of the same node. Each starts a state
-/// interval of the set, like a delivery from another set
-/// ([`SetProtocol::on_local_deliveries`]): a replay then cannot hand a logged message to
-/// an actor before the same-node message that caused it. Counted without the layer's
-/// lock and folded into the protocol's interval whenever the lock is taken; a count that
-/// reaches a blocked message's requirement takes the lock itself and delivers it.
-///
-/// A core thread counts on its own counter with a plain store (`executor::count_local_send`),
-/// because one locked increment per message was the whole measured cost of recovery
-/// inside a node (ping-pong 1.02-1.03× off with it, 1.00-1.02× without). Whether a
-/// message waits for the count is read after the store with only a compiler fence; the
-/// rare side that starts such a wait makes every thread fence (`asymmetric_fence`), so
-/// that either it sees the count or the counter sees the wait. Other threads, and a
-/// process where that system call is refused, count with a locked increment.
-pub(crate) struct LocalDeliveries {
-    /// Counted by threads other than the node's cores (monotonic).
-    shared: AtomicU64,
-    /// The total (cores' counters plus `shared`) folded into the protocol so far.
-    folded: AtomicU64,
-    /// The total at which the first blocked message becomes deliverable (`u64::MAX`:
-    /// no message waits for the interval).
-    wake_at: AtomicU64,
-    /// Whether core threads count with a plain store (asymmetric fences available).
-    light: bool,
-}
-
-impl LocalDeliveries {
-    fn new() -> Self {
-        LocalDeliveries {
-            shared: AtomicU64::new(0),
-            folded: AtomicU64::new(0),
-            wake_at: AtomicU64::new(u64::MAX),
-            light: crate::executor::asymmetric_fence::register(),
-        }
-    }
-
-    /// Everything counted so far.
-    fn total(&self, node: &NodeHandle) -> u64 {
-        node.local_sends() + self.shared.load(Ordering::SeqCst)
-    }
-
-    /// Counts one message put into a mailbox on core `receiver`; true if a blocked
-    /// message may now be deliverable.
-    #[inline]
-    fn count(&self, node: &NodeHandle, receiver: &CoreQueue) -> bool {
-        if self.light && crate::executor::count_local_send(receiver) {
-            // Pairs with the heavy fence in `rearm`.
-            crate::executor::asymmetric_fence::light();
-            if self.wake_at.load(Ordering::Relaxed) == u64::MAX {
-                return false;
-            }
-            std::sync::atomic::fence(Ordering::SeqCst);
-        } else {
-            // SeqCst pairs with `rearm`: either the folder sees this count when it
-            // re-reads the total, or this thread sees the new threshold.
-            self.shared.fetch_add(1, Ordering::SeqCst);
-        }
-        self.total(node) >= self.wake_at.load(Ordering::SeqCst)
-    }
-
-    /// Moves the counted messages into the protocol's interval (under the layer's lock).
-    fn fold_into<P: LogPayload>(&self, protocol: &mut SetProtocol<P>, node: &NodeHandle) {
-        // `folded` and `wake_at` are written only under the lock: plain loads and stores
-        // there, no locked instruction per fold.
-        let total = self.total(node);
-        let n = total.saturating_sub(self.folded.load(Ordering::Relaxed));
-        self.folded.store(total, Ordering::Relaxed);
-        if n > 0 {
-            protocol.on_local_deliveries(n);
-        }
-    }
-
-    /// Sets the threshold for the protocol's first blocked message (under the layer's
-    /// lock, after a fold); true if the count already reached it (fold and deliver
-    /// again).
-    fn rearm<P: LogPayload>(&self, protocol: &SetProtocol<P>, node: &NodeHandle) -> bool {
-        let Some(r) = protocol.next_requirement() else {
-            // A counter that still sees the old threshold only takes the lock once more.
-            if self.wake_at.load(Ordering::Relaxed) != u64::MAX {
-                self.wake_at.store(u64::MAX, Ordering::Release);
-            }
-            return false;
-        };
-        let need = r.saturating_sub(protocol.interval()).max(1);
-        let wake = self.folded.load(Ordering::Relaxed).saturating_add(need);
-        let was = self.wake_at.swap(wake, Ordering::SeqCst);
-        // Core threads skip the fence while nothing waits: make them all fence once
-        // now, so a count whose store is not visible yet sees this threshold instead.
-        if was == u64::MAX && self.light && !crate::executor::asymmetric_fence::heavy() {
-            // Registered, yet refused: a count made meanwhile may be missed for good,
-            // and a node that waits for ever is worse than one that fails and restarts.
-            tracing::error!("membarrier failed after it was registered: this node stops");
-            std::process::abort();
-        }
-        self.total(node) >= wake
-    }
-}
-
-/// The log of messages inside the node in the log-everything measurement mode: payload,
-/// index and vector kept like the sender-based log's, released at each checkpoint.
-#[derive(Default)]
-pub(crate) struct ForcedLog {
-    entries: Vec<(ChannelId, u64, bytes::Bytes)>,
-    bytes: usize,
-    /// Most bytes held at once.
-    pub(crate) peak_bytes: usize,
-    /// Messages logged in total.
-    pub(crate) logged: u64,
-    next_index: HashMap<ChannelId, u64>,
-}
-
-impl ForcedLog {
-    fn push(&mut self, channel: ChannelId, payload: bytes::Bytes, vector_len: usize) {
-        let index = self.next_index.entry(channel).or_insert(0);
-        *index += 1;
-        self.bytes += payload.len() + vector_len;
-        self.peak_bytes = self.peak_bytes.max(self.bytes);
-        self.logged += 1;
-        self.entries.push((channel, *index, payload));
-    }
-
-    /// A checkpoint covers everything logged so far.
-    pub(crate) fn release(&mut self) {
-        self.entries.clear();
-        self.bytes = 0;
     }
 }
 
@@ -889,7 +377,7 @@ impl RecoveryLayer {
 
     /// The pseudo-actor that sends on behalf of the app's `main` on this node.
     pub(crate) fn main_id(rank: u16) -> ActorId {
-        crate::recovery_hooks::main_id(rank)
+        crate::recovery::hooks::main_id(rank)
     }
 
     /// An actor (or main) of this node sends `env` to another node: logged with the
@@ -1043,52 +531,6 @@ impl RecoveryLayer {
             }
         }
         sent
-    }
-
-    /// Whether the log holds more than its quota (`--log-quota`) in a way the dump to
-    /// loggers can bring back ([`log_offload::dump_would_help`]).
-    fn over_quota(&self, state: &LayerState) -> bool {
-        self.config.log_quota.is_some_and(|quota| {
-            (state.recovery.protocol())
-                .is_some_and(|p| log_offload::dump_would_help(&p.log_stats(), quota, quota))
-        })
-    }
-
-    /// Backpressure of the log's quota while loggers take its excess: an actor whose send
-    /// left the log over the quota waits for the dump to bring it back under, so that a
-    /// sender faster than the dump does not grow the log far past its quota. Only actors
-    /// wait (not `main`, not the network), only while the dump thread takes blocks to a
-    /// logger (without loggers the quota asks peers to checkpoint instead), at most
-    /// [`QUOTA_WAIT_MAX`] over a whole actor turn (a turn handles many messages), and
-    /// never while a checkpoint waits for the cores.
-    #[cold]
-    fn wait_for_dump(&self, node: &NodeHandle) {
-        if crate::actor::lifecycle::current_actor().is_none() || !self.dumps_to_loggers() {
-            return;
-        }
-        let budget = QUOTA_WAIT_LEFT.with(Cell::get);
-        if budget.is_zero() {
-            return;
-        }
-        let started = std::time::Instant::now();
-        let mut waited = false;
-        loop {
-            if !self.over_quota(&self.lock()) || !self.dumps_to_loggers() || node.pause_requested()
-            {
-                break;
-            }
-            if started.elapsed() >= budget {
-                counter!(QUOTA_WAITS_CUT_SHORT).increment(1);
-                break;
-            }
-            waited = true;
-            std::thread::sleep(QUOTA_WAIT_POLL);
-        }
-        let spent = started.elapsed();
-        QUOTA_WAIT_LEFT.with(|left| left.set(budget.saturating_sub(spent)));
-        if waited {
-            histogram!(QUOTA_WAIT_SECONDS).record(spent.as_secs_f64());
-        }
     }
 
     /// A frame of node `from`'s recovery layer arrived on a connection of its incarnation

@@ -9,7 +9,7 @@ use crate::actor::supervision::SupervisionEvent;
 use crate::actor_id::ActorId;
 use crate::executor::CoreQueue;
 use crate::node::NodeHandle;
-use crate::recovery_hooks::{MainAsk, MainAskSend, Outcome, RecoveryHooks};
+use crate::recovery::hooks::{MainAsk, MainAskSend, Outcome, RecoveryHooks};
 use crate::transport::frame::{Envelope, FrameBody, RecoveryFrame};
 use crate::transport::Transport;
 use std::any::Any;
