@@ -1,4 +1,4 @@
-//! The app's `main` (the driver) under recovery: which of its sends a restarted node's
+//! The app's `main` under recovery: which of its sends a restarted node's
 //! re-executed `main` skips, and the replies to its asks.
 //!
 //! `main` is not checkpointed: a restarted node runs it again from the top. Its sends are
