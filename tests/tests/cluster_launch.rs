@@ -291,6 +291,107 @@ fn bad_host_lists_are_refused_with_a_reason_before_anything_starts() {
         &["--base-port", "65535", "--hosts", "a=10.0.0.1"],
         "past 65535",
     );
+    let dir = std::env::temp_dir().join(format!("lazarus-hostfiles-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    refused(
+        &["--hostfile", &file("one-slot", "a=10.0.0.1 slots=1\n")],
+        "2 nodes but the hosts have 1 slots",
+    );
+    refused(
+        &["--hostfile", &file("zero", "a=10.0.0.1 slots=0\n")],
+        "line 1: `0`: slots must be a positive number",
+    );
+    refused(
+        &["--hostfile", &file("empty", "# nothing\n")],
+        "names no host",
+    );
+    refused(
+        &["--hostfile", &dir.join("missing").to_string_lossy()],
+        "--hostfile",
+    );
+    refused(
+        &[
+            "--hostfile",
+            &file("ok", "a=10.0.0.1\n"),
+            "--hosts",
+            "b=10.0.0.2",
+        ],
+        "cannot be used with",
+    );
+    // Outside an allocation (the tests run outside one), `--slurm on` is refused.
+    let out = support::output(
+        Command::new(bin("lazarus"))
+            .args(["run", "-n", "2", "--slurm", "on", "--", "/bin/true"])
+            .env_remove("SLURM_JOB_ID"),
+    )
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not inside a Slurm allocation"), "{stderr}");
+    // Without -n and outside an allocation there is no telling how many nodes.
+    let out = support::output(
+        Command::new(bin("lazarus"))
+            .args(["run", "--", "/bin/true"])
+            .env_remove("SLURM_JOB_ID"),
+    )
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("give the number of nodes with -n"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_hostfile_places_as_many_nodes_on_each_host_as_its_slots_say() {
+    // Two "hosts" that are two loopback addresses of this machine: the processes start
+    // here (no --remote), each listening at its host's address.
+    let dir = std::env::temp_dir().join(format!("lazarus-hostfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hostfile = dir.join("hosts");
+    std::fs::write(
+        &hostfile,
+        "# a job's hosts, Open MPI style\na=127.0.0.1 slots=3\nb=127.0.0.2   # one slot\n",
+    )
+    .unwrap();
+    let out = support::output(
+        Command::new(bin("lazarus"))
+            .args(["run", "-n", "4", "--hostfile"])
+            .arg(&hostfile)
+            .arg("--")
+            .arg(bin("ring"))
+            .args(["--hops", "3000", "--actors", "8"]),
+    )
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let placed = |rank: u16, at: &str| {
+        stdout.lines().any(|l| {
+            l.starts_with(&format!("node {rank} pid ")) && l.contains(&format!(" on {at}:"))
+        })
+    };
+    for rank in 0..3 {
+        assert!(placed(rank, "a at 127.0.0.1"), "node {rank} on a: {stdout}");
+    }
+    assert!(placed(3, "b at 127.0.0.2"), "node 3 on b: {stdout}");
+    let result = stdout
+        .lines()
+        .find_map(parse_result)
+        .unwrap_or_else(|| panic!("no RESULT line in: {stdout}"));
+    assert_eq!(result["nodes"], "4");
+    assert_eq!(result["verified"], "true");
 }
 
 #[test]

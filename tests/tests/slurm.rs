@@ -1,6 +1,8 @@
 //! The same app binary (ring, pingpong, the NPB kernels, jacobi2d) forms its cluster from
 //! Slurm's environment under a real `srun`, with no extra flags; with recovery on, a node
-//! whose actor panics rolls back by itself (Slurm restarts nothing). Needs the single-host Slurm that
+//! whose actor panics rolls back by itself (Slurm restarts nothing). `lazarus run` inside an
+//! allocation (`salloc`, the docs' `sbatch` script) starts its nodes as `srun` steps and
+//! restarts a killed one as a new step. Needs the single-host Slurm that
 //! `scripts/slurm-setup.sh` starts; `scripts/test.sh` runs it and sets
 //! `LAZARUS_TEST_SLURM=1`.
 
@@ -263,4 +265,119 @@ fn lazarus_run_over_srun_restarts_a_dead_node_as_a_new_job_and_the_answer_is_exa
         .find_map(parse_result)
         .unwrap_or_else(|| panic!("no RESULT line in: {stdout}"));
     assert_eq!(result["checksum"], checksum_alone(&jacobi, &args));
+}
+
+/// Jacobi's arguments for the allocation tests: a few seconds on four nodes here.
+const JACOBI_IN_ALLOCATION: [&str; 6] = ["--n", "256", "--iters", "12000", "--check", "bounds"];
+
+#[test]
+fn lazarus_run_in_an_allocation_starts_srun_steps_and_restarts_a_node_killed_from_outside() {
+    if !slurm_available() {
+        return;
+    }
+    // `salloc -n 4` and `lazarus run` with no -n and no host list: the launcher reads the
+    // allocation (one node per task), starts each node as an srun step, and when node 1's
+    // process is SIGKILLed (by its PID, from this test) starts its replacement as a new
+    // step of the same allocation.
+    let jacobi = bin("jacobi2d");
+    let dir = std::env::temp_dir().join(format!("lazarus-salloc-ckpt-{}", std::process::id()));
+    let mut cmd = Command::new("timeout");
+    cmd.arg("240")
+        .args(["salloc", "-n", "4", "--overcommit", "--quiet"])
+        .arg(bin("lazarus"))
+        .args(["run", "--cores-per-node", "1", "--ft", "on"])
+        .args(["--checkpoint-every", "300ms", "--checkpoint-dir"])
+        .arg(&dir)
+        .arg("--")
+        .arg(&jacobi)
+        .args(JACOBI_IN_ALLOCATION)
+        // Four single-core nodes share this machine's two cores.
+        .env("LAZARUS_IDLE_SPIN_US", "0");
+    let mut run = support::launched::Launched::spawn(cmd, 4);
+    run.wait_for("the launcher to read the allocation", |l| {
+        l.contains("lazarus: Slurm job ") && l.contains(": 4 nodes on ")
+    });
+    run.wait_for_checkpoints(&[1], 2);
+    run.wait_for_seen("node 1 to say its process", |l| {
+        l.contains("node 1: runs as process pid=")
+    });
+    let killed = run.kill_own_process(1);
+    let f = run.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        f.has("node 1: died") && f.has("restarting as incarnation 1"),
+        "node 1 was not restarted after pid {killed} was killed"
+    );
+    assert!(
+        f.has("node 1: restarted node loaded its checkpoint"),
+        "the replacement did not load a checkpoint"
+    );
+    assert_eq!(f.restarted(), [1], "only node 1 was restarted");
+    // The replacement is a step of the allocation too: it says its own, new process.
+    let processes = f
+        .lines
+        .iter()
+        .filter(|l| l.contains("node 1: runs as process pid="))
+        .count();
+    assert_eq!(processes, 2, "node 1's first process and its replacement");
+    let result = f.verified();
+    assert_eq!(result["nodes"], "4");
+    assert_eq!(
+        result["checksum"],
+        checksum_alone(&jacobi, &JACOBI_IN_ALLOCATION),
+        "the grid after the restart equals a failure-free run's"
+    );
+}
+
+#[test]
+fn the_docs_sbatch_script_runs_its_job_and_a_node_that_dies_is_restarted_in_the_allocation() {
+    if !slurm_available() {
+        return;
+    }
+    // docs/lazarus-job.sbatch as a user submits it (only the paths, the output file and
+    // this machine's --overcommit given on the command line); node 2 SIGKILLs itself in
+    // its first checkpoint (the job is short), so the launcher inside the batch job
+    // restarts it.
+    let dir = std::env::temp_dir().join(format!("lazarus-sbatch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let output = dir.join("job.out");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("docs/lazarus-job.sbatch");
+    let out = Command::new("timeout")
+        .arg("300")
+        .args(["sbatch", "--wait", "--overcommit", "--output"])
+        .arg(&output)
+        .arg(&script)
+        .env("LAZARUS", bin("lazarus"))
+        .env("APP", bin("jacobi2d"))
+        .env("CHECKPOINTS", dir.join("checkpoints"))
+        .env("LAZARUS_FAILPOINT", "checkpoint:2:1")
+        .env("LAZARUS_IDLE_SPIN_US", "0")
+        .output()
+        .expect("sbatch runs");
+    let job = std::fs::read_to_string(&output).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "the job failed: {}\n{}\njob output:\n{job}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(job.contains(": 4 nodes on "), "{job}");
+    assert!(
+        job.contains("node 2: died") && job.contains("restarting as incarnation 1"),
+        "node 2 was not restarted: {job}"
+    );
+    let result = job
+        .lines()
+        .find_map(parse_result)
+        .unwrap_or_else(|| panic!("no RESULT line in: {job}"));
+    assert_eq!(result["nodes"], "4");
+    assert_eq!(result["verified"], "true");
+    assert_eq!(
+        result["checksum"],
+        checksum_alone(&bin("jacobi2d"), &["--n", "1024", "--iters", "2000"]),
+        "the grid after the restart equals a failure-free run's"
+    );
 }

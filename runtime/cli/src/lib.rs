@@ -3,11 +3,14 @@
 //!
 //! - [`supervisor`]: kill plans, the restart policy, the recovery timeline built from the
 //!   nodes' `lazarus-event` lines, the stall watchdog;
-//! - [`placement`]: where each rank runs (`--hosts`, spare slots) and on which address;
+//! - [`placement`]: where each rank runs (`--hosts`, `--hostfile`, spare slots) and on which
+//!   address;
+//! - [`slurm_launch`]: the hosts and `srun` steps of the Slurm allocation `lazarus run` is in;
 //! - [`logger_server`]: the logger process (`lazarus logger`).
 //!
 //! The binary (`src/main.rs`) owns the processes, the command line and the output.
 
 pub mod logger_server;
 pub mod placement;
+pub mod slurm_launch;
 pub mod supervisor;

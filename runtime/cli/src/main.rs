@@ -13,6 +13,7 @@
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use lazarus_cli::placement::{self, Slot};
+use lazarus_cli::slurm_launch::Allocation;
 use lazarus_cli::supervisor::{self, OnExit, PlannedKill};
 use std::io::{BufRead, BufReader, Write};
 use std::net::UdpSocket;
@@ -119,9 +120,9 @@ impl BuddyArg {
 
 #[derive(clap::Args, Clone)]
 struct RunArgs {
-    /// Number of nodes (processes).
+    /// Number of nodes (processes); in a Slurm allocation, one per task by default.
     #[arg(short = 'n', long = "nodes")]
-    nodes: u16,
+    nodes: Option<u16>,
     /// Cores per node (default: this host's cores divided among the nodes, at least 1).
     #[arg(long)]
     cores_per_node: Option<usize>,
@@ -190,6 +191,18 @@ struct RunArgs {
     /// address, ports from `--base-port` up.
     #[arg(long)]
     hosts: Option<String>,
+    /// Run the nodes on the hosts a file lists, one per line: `NAME[=ADDRESS]`, and
+    /// optionally `slots=N` after it (or `NAME:N`) for how many nodes the host takes
+    /// (without slots, nodes are spread evenly); `#` starts a comment. Like `--hosts`
+    /// otherwise.
+    #[arg(long, value_name = "FILE", conflicts_with = "hosts")]
+    hostfile: Option<PathBuf>,
+    /// Inside a Slurm allocation (`salloc`, `sbatch`): `auto` (the default) runs the
+    /// nodes on the allocation's hosts, as many per host as Slurm gave it tasks, each
+    /// (and each replacement) started as an `srun` step; `off` runs them as without
+    /// Slurm. Outside an allocation, `on` is an error.
+    #[arg(long, value_enum, default_value_t = SlurmArg::Auto)]
+    slurm: SlurmArg,
     /// Spare hosts for restarted nodes, with recovery on (`NAME[=ADDRESS],...`): a dead
     /// node's replacement starts on the next free slot of a spare host (the failed host is
     /// not trusted again); once they are used up, replacements start in place.
@@ -226,6 +239,21 @@ struct RunArgs {
     /// The options given that only mean something with `--ft on` (filled in by `main`).
     #[arg(skip)]
     ft_options_given: Vec<&'static str>,
+    /// How many nodes each host of `--hosts` takes (from `--hostfile` or Slurm; empty:
+    /// spread evenly).
+    #[arg(skip)]
+    host_slots: Vec<usize>,
+}
+
+/// Whether `lazarus run` uses the Slurm allocation it runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum SlurmArg {
+    /// Inside an allocation, yes.
+    Auto,
+    /// Yes; outside an allocation, an error.
+    On,
+    /// No.
+    Off,
 }
 
 /// The options of `lazarus run` that only mean something with `--ft on`: their argument
@@ -644,6 +672,29 @@ fn ports_from(base: u16, count: usize, what: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The longest the launcher waits for a remote command to kill a node.
+const REMOTE_KILL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs `cmd` to its end, or kills it after `limit`.
+fn run_for_at_most(cmd: &mut Command, limit: Duration) -> std::io::Result<ExitStatus> {
+    let mut child = cmd.spawn()?;
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {}", humantime::format_duration(limit)),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
     // Hold all sockets until every port is known so the OS hands out distinct ones.
     let sockets: Vec<UdpSocket> = (0..n)
@@ -735,6 +786,9 @@ struct Output {
     /// When each rank first began its app's timed part (Unix ms, from the node's
     /// `timed-part-started` event): handed to its restarts.
     timed_starts: Arc<Mutex<std::collections::HashMap<u16, u128>>>,
+    /// For a node started through a remote command: the PID the node reported (its
+    /// `process` event), by the PID of that command.
+    remote_pids: Arc<Mutex<std::collections::HashMap<u32, u32>>>,
     /// The first [`STDERR_LINES_KEPT`] lines of standard error of each node process, by
     /// PID: a restart after a start-up failure does not print them again.
     stderr_lines: Arc<Mutex<std::collections::HashMap<u32, Vec<String>>>>,
@@ -853,6 +907,48 @@ impl Launch<'_> {
         Some(place)
     }
 
+    /// SIGKILLs `node`'s process; returns which (for the timeline). A node started
+    /// through a remote command is killed where it runs, through the same command (`srun
+    /// ... kill -9 PID`, `ssh HOST kill -9 PID`): killing the command here need not end
+    /// the process there. The command is killed too, so that its end is seen.
+    fn kill_node(&self, node: &Node) -> String {
+        let own = (self.out.remote_pids.lock())
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&node.pid)
+            .copied();
+        let host = self.slots.lock().unwrap_or_else(|e| e.into_inner())[usize::from(node.rank)]
+            .host
+            .clone();
+        let said = match (own, host, self.args.remote.as_deref()) {
+            (Some(own), Some(host), Some(remote)) => {
+                let kill = ["kill".to_string(), "-9".into(), own.to_string()];
+                let words = placement::command_words(Some(remote), Some(&host), &kill);
+                let mut cmd = Command::new(&words[0]);
+                cmd.args(&words[1..])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                match run_for_at_most(&mut cmd, REMOTE_KILL_TIMEOUT) {
+                    Ok(s) if s.success() => format!("pid {own} on {host}"),
+                    Ok(s) => format!("pid {own} on {host}: `{}` {}", words.join(" "), describe(s)),
+                    Err(e) => format!("pid {own} on {host}: `{}`: {e}", words.join(" ")),
+                }
+            }
+            (None, Some(host), Some(_)) => {
+                format!(
+                    "the command that started it on {host}, pid {}: the node had not said its own",
+                    node.pid
+                )
+            }
+            _ => format!("pid {}", node.pid),
+        };
+        // SAFETY: kill(2) on a pid we own (our child, not yet reaped).
+        unsafe {
+            libc::kill(node.pid as i32, libc::SIGKILL);
+        }
+        said
+    }
+
     fn start(&self, rank: u16, incarnation: u32) -> Result<Node, Box<dyn std::error::Error>> {
         let args = self.args;
         let (peers, host) = {
@@ -876,6 +972,11 @@ impl Launch<'_> {
             .stderr(Stdio::piped());
         if let Some(addr) = args.metrics.as_ref().and_then(|m| m.addr(rank)) {
             cmd.env(lazarus::telemetry::METRICS_ADDR_VAR, addr);
+        }
+        if words.len() > args.app.len() {
+            // Started through a remote command: the PID below is that command's; the
+            // node reports its own (the timeline's `process` line).
+            cmd.env(lazarus::cluster::REPORT_PROCESS_VAR, "1");
         }
         if let Some(timeout) = args.failure_timeout {
             cmd.env(
@@ -932,15 +1033,25 @@ impl Launch<'_> {
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", args.app[0]))?;
         let pid = child.id();
+        // On a list of hosts, where: the address its peers reach it at.
+        let at = match &host {
+            Some(host) => {
+                let addr =
+                    self.slots.lock().unwrap_or_else(|e| e.into_inner())[usize::from(rank)].addr;
+                format!(" on {host} at {addr}")
+            }
+            None => String::new(),
+        };
         if incarnation == 0 {
-            self.out.say(&format!("node {rank} pid {pid}"));
+            self.out.say(&format!("node {rank} pid {pid}{at}"));
             if let Some(addr) = args.metrics.as_ref().and_then(|m| m.addr(rank)) {
                 self.out
                     .say(&format!("node {rank} metrics at http://{addr}/metrics"));
             }
         } else {
-            self.out
-                .say(&format!("node {rank} pid {pid} incarnation {incarnation}"));
+            self.out.say(&format!(
+                "node {rank} pid {pid} incarnation {incarnation}{at}"
+            ));
         }
         let hide = self
             .hide
@@ -978,8 +1089,97 @@ impl Launch<'_> {
     }
 }
 
+/// Where the nodes run when the command line names no host: the hosts of `--hostfile`,
+/// or of the Slurm allocation, turned into `--hosts` (and, for Slurm, `--remote`: an
+/// `srun` step per node) with how many nodes each host takes.
+fn resolve_hosts(mut args: RunArgs) -> Result<RunArgs, Box<dyn std::error::Error>> {
+    if let Some(file) = &args.hostfile {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("--hostfile {}: {e}", file.display()))?;
+        let (hosts, slots) = placement::parse_hostfile(&text)
+            .map_err(|e| format!("--hostfile {}: {e}", file.display()))?;
+        args.hosts = Some(
+            hosts
+                .iter()
+                .map(|h| format!("{}={}", h.name, h.ip))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        args.host_slots = slots;
+        return Ok(args);
+    }
+    if args.hosts.is_some() || args.slurm == SlurmArg::Off {
+        return Ok(args);
+    }
+    let allocation = Allocation::detect(|k| std::env::var(k).ok())?;
+    let Some(allocation) = allocation else {
+        if args.slurm == SlurmArg::On {
+            return Err(
+                "--slurm on: not inside a Slurm allocation (no SLURM_JOB_ID and \
+                        SLURM_JOB_NODELIST, or inside a task of an srun step)"
+                    .into(),
+            );
+        }
+        return Ok(args);
+    };
+    if args.spares > 0 {
+        return Err(
+            "--spares adds slots on this host; in a Slurm allocation use \
+                    --spare-hosts with hosts of the allocation"
+                .into(),
+        );
+    }
+    let spare_names: Vec<String> = match &args.spare_hosts {
+        Some(s) => placement::parse_hosts(s)
+            .map_err(|e| format!("--spare-hosts: {e}"))?
+            .into_iter()
+            .map(|h| h.name)
+            .collect(),
+        None => Vec::new(),
+    };
+    // Spare hosts of the allocation run no node at first.
+    let keep: Vec<usize> = (0..allocation.hosts.len())
+        .filter(|&i| !spare_names.contains(&allocation.hosts[i]))
+        .collect();
+    if keep.is_empty() {
+        return Err("--spare-hosts names every host of the Slurm allocation".into());
+    }
+    let hosts = Allocation {
+        job: allocation.job.clone(),
+        hosts: keep.iter().map(|&i| allocation.hosts[i].clone()).collect(),
+        tasks_per_host: keep.iter().map(|&i| allocation.tasks_per_host[i]).collect(),
+    };
+    let tasks = hosts.tasks();
+    let n = match args.nodes {
+        Some(n) => usize::from(n),
+        None => tasks,
+    };
+    args.nodes = Some(u16::try_from(n).map_err(|_| format!("{n} nodes: at most 65535"))?);
+    // More nodes than tasks (`-n` larger than the allocation's): spread evenly.
+    args.host_slots = if n <= tasks {
+        hosts.tasks_per_host.clone()
+    } else {
+        Vec::new()
+    };
+    args.hosts = Some(hosts.host_spec());
+    if args.remote.is_none() {
+        args.remote = Some(hosts.remote_template());
+    }
+    errln!(
+        "lazarus: Slurm job {}: {n} nodes on {} ({} host{}), each started as an srun step",
+        hosts.job,
+        hosts.hosts.join(","),
+        hosts.hosts.len(),
+        if hosts.hosts.len() == 1 { "" } else { "s" }
+    );
+    Ok(args)
+}
+
 fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
-    let n = args.nodes as usize;
+    let args = resolve_hosts(args)?;
+    let Some(n) = args.nodes.map(usize::from) else {
+        return Err("give the number of nodes with -n (or run inside a Slurm allocation)".into());
+    };
     if n == 0 {
         return Err("-n must be at least 1".into());
     }
@@ -1077,9 +1277,13 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 _ => Vec::new(),
             };
             let base = hosts_base_port(&args);
+            let per_host = match args.host_slots.iter().max() {
+                Some(&most) => most.min(n),
+                None => n.div_ceil(hosts.len().max(1)),
+            };
             // Each host's nodes take consecutive ports from the base.
-            ports_from(base, n.div_ceil(hosts.len().max(1)), "nodes per host")?;
-            placement::on_hosts(n, &hosts, &spare_hosts, base)?
+            ports_from(base, per_host, "nodes per host")?;
+            placement::on_hosts(n, &hosts, &args.host_slots, &spare_hosts, base)?
         }
     };
     if !ft && !args.ft_options_given.is_empty() {
@@ -1133,6 +1337,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         impossible: Arc::default(),
         start_unix_ms: unix_ms(),
         timed_starts: Arc::default(),
+        remote_pids: Arc::default(),
         stderr_lines: Arc::default(),
     };
     let secret = lazarus::cluster::new_secret_hex()?;
@@ -1224,15 +1429,11 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             if released || !fenced.insert((peer, incarnation)) {
                 continue;
             }
-            // SAFETY: kill(2) on a pid we own (our child, not yet reaped).
-            unsafe {
-                libc::kill(node.pid as i32, libc::SIGKILL);
-            }
+            let pid = launch.kill_node(node);
             launch.out.timeline(
                 started.elapsed(),
                 &format!(
-                    "node {peer}: declared failed by node {by} while its process (pid {}) was alive; killed so that it restarts",
-                    node.pid
+                    "node {peer}: declared failed by node {by} while its process ({pid}) was alive; killed so that it restarts"
                 ),
             );
         }
@@ -1266,13 +1467,10 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 .iter_mut()
                 .find(|x| x.rank == k.rank && x.status.is_none())
             {
-                // SAFETY: kill(2) on a pid we own (our child, not yet reaped).
-                unsafe {
-                    libc::kill(node.pid as i32, libc::SIGKILL);
-                }
+                let pid = launch.kill_node(node);
                 launch.out.timeline(
                     started.elapsed(),
-                    &format!("node {}: SIGKILL (pid {}) as planned", k.rank, node.pid),
+                    &format!("node {}: SIGKILL ({pid}) as planned", k.rank),
                 );
             }
         }
@@ -1728,7 +1926,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         args.iters.to_string(),
     ];
     let base = RunArgs {
-        nodes: 4,
+        nodes: Some(4),
         cores_per_node: None,
         base_port: None,
         grace: Duration::from_secs(3),
@@ -1744,6 +1942,9 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         buddy: BuddyArg::Auto,
         spares: 0,
         hosts: None,
+        hostfile: None,
+        // The demo runs on this host, even inside an allocation.
+        slurm: SlurmArg::Off,
         spare_hosts: None,
         remote: None,
         kill: None,
@@ -1751,6 +1952,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         metrics: None,
         app: app_args,
         ft_options_given: Vec::new(),
+        host_slots: Vec::new(),
     };
     outln!(
         "== 1. failure-free run: jacobi2d n={} iters={} on 4 nodes, recovery off",
@@ -1865,6 +2067,12 @@ fn pump(
                         .entry(e.rank)
                         .or_insert(e.unix_ms);
                     continue;
+                }
+                if let Some(own) = supervisor::process_pid(&e) {
+                    out.remote_pids
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(pid, own);
                 }
                 if let Some(sig) = supervisor::failure_signature(&e) {
                     out.failures

@@ -98,12 +98,14 @@ pub fn on_this_host(n: usize, ports: &[u16]) -> Placement {
     }
 }
 
-/// `n` nodes on `hosts` in blocks (the first `per_host` ranks on the first host, and so
-/// on), listening at `base_port`, `base_port + 1`, ... on each host; every spare host
-/// offers as many slots as a host runs nodes.
+/// `n` nodes on `hosts` in blocks (the first host's ranks first, and so on), listening at
+/// `base_port`, `base_port + 1`, ... on each host; every spare host offers as many slots as
+/// a host runs nodes. `slots` gives how many nodes each host takes (a hostfile's `slots=`,
+/// Slurm's tasks per node); empty, the nodes are spread evenly (`n / hosts`, rounded up).
 pub fn on_hosts(
     n: usize,
     hosts: &[Host],
+    slots: &[usize],
     spare_hosts: &[Host],
     base_port: u16,
 ) -> Result<Placement, String> {
@@ -116,7 +118,24 @@ pub fn on_hosts(
     {
         return Err(format!("host `{}` is both a host and a spare", h.name));
     }
-    let per_host = n.div_ceil(hosts.len()).max(1);
+    let even = n.div_ceil(hosts.len()).max(1);
+    let capacity: Vec<usize> = if slots.is_empty() {
+        vec![even; hosts.len()]
+    } else if slots.len() != hosts.len() {
+        return Err(format!(
+            "{} hosts but {} slot counts",
+            hosts.len(),
+            slots.len()
+        ));
+    } else {
+        slots.to_vec()
+    };
+    let total: usize = capacity.iter().sum();
+    if total < n {
+        return Err(format!(
+            "{n} nodes but the hosts have {total} slots: give fewer nodes or more slots"
+        ));
+    }
     let port = |i: usize| {
         u16::try_from(usize::from(base_port) + i)
             .map_err(|_| format!("port {base_port} + {i} is out of range"))
@@ -127,19 +146,74 @@ pub fn on_hosts(
             addr: SocketAddr::new(host.ip, port(i)?),
         })
     };
-    let slots = (0..n)
-        .map(|rank| slot(&hosts[rank / per_host], rank % per_host))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut placed = Vec::with_capacity(n);
+    for (host, &cap) in hosts.iter().zip(&capacity) {
+        for i in 0..cap.min(n - placed.len()) {
+            placed.push(slot(host, i)?);
+        }
+    }
+    let per_host = capacity.iter().copied().max().unwrap_or(1).min(n).max(1);
     let spares = spare_hosts
         .iter()
         .flat_map(|h| (0..per_host).map(move |i| (h, i)))
         .map(|(h, i)| slot(h, i))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Placement {
-        slots,
+        slots: placed,
         spares,
         per_host,
     })
+}
+
+/// Parses a hostfile: one host per line, `NAME[=ADDRESS]`, optionally followed by
+/// `slots=N` (Open MPI's form) or written `NAME:N` (MPICH's); `#` starts a comment. Returns
+/// the hosts and, if any line gives slots, every host's (a line without takes one).
+pub fn parse_hostfile(text: &str) -> Result<(Vec<Host>, Vec<usize>), String> {
+    let mut specs = Vec::new();
+    let mut slots = Vec::new();
+    let mut any_slots = false;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or_default();
+        // MPICH's `NAME:N` only without an address (an IPv6 one holds colons).
+        let (name, mut count) = match (first.contains('='), first.rsplit_once(':')) {
+            (false, Some((name, n))) => (name, Some(parse_slots(n, i)?)),
+            _ => (first, None),
+        };
+        for w in words {
+            match w.strip_prefix("slots=") {
+                Some(n) if count.is_none() => count = Some(parse_slots(n, i)?),
+                _ => {
+                    return Err(format!(
+                        "line {}: `{w}`: expected `slots=N` once after the host",
+                        i + 1
+                    ))
+                }
+            }
+        }
+        any_slots |= count.is_some();
+        slots.push(count.unwrap_or(1));
+        specs.push(name.to_string());
+    }
+    if specs.is_empty() {
+        return Err("names no host".into());
+    }
+    let hosts = parse_hosts(&specs.join(","))?;
+    Ok((hosts, if any_slots { slots } else { Vec::new() }))
+}
+
+fn parse_slots(n: &str, line: usize) -> Result<usize, String> {
+    match n.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "line {}: `{n}`: slots must be a positive number",
+            line + 1
+        )),
+    }
 }
 
 /// The words that start `program` on `host` through the `remote` command template
@@ -193,7 +267,7 @@ mod tests {
     #[test]
     fn ranks_fill_hosts_in_blocks_and_spare_hosts_offer_a_hosts_worth_of_slots() {
         let hosts = [host("h0", "10.0.0.1"), host("h1", "10.0.0.2")];
-        let p = on_hosts(3, &hosts, &[host("s", "10.0.0.9")], 7000).unwrap();
+        let p = on_hosts(3, &hosts, &[], &[host("s", "10.0.0.9")], 7000).unwrap();
         let at = |s: &Slot| (s.host.clone().unwrap(), s.addr.to_string());
         assert_eq!(p.per_host, 2);
         assert_eq!(
@@ -216,13 +290,13 @@ mod tests {
     #[test]
     fn a_host_cannot_be_its_own_spare_and_ports_must_exist() {
         let hosts = [host("h0", "10.0.0.1")];
-        assert!(on_hosts(2, &hosts, &hosts, 7000)
+        assert!(on_hosts(2, &hosts, &[], &hosts, 7000)
             .unwrap_err()
             .contains("both a host and a spare"));
-        assert!(on_hosts(2, &hosts, &[], u16::MAX)
+        assert!(on_hosts(2, &hosts, &[], &[], u16::MAX)
             .unwrap_err()
             .contains("out of range"));
-        assert!(on_hosts(2, &[], &[], 7000).is_err());
+        assert!(on_hosts(2, &[], &[], &[], 7000).is_err());
     }
 
     #[test]
@@ -246,5 +320,51 @@ mod tests {
         );
         assert_eq!(command_words(Some("ssh"), None, &app), app);
         assert_eq!(command_words(None, Some("h1"), &app), app);
+    }
+
+    #[test]
+    fn a_hostfile_gives_hosts_and_their_slots_in_open_mpi_or_mpich_form() {
+        let (hosts, slots) =
+            parse_hostfile("# the job's hosts\nh0=10.0.0.1 slots=3\n\nlocalhost:1 # one\n")
+                .unwrap();
+        assert_eq!(hosts[0], host("h0", "10.0.0.1"));
+        assert_eq!(hosts[1].name, "localhost");
+        assert_eq!(slots, [3, 1]);
+        let (v6, _) = parse_hostfile("h2=fe80::1 slots=2").unwrap();
+        assert_eq!(v6, [host("h2", "fe80::1")]);
+        let (hosts, slots) = parse_hostfile("h0=10.0.0.1\nh1=10.0.0.2\n").unwrap();
+        assert_eq!(hosts.len(), 2);
+        assert!(slots.is_empty(), "no slots given: spread evenly");
+        for (bad, why) in [
+            ("", "names no host"),
+            ("h0=10.0.0.1 slots=0", "positive"),
+            ("h0=10.0.0.1 slots=x", "positive"),
+            ("h0=10.0.0.1 cpus=2", "slots=N"),
+            ("h0=10.0.0.1 slots=1 slots=2", "slots=N"),
+            ("h0=10.0.0.1\nh0=10.0.0.2", "listed twice"),
+        ] {
+            let e = parse_hostfile(bad).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn slots_place_ranks_host_by_host_and_too_few_slots_are_refused() {
+        let hosts = [host("h0", "10.0.0.1"), host("h1", "10.0.0.2")];
+        let p = on_hosts(4, &hosts, &[3, 2], &[], 7000).unwrap();
+        let on: Vec<_> = p.slots.iter().map(|s| s.addr.to_string()).collect();
+        assert_eq!(
+            on,
+            [
+                "10.0.0.1:7000",
+                "10.0.0.1:7001",
+                "10.0.0.1:7002",
+                "10.0.0.2:7000"
+            ]
+        );
+        assert_eq!(p.per_host, 3);
+        assert!(on_hosts(6, &hosts, &[3, 2], &[], 7000)
+            .unwrap_err()
+            .contains("5 slots"));
     }
 }

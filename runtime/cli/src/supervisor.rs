@@ -446,6 +446,19 @@ pub fn parse_event(line: &str) -> Option<NodeEvent> {
     })
 }
 
+/// The PID a node started through a remote command reported for itself (its `process`
+/// event), if `e` is that event.
+pub fn process_pid(e: &NodeEvent) -> Option<u32> {
+    if e.kind != "process" {
+        return None;
+    }
+    e.details
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pid="))?
+        .parse()
+        .ok()
+}
+
 /// A human line for the timeline.
 pub fn describe_event(e: &NodeEvent) -> String {
     let what = match e.kind.as_str() {
@@ -486,6 +499,7 @@ pub fn describe_event(e: &NodeEvent) -> String {
         }
         "logger-back" => "logger-back: a lost logger node answers again; blocks go to it",
         "rolling-back" => "rolls back in place: its process re-executes itself",
+        "process" => "runs as process",
         "driver-threads" => {
             "WARNING: main sends from more than one thread; after a failure their order, \
              and so which of them a re-executed main skips, is not reproducible"
@@ -787,7 +801,14 @@ mod tests {
         }
         let (_, unknown) = recovery_impossible(&e, |_| None).unwrap();
         assert!(unknown.contains("node 2's newest checkpoint was damaged"));
+        let p = parse_event("lazarus-event ms=1 rank=2 process pid=4242 host=n07").unwrap();
+        assert_eq!(process_pid(&p), Some(4242));
+        assert_eq!(
+            describe_event(&p),
+            "node 2: runs as process pid=4242 host=n07"
+        );
         let other = parse_event("lazarus-event ms=1 rank=1 checkpoint id=3").unwrap();
+        assert_eq!(process_pid(&other), None);
         assert_eq!(recovery_impossible(&other, |_| None), None);
         let garbled = parse_event("lazarus-event ms=1 rank=1 recovery-impossible peer=x").unwrap();
         assert_eq!(recovery_impossible(&garbled, |_| None), None);

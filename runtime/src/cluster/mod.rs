@@ -444,6 +444,18 @@ pub struct Cluster {
     timed_start: OnceLock<Instant>,
 }
 
+/// Set to `1` by `lazarus run` for a node it starts through a remote command: the node
+/// then reports its process id and host (the `process` event of the timeline).
+pub const REPORT_PROCESS_VAR: &str = "LAZARUS_REPORT_PROCESS";
+
+/// This host's name (`/proc/sys/kernel/hostname`), if it can be read.
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+}
+
 impl Cluster {
     /// Forms the cluster described by the environment, with default node settings.
     pub fn start() -> Result<Cluster, ClusterError> {
@@ -453,6 +465,18 @@ impl Cluster {
     /// Forms the cluster described by `spec`, starting the local node from `builder`.
     pub fn start_with(spec: ClusterSpec, builder: NodeBuilder) -> Result<Cluster, ClusterError> {
         crate::telemetry::set_per_actor_labels(spec.per_actor_metrics);
+        if std::env::var(REPORT_PROCESS_VAR).is_ok_and(|v| v.trim() == "1") {
+            // Started through a remote command (`ssh`, an `srun` step): the launcher's
+            // child is that command, so the node says which process it is, and where.
+            supervisor_channel::event(
+                spec.rank,
+                &format!(
+                    "process pid={} host={}",
+                    std::process::id(),
+                    host_name().unwrap_or_else(|| "unknown".into())
+                ),
+            );
+        }
         if let Some(addr) = spec.metrics_addr {
             // Metrics are for watching: a node that cannot serve them says so and runs on.
             match crate::telemetry::serve_prometheus(addr, spec.rank) {

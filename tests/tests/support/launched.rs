@@ -235,6 +235,25 @@ impl Launched {
         self.signal(rank, SIGKILL)
     }
 
+    /// SIGKILLs, from this test process, the process node `rank` last said it runs as
+    /// (the timeline's `runs as process pid=` line of a node started through a remote
+    /// command, such as an `srun` step); returns the PID.
+    #[allow(dead_code)]
+    pub fn kill_own_process(&mut self, rank: u16) -> i32 {
+        let prefix = format!("node {rank}: runs as process pid=");
+        let pid: i32 = self
+            .seen
+            .iter()
+            .rev()
+            .find_map(|l| l.split_once(&prefix).map(|(_, rest)| rest))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("node {rank} never said its process"));
+        // SAFETY: plain kill(2) on a process id the node printed.
+        let rc = unsafe { kill(pid, SIGKILL) };
+        assert_eq!(rc, 0, "kill -9 {pid} (node {rank})");
+        pid
+    }
+
     /// Sends `signal` to node `rank`'s process; returns the PID.
     pub fn signal(&mut self, rank: u16, signal: i32) -> i32 {
         let pid = self.pid(rank);
