@@ -221,13 +221,14 @@ impl<A: Actor> ActorCell<A> {
             return self.push_and_wake(msg);
         };
         // Before the push, so the receiver's next send out of the node sees it.
-        self.dependence.raise(dependence::of_sender());
+        let sender = dependence::of_sender();
+        self.dependence.raise(sender);
         self.push_and_wake(msg)?;
         // A message from an actor of this node is an event of the set: counted after the
         // push, so whatever it lets through comes after it (`main`'s tells are counted
         // as its inputs).
         if current_actor().is_some() {
-            layer.local_delivery(&self.node, &self.core);
+            layer.local_delivery(&self.node, &self.core, sender);
         }
         Ok(())
     }

@@ -1551,10 +1551,10 @@ impl World {
                     .entry((a, b))
                     .or_default()
                     .push_back((index, payload));
-                // As the runtime does: a message inside the set is an event of the set.
-                if let Some(p) = node.rec.protocol_mut() {
-                    p.on_local_deliveries(1);
-                }
+                // As the runtime does: a message inside the set is an event of the set,
+                // and messages leaving the set wait for the determinants it depends on.
+                let sender = node.deps[self.local_of[a]];
+                node.rec.on_local_deliveries(1, Some(sender));
                 if self.handling_untrusted {
                     let channel = ChannelId::new(self.prog.ids[a], self.prog.ids[b]);
                     self.untrusted.insert((channel, index));

@@ -234,6 +234,10 @@ pub struct NodeRecovery<P: LogPayload> {
     transmit: VecDeque<(SetId, Frame<P>)>,
     /// Frames the gate held so far.
     gated: u64,
+    /// The determinants the set's interval depends on: the largest count a sender of a
+    /// message counted into the interval inside the set depended on (see
+    /// [`Self::on_local_deliveries`]). Every message leaving the set waits for them too.
+    interval_needs: u64,
     /// Deliveries for child actors the replay has not spawned again, per child, in
     /// delivery order.
     awaiting_spawn: BTreeMap<ActorId, VecDeque<Delivery<P>>>,
@@ -255,6 +259,7 @@ impl<P: LogPayload> NodeRecovery<P> {
             held: SendGate::new(),
             transmit: VecDeque::new(),
             gated: 0,
+            interval_needs: 0,
             awaiting_spawn: BTreeMap::new(),
         }
     }
@@ -594,6 +599,35 @@ impl<P: LogPayload> NodeRecovery<P> {
         })
     }
 
+    /// `n` messages were put into mailboxes of this node by a sender of this node that
+    /// depends on `sender` (`None`: not known, taken as every determinant recorded so
+    /// far): they count in the set's interval
+    /// ([`SetProtocol::on_local_deliveries`]), and from now on every message leaving the
+    /// set waits, besides what its own sender depends on, for the determinants these
+    /// events depend on. Returns the new interval (`None` without a protocol).
+    ///
+    /// Why: a message carries the set's interval as its requirement on the set, and a
+    /// restored set delivers what depends on the message only once its replay has
+    /// counted as many events again. The interval counts every actor's events, not only
+    /// the sender's; an event made on a determinant that was never stable (an
+    /// order-sensitive actor's message to itself or a neighbour, after a nondeterministic
+    /// delivery whose determinant died with the set) is never made again, and a replay
+    /// that takes another branch there may never reach the count: the requirement binds
+    /// for ever (docs/recovery.md, "Sends made again", seed 89086). Waiting for the
+    /// determinants of the counted events makes every event a requirement counts one
+    /// the replay makes again.
+    pub fn on_local_deliveries(&mut self, n: u64, sender: Option<Dependence>) -> Option<u64> {
+        let protocol = self.protocol.as_mut()?;
+        let interval = protocol.on_local_deliveries(n);
+        if n > 0 {
+            if let Some(logging) = self.events.as_mut() {
+                let needed = sender.unwrap_or(Dependence::Set).needed(logging);
+                self.interval_needs = self.interval_needs.max(needed);
+            }
+        }
+        Some(interval)
+    }
+
     /// An actor of this node (`sender`: its id and what it depends on; `None` for a
     /// sender that is not an actor, such as `main`) sends `payload` on `channel` to node
     /// `to`: logged, and queued for transmission once the determinants it depends on
@@ -630,9 +664,12 @@ impl<P: LogPayload> NodeRecovery<P> {
             });
         };
         let (needed, from) = match sender {
-            Some((id, d)) if self.gate_rule == GateRule::PerActor => {
-                (d.needed(logging), GateSender::Tracked(id))
-            }
+            Some((id, d)) if self.gate_rule == GateRule::PerActor => (
+                // The message's requirement on this set counts the set's events, the
+                // senders' of its local events' included (see `on_local_deliveries`).
+                d.needed(logging).max(self.interval_needs),
+                GateSender::Tracked(id),
+            ),
             _ => (logging.before_send(), GateSender::Set),
         };
         let stable = logging.stable_below();
@@ -868,6 +905,120 @@ mod tests {
         }
         assert_eq!(n.held_len(), 0);
         assert_eq!(n.gated(), 1);
+    }
+
+    /// The shape of simulator seed 89086 (docs/recovery.md, "Sends made again"):
+    /// an order-sensitive actor `a(0)` puts a message into a mailbox of its own set right
+    /// after a nondeterministic delivery (one event of the set's interval), then a
+    /// deterministic client of the same set, which depends on no determinant, sends a
+    /// request to node 1. The request carries the interval, which counts the other
+    /// actor's event. Had it left before that determinant was stable, and node 0 died,
+    /// its replay could take another branch there (the determinant is gone) and never
+    /// count that event again: node 1's answer, which depends on the request, binds
+    /// on an interval the restored set never reaches, although the request itself has
+    /// been made again. So the request waits for the determinants of the counted event.
+    #[test]
+    fn a_message_waits_for_the_determinants_of_the_local_events_its_requirement_counts() {
+        let client = ActorId::new(0, 8).unwrap();
+        let request = ChannelId::new(client, a(1));
+        let mut n = node(0);
+        let checkpoint = n.protocol_mut().unwrap().checkpoint();
+        let seq = record(&mut n);
+        // a(0) forwards to itself: an event of the set, on an unstable determinant.
+        assert_eq!(
+            n.on_local_deliveries(1, Some(Dependence::Below(seq + 1))),
+            Some(1)
+        );
+        // The client depends on no determinant, yet its request waits.
+        let r = n.handle_send(
+            SetId(1),
+            request,
+            vec![1],
+            Some((client, Dependence::Below(0))),
+        );
+        assert!(
+            matches!(r, Ok(Sent::Logged { held: true, needed, .. }) if needed == seq + 1),
+            "the request counts a(0)'s event and must wait for its determinant: {r:?}"
+        );
+        assert!(sent(&mut n)
+            .iter()
+            .all(|(_, f)| matches!(f, Frame::Events(_))));
+
+        // Why: the deadlock the request would cause had it left now, at interval 1.
+        // Node 1 answers (depending on the request, so on node 0's interval 1); node 0
+        // dies and restores the checkpoint (interval 0); the peers report the request;
+        // the replay makes it again, but a(0)'s new branch puts nothing into a mailbox.
+        let mut depend = crate::recovery::DepVector::new();
+        depend.set(SetId(0), 1);
+        depend.set(SetId(1), 1);
+        let answer = MessageMeta {
+            channel: ChannelId::new(a(1), client),
+            send_index: 1,
+            sender_incarnation: Incarnation(0),
+            depend,
+        };
+        let (mut restored, _) =
+            SetProtocol::<Vec<u8>>::restore(checkpoint, Incarnation(1), Default::default())
+                .unwrap();
+        for peer in [1, 2] {
+            let delivered: ChannelIndices = if peer == 1 {
+                [(request, 1)].into_iter().collect()
+            } else {
+                ChannelIndices::default()
+            };
+            let positions = if peer == 1 {
+                vec![crate::recovery::SendPositions {
+                    channel: request,
+                    first: 1,
+                    at: vec![1],
+                }]
+            } else {
+                Vec::new()
+            };
+            let report = RecoveryReport {
+                incarnation: Incarnation(0),
+                delivered,
+                checkpointed: ChannelIndices::default(),
+            };
+            restored
+                .on_response(
+                    SetId(peer),
+                    Incarnation(1),
+                    report,
+                    &Default::default(),
+                    &positions,
+                )
+                .unwrap();
+        }
+        restored
+            .on_receive(SetId(1), Incarnation(0), answer, vec![9])
+            .unwrap();
+        assert!(matches!(
+            restored.on_send(SetId(1), request, vec![1]),
+            Ok(SendOutcome::Suppressed { .. })
+        ));
+        assert_eq!(restored.next_regeneration(), None, "made again");
+        assert!(restored.poll_delivery().is_none());
+        assert_eq!(
+            restored.next_requirement(),
+            Some(1),
+            "for ever: nothing counts"
+        );
+
+        // With the gate, the request leaves once the determinant is stable: a replay
+        // then replays a(0)'s delivery and counts its event again.
+        for logger in [1, 2] {
+            let ack = EventMessage::Ack {
+                producer_incarnation: Incarnation(0),
+                held_below: seq + 1,
+            };
+            n.handle_events(SetId(logger), ack).unwrap();
+        }
+        let out = sent(&mut n);
+        assert!(
+            matches!(&out[..], [(SetId(1), Frame::Message { meta, .. })] if meta.depend.get(SetId(0)) == 1),
+            "{out:?}"
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::actor::supervision::SupervisionEvent;
 use crate::actor_id::ActorId;
 use crate::executor::CoreQueue;
 use crate::node::NodeHandle;
+use crate::recovery::Dependence;
 use crate::transport::frame::{Envelope, RecoveryFrame, RemoteError};
 use crate::transport::Transport;
 use std::any::Any;
@@ -36,9 +37,9 @@ pub(crate) trait RecoveryHooks: Send + Sync + Any {
     fn logs_everything(&self) -> bool;
     /// Measurement mode: `from`'s message to `to` inside the node, encoded, is logged.
     fn log_local(&self, from: ActorId, to: ActorId, payload: bytes::Bytes);
-    /// An actor of the node pushed a message into the mailbox of an actor on `receiver`:
-    /// an event of the set, counted after the push.
-    fn local_delivery(&self, node: &NodeHandle, receiver: &CoreQueue);
+    /// An actor of the node, depending on `sender`, pushed a message into the mailbox of
+    /// an actor on `receiver`: an event of the set, counted after the push.
+    fn local_delivery(&self, node: &NodeHandle, receiver: &CoreQueue, sender: Dependence);
     /// The stamp of the next message from `from` to order-sensitive `to` inside the node.
     fn stamp_local(&self, from: ActorId, to: ActorId) -> Stamp;
     /// An actor turn begins on this thread.

@@ -10,6 +10,7 @@ use crate::actor_id::ActorId;
 use crate::executor::CoreQueue;
 use crate::node::NodeHandle;
 use crate::recovery::hooks::{MainAsk, MainAskSend, Outcome, RecoveryHooks};
+use crate::recovery::Dependence;
 use crate::transport::frame::{Envelope, FrameBody, RecoveryFrame};
 use crate::transport::Transport;
 use std::any::Any;
@@ -24,11 +25,12 @@ impl RecoveryLayer {
 
     /// `main`'s tell, ask or other input to the set: what the set's actors send after it
     /// (and so the answers coming back) depends on it, and a restarted node replays those
-    /// answers only once `main` has made it again.
+    /// answers only once `main` has made it again. Counted like an actor's message inside
+    /// the node from a sender that depends on every determinant recorded so far (`main`
+    /// is not tracked): messages leaving the node then wait for them, so the input is
+    /// one a replay makes again (`NodeRecovery::on_local_deliveries`).
     fn main_input(state: &mut super::LayerState) {
-        if let Some(protocol) = state.recovery.protocol_mut() {
-            protocol.on_local_input();
-        }
+        state.recovery.on_local_deliveries(1, None);
     }
 }
 
@@ -41,8 +43,8 @@ impl RecoveryHooks for RecoveryLayer {
         RecoveryLayer::log_local(self, from, to, payload)
     }
 
-    fn local_delivery(&self, node: &NodeHandle, receiver: &CoreQueue) {
-        RecoveryLayer::local_delivery(self, node, receiver)
+    fn local_delivery(&self, node: &NodeHandle, receiver: &CoreQueue, sender: Dependence) {
+        RecoveryLayer::local_delivery(self, node, receiver, sender)
     }
 
     fn stamp_local(&self, from: ActorId, to: ActorId) -> Stamp {

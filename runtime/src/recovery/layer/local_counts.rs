@@ -3,7 +3,7 @@
 
 use crate::executor::CoreQueue;
 use crate::node::NodeHandle;
-use crate::recovery::{LogPayload, SetProtocol};
+use crate::recovery::{Dependence, LogPayload, NodeRecovery, SetProtocol};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Messages actors of a node put into mailboxes of the same node. Each starts a state
@@ -30,6 +30,11 @@ pub(crate) struct LocalDeliveries {
     wake_at: AtomicU64,
     /// Whether core threads count with a plain store (asymmetric fences available).
     light: bool,
+    /// The largest dependence on the node's determinants of a sender whose message was
+    /// counted (a [`Dependence`], encoded): every message leaving the node waits for it
+    /// (`NodeRecovery::on_local_deliveries`: the interval a message carries counts these
+    /// events, and a replay makes again only events on stable determinants).
+    needs: AtomicU64,
 }
 
 impl LocalDeliveries {
@@ -39,6 +44,7 @@ impl LocalDeliveries {
             folded: AtomicU64::new(0),
             wake_at: AtomicU64::new(u64::MAX),
             light: crate::executor::asymmetric_fence::register(),
+            needs: AtomicU64::new(0),
         }
     }
 
@@ -47,10 +53,21 @@ impl LocalDeliveries {
         node.local_sends() + self.shared.load(Ordering::SeqCst)
     }
 
-    /// Counts one message put into a mailbox on core `receiver`; true if a blocked
-    /// message may now be deliverable.
+    /// Counts one message, from a sender that depends on `sender`, put into a mailbox on
+    /// core `receiver`; true if a blocked message may now be deliverable.
     #[inline]
-    pub(crate) fn count(&self, node: &NodeHandle, receiver: &CoreQueue) -> bool {
+    pub(crate) fn count(
+        &self,
+        node: &NodeHandle,
+        receiver: &CoreQueue,
+        sender: Dependence,
+    ) -> bool {
+        if sender != Dependence::Below(0) {
+            // Before the count, and released with it: a fold that sees the count sees
+            // this too. Only senders that depend on determinants come here.
+            self.needs.fetch_max(sender.encoded(), Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::Release);
+        }
         if self.light && crate::executor::count_local_send(receiver) {
             // Pairs with the heavy fence in `rearm`.
             crate::executor::asymmetric_fence::light();
@@ -66,19 +83,23 @@ impl LocalDeliveries {
         self.total(node) >= self.wake_at.load(Ordering::SeqCst)
     }
 
-    /// Moves the counted messages into the protocol's interval (under the layer's lock).
+    /// Moves the counted messages into the protocol's interval, and what their senders
+    /// depend on into what messages leaving the node wait for (under the layer's lock).
     pub(crate) fn fold_into<P: LogPayload>(
         &self,
-        protocol: &mut SetProtocol<P>,
+        recovery: &mut NodeRecovery<P>,
         node: &NodeHandle,
     ) {
         // `folded` and `wake_at` are written only under the lock: plain loads and stores
         // there, no locked instruction per fold.
         let total = self.total(node);
+        // Pairs with the release in `count`: the dependences of the counts read above.
+        std::sync::atomic::fence(Ordering::Acquire);
         let n = total.saturating_sub(self.folded.load(Ordering::Relaxed));
         self.folded.store(total, Ordering::Relaxed);
         if n > 0 {
-            protocol.on_local_deliveries(n);
+            let needs = Dependence::from_encoded(self.needs.load(Ordering::SeqCst));
+            recovery.on_local_deliveries(n, Some(needs));
         }
     }
 

@@ -441,8 +441,13 @@ impl RecoveryLayer {
     /// [`LocalDeliveries`]): a plain store on a core thread (a locked increment on any
     /// other), and the lock only when the count lets a blocked logged message through.
     #[inline]
-    pub(crate) fn local_delivery(&self, node: &NodeHandle, receiver: &CoreQueue) {
-        if self.local.count(node, receiver) {
+    pub(crate) fn local_delivery(
+        &self,
+        node: &NodeHandle,
+        receiver: &CoreQueue,
+        sender: crate::recovery::Dependence,
+    ) {
+        if self.local.count(node, receiver, sender) {
             let mut state = self.lock();
             Self::deliver_ready(&mut state, node);
         }
@@ -633,10 +638,10 @@ impl RecoveryLayer {
         } = state;
         let mut deepest = 0;
         loop {
+            local.fold_into(recovery, node);
             let Some(protocol) = recovery.protocol_mut() else {
                 return deepest;
             };
-            local.fold_into(protocol, node);
             if protocol.has_deliverable() {
                 // Messages hold actor references, which resolve against the current
                 // node: the caller may be a thread of no node (the app's main during a
@@ -1243,19 +1248,33 @@ mod tests {
         let handle = node.handle();
         let receiver = &handle.cores()[0];
         let local = LocalDeliveries::new();
-        assert!(!local.rearm(&p, handle));
+        let mut n = NodeRecovery::new(SetId(0), GateRule::PerActor, Default::default());
+        n.start_protocol(p);
+        let none = crate::recovery::Dependence::Below(0);
+        assert!(!local.rearm(n.protocol().unwrap(), handle));
         assert!(
-            !local.count(handle, receiver) && !local.count(handle, receiver),
+            !local.count(handle, receiver, none) && !local.count(handle, receiver, none),
             "2 of 3: nothing to deliver yet"
         );
-        assert!(local.count(handle, receiver), "the third lets it through");
-        local.fold_into(&mut p, handle);
+        assert!(
+            local.count(handle, receiver, none),
+            "the third lets it through"
+        );
+        local.fold_into(&mut n, handle);
+        let p = n.protocol_mut().unwrap();
         assert_eq!(p.interval(), 3);
         assert!(p.poll_delivery().is_some());
-        assert!(!local.rearm(&p, handle));
-        assert!(!local.count(handle, receiver), "nothing waits: no lock");
-        local.fold_into(&mut p, handle);
-        assert_eq!(p.interval(), 5, "the delivery and the fourth count");
+        assert!(!local.rearm(p, handle));
+        assert!(
+            !local.count(handle, receiver, none),
+            "nothing waits: no lock"
+        );
+        local.fold_into(&mut n, handle);
+        assert_eq!(
+            n.protocol().unwrap().interval(),
+            5,
+            "the delivery and the fourth count"
+        );
         node.shutdown();
     }
 
