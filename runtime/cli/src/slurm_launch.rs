@@ -5,6 +5,8 @@
 //! cannot do.
 
 use lazarus::cluster::slurm::{expand_hostlist, expand_tasks_per_node};
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::process::Command;
 
 /// The allocation `lazarus run` runs in.
@@ -70,11 +72,12 @@ impl Allocation {
     }
 
     /// `NAME=ADDRESS,...` for the launcher's `--hosts`: each host's address as Slurm knows
-    /// it (`NodeAddr` of `scontrol show node`), else its name resolved.
+    /// it (`NodeAddr` of `scontrol show node`, asked once for all), else its name resolved.
     pub fn host_spec(&self) -> String {
+        let addrs = node_addrs();
         self.hosts
             .iter()
-            .map(|h| match node_addr(h) {
+            .map(|h| match addrs.get(h) {
                 Some(addr) => format!("{h}={addr}"),
                 None => h.clone(),
             })
@@ -95,19 +98,30 @@ impl Allocation {
     }
 }
 
-/// The address Slurm has for `host` (`NodeAddr=`), if `scontrol` tells and it parses.
-fn node_addr(host: &str) -> Option<std::net::IpAddr> {
-    let out = Command::new("scontrol")
-        .args(["show", "node", "-o", host])
+/// The addresses Slurm has for its nodes (`NodeAddr=` of `scontrol show node -o`, one
+/// line per node), by node name; empty if `scontrol` does not answer.
+fn node_addrs() -> HashMap<String, IpAddr> {
+    match Command::new("scontrol")
+        .args(["show", "node", "-o"])
         .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
+    {
+        Ok(out) if out.status.success() => parse_node_addrs(&String::from_utf8_lossy(&out.stdout)),
+        _ => HashMap::new(),
     }
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("NodeAddr="))
-        .and_then(|a| a.parse().ok())
+}
+
+/// The `NodeName=` and `NodeAddr=` pairs of `scontrol show node -o`'s lines, where the
+/// address is an IP address.
+fn parse_node_addrs(text: &str) -> HashMap<String, IpAddr> {
+    text.lines()
+        .filter_map(|line| {
+            let field = |key: &str| line.split_whitespace().find_map(|w| w.strip_prefix(key));
+            Some((
+                field("NodeName=")?.to_string(),
+                field("NodeAddr=")?.parse().ok()?,
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -156,6 +170,21 @@ mod tests {
             ("SLURM_STEP_ID", "4294967294"),
         ]);
         assert!(Allocation::detect(batch).unwrap().is_some());
+    }
+
+    #[test]
+    fn node_addresses_are_read_from_scontrols_one_line_per_node() {
+        let text = "NodeName=n01 Arch=x86_64 CoresPerSocket=1 NodeAddr=10.0.0.1 NodeHostName=n01\n\
+                    NodeName=n02 NodeAddr=n02.cluster NodeHostName=n02\n\
+                    NodeName=n03 State=IDLE NodeAddr=10.0.0.3\n";
+        let addrs = parse_node_addrs(text);
+        assert_eq!(
+            addrs.len(),
+            2,
+            "a name for an address is resolved later: {addrs:?}"
+        );
+        assert_eq!(addrs["n01"].to_string(), "10.0.0.1");
+        assert_eq!(addrs["n03"].to_string(), "10.0.0.3");
     }
 
     #[test]
