@@ -356,6 +356,44 @@ fn a_frozen_node_that_its_peers_declare_failed_is_killed_and_restarted_and_the_a
     assert_only_restarted(&f, &[2]);
 }
 
+#[test]
+fn a_cluster_stopped_as_a_whole_for_longer_than_the_failure_timeout_resumes_with_no_failure() {
+    // As `scontrol suspend` does to a job, or a host that stops running its guests: every
+    // node is stopped, for longer than the failure timeout, then continued. On waking each
+    // finds its peers' heartbeats unread, not missing: nobody may be declared failed (the
+    // launcher would kill healthy nodes), and the run goes on where it was.
+    let _one = support::one_at_a_time();
+    let expected = reference(ITERS);
+    let mut run = launch(true, ITERS, &[]);
+    wait_for_second_checkpoint(&mut run, 0);
+    let pids: Vec<i32> = (0..4)
+        .map(|r| run.signal(r, support::launched::SIGSTOP))
+        .collect();
+    std::thread::sleep(lazarus::cluster::RECOVERY_FAILURE_TIMEOUT + Duration::from_millis(1500));
+    for pid in pids {
+        // SAFETY: plain kill(2) on process ids the launcher printed; no node was restarted.
+        assert_eq!(unsafe { libc_kill(pid, support::launched::SIGCONT) }, 0);
+    }
+    let f = run.finish();
+    assert_eq!(f.checksum(), expected);
+    assert!(
+        !f.has("declared failed"),
+        "a paused node declared its peers failed:\n{}",
+        f.lines.join("\n")
+    );
+    assert!(
+        f.has("paused: did not run for a while"),
+        "the nodes said they were paused:\n{}",
+        f.lines.join("\n")
+    );
+    assert_only_restarted(&f, &[]);
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
 /// Iterations of the shutdown tests: a short run, the moment that matters is its end.
 const SHORT_ITERS: &str = "2000";
 

@@ -471,6 +471,9 @@ pub fn describe_event(e: &NodeEvent) -> String {
         "reconnected" => "connection to a restarted peer is up",
         "finished" => "main finished; serves its peers until every node has",
         "suspected" => "declared a silent peer failed",
+        "paused" => {
+            "paused: did not run for a while (overloaded or stopped), so suspected no peer for it"
+        }
         "actor-failed" => "an actor failed",
         "peer-gone" => "leaves without waiting for a peer that died after the release",
         "logger-lost" => {

@@ -4,6 +4,14 @@
 //! which peers have crossed the silence timeout. No sockets, threads or clocks inside: the
 //! time type is the caller's ([`Moment`]: `Instant` in the runtime, a virtual clock in
 //! tests).
+//!
+//! A detector that was not polled for a long while cannot tell silence from its own
+//! pause: a node whose process or network thread did not run (an overloaded host, a
+//! stolen VM, a stop signal) finds every peer's heartbeats still unread on waking. Such a
+//! poll suspects nobody; it restarts every peer's clock and reports the pause instead
+//! ([`FailureDetector::take_pause`]). Otherwise one paused node would declare every
+//! healthy peer failed, and with fail-stop each would be killed and rolled back. Peers
+//! that did run keep their clocks: they declare the paused node failed as before.
 
 use crate::time::Moment;
 use std::time::Duration;
@@ -25,6 +33,12 @@ pub struct FailureDetector<T: Moment> {
     timeout: Duration,
     last_seen: Vec<Option<T>>,
     liveness: Vec<PeerLiveness>,
+    /// When `poll` last ran.
+    last_poll: Option<T>,
+    /// The longest gap between two polls that still counts as watching.
+    pause_limit: Duration,
+    /// The last pause found and not yet taken.
+    pause: Option<Duration>,
 }
 
 /// A peer newly found failed.
@@ -37,12 +51,17 @@ pub struct Suspicion {
 }
 
 impl<T: Moment> FailureDetector<T> {
-    /// A detector for ranks `0..n`; nobody is watched until first heard from.
+    /// A detector for ranks `0..n`; nobody is watched until first heard from. It is meant
+    /// to be polled often (every heartbeat interval): polls more than half the `timeout`
+    /// apart mean this node was paused, and suspect nobody.
     pub fn new(n: usize, timeout: Duration) -> Self {
         FailureDetector {
             timeout,
             last_seen: vec![None; n],
             liveness: vec![PeerLiveness::Alive; n],
+            last_poll: None,
+            pause_limit: timeout / 2,
+            pause: None,
         }
     }
 
@@ -87,9 +106,21 @@ impl<T: Moment> FailureDetector<T> {
             .unwrap_or(PeerLiveness::Failed)
     }
 
-    /// Peers that crossed the timeout since the last poll.
+    /// Peers that crossed the timeout since the last poll. After a pause of this node
+    /// (the previous poll more than half the timeout ago) nobody: every watched peer gets
+    /// a whole timeout again from `now`, and the pause is kept for [`Self::take_pause`].
     pub fn poll(&mut self, now: T) -> Vec<Suspicion> {
         let mut out = Vec::new();
+        let previous = self.last_poll.replace(now);
+        if let Some(gap) = previous.map(|p| now.since(p)) {
+            if gap > self.pause_limit {
+                self.pause = Some(gap);
+                for seen in self.last_seen.iter_mut().flatten() {
+                    *seen = now;
+                }
+                return out;
+            }
+        }
         for (rank, (seen, live)) in self
             .last_seen
             .iter()
@@ -108,6 +139,12 @@ impl<T: Moment> FailureDetector<T> {
             }
         }
         out
+    }
+
+    /// How long this node had not polled when a poll last found it paused; `None` if no
+    /// pause was found since the last call.
+    pub fn take_pause(&mut self) -> Option<Duration> {
+        self.pause.take()
     }
 }
 
@@ -153,9 +190,47 @@ mod tests {
         let ms = Duration::from_millis;
         let mut d = FailureDetector::new(2, ms(10));
         d.observe(1, t0);
-        assert_eq!(d.poll(t0 + ms(20)).len(), 1);
+        // Polled every 2 ms, as a heartbeat tick would.
+        let suspected = |d: &mut FailureDetector<Duration>, from: u64, to: u64| {
+            (from..=to)
+                .step_by(2)
+                .map(|t| d.poll(t0 + ms(t)).len())
+                .sum::<usize>()
+        };
+        assert_eq!(suspected(&mut d, 2, 20), 1);
         d.revived(1, t0 + ms(30));
-        assert!(d.poll(t0 + ms(35)).is_empty());
-        assert_eq!(d.poll(t0 + ms(50)).len(), 1);
+        assert_eq!(suspected(&mut d, 22, 40), 0);
+        assert_eq!(suspected(&mut d, 42, 50), 1);
+    }
+
+    #[test]
+    fn a_node_that_was_paused_suspects_nobody_on_waking_and_says_how_long_it_slept() {
+        // Polled every 100 ms, then not for 5 s: the peers' heartbeats are unread, not
+        // missing. Nobody is suspected; a peer still silent a whole timeout later is.
+        let t0 = Duration::ZERO;
+        let ms = Duration::from_millis;
+        let mut d = FailureDetector::new(3, ms(1000));
+        d.observe(1, t0);
+        d.observe(2, t0);
+        for k in 1..=5 {
+            assert!(d.poll(t0 + ms(100 * k)).is_empty());
+        }
+        assert!(d.take_pause().is_none(), "regular polls are no pause");
+        assert!(d.poll(t0 + ms(5500)).is_empty(), "a pause suspects nobody");
+        assert_eq!(d.take_pause(), Some(ms(5000)));
+        assert_eq!(d.take_pause(), None, "taken once");
+        // The backlog is read: node 2's heartbeat arrives, node 1 stays silent.
+        d.observe(2, t0 + ms(5510));
+        let mut t = ms(5500);
+        let mut found = Vec::new();
+        while found.is_empty() {
+            t += ms(100);
+            found = d.poll(t0 + t);
+            d.observe(2, t0 + t);
+        }
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].rank, 1);
+        assert!(t > ms(6500), "a whole timeout after waking: {t:?}");
+        assert_eq!(d.liveness(2), PeerLiveness::Alive);
     }
 }

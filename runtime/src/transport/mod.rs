@@ -52,6 +52,9 @@ pub const FRAMES_RECEIVED: &str = "lazarus_transport_frames_received_total";
 pub const BACKPRESSURE_WAITS: &str = "lazarus_transport_backpressure_waits_total";
 /// Nodes declared failed.
 pub const NODE_FAILURES: &str = "lazarus_node_failures_total";
+/// Times this node's heartbeat loop found it had not run for half the failure timeout
+/// (its process or network thread was paused) and suspected nobody for it.
+pub const LOCAL_PAUSES: &str = "lazarus_local_pauses_total";
 /// Times reading from a peer paused because an addressee's mailbox was too deep.
 pub const INBOUND_PAUSES: &str = "lazarus_transport_inbound_pauses_total";
 /// Messages and replies refused before sending because no peer would accept their size
@@ -1281,11 +1284,24 @@ async fn net_main(
                     }
                 }
                 if watching.load(Ordering::Acquire) {
-                    let suspects = t
-                        .detector
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .poll(Instant::now());
+                    let (suspects, pause) = {
+                        let mut d = t.detector.lock().unwrap_or_else(|e| e.into_inner());
+                        (d.poll(Instant::now()), d.take_pause())
+                    };
+                    if let Some(pause) = pause {
+                        // Our own silence, not the peers': their heartbeats wait unread.
+                        counter!(LOCAL_PAUSES).increment(1);
+                        tracing::warn!(
+                            paused_ms = pause.as_millis() as u64,
+                            "this node did not run for {} ms (an overloaded or stopped \
+                             process); its peers get a whole failure timeout again",
+                            pause.as_millis()
+                        );
+                        crate::cluster::supervisor_channel::event(
+                            rank,
+                            &format!("paused ms={}", pause.as_millis()),
+                        );
+                    }
                     for s in suspects {
                         t.node_failed(s.rank, FailedBecause::Silence(s.silent_for));
                         // With recovery on the rank comes back: the higher rank dials.
