@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing Lazarus needs on a fresh Debian machine that has the
-# Rust toolchain: the hwloc library (core discovery and pinning) and pkg-config.
+# Rust toolchain: the hwloc library (core discovery and pinning) and pkg-config; with
+# --browser also headless Chromium and chromedriver (the dashboard's browser test).
 # Idempotent: installs only what is missing.
 set -euo pipefail
 
@@ -12,6 +13,10 @@ command -v cargo >/dev/null || {
 missing=()
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 pkg-config --exists 'hwloc >= 2.0' 2>/dev/null || missing+=(libhwloc-dev)
+if [ "${1:-}" = "--browser" ]; then
+    [ -x /usr/bin/chromium ] || missing+=(chromium)
+    [ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
+fi
 
 if ((${#missing[@]})); then
     sudo=""

@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh
+# With headless Chromium and chromedriver for the dashboard's browser test.
+scripts/setup.sh --browser
 # A real single-host Slurm for the srun integration tests.
 scripts/slurm-setup.sh
 export LAZARUS_TEST_SLURM=1

@@ -12,13 +12,15 @@
 
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use lazarus_cli::dashboard::Dashboard;
 use lazarus_cli::placement::{self, Slot};
 use lazarus_cli::slurm_launch::Allocation;
 use lazarus_cli::supervisor::{self, OnExit, PlannedKill};
+use lazarus_cli::timeline::{RunEvent, Timeline};
 use std::io::{BufRead, BufReader, Write};
 use std::net::UdpSocket;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -233,6 +235,8 @@ struct RunArgs {
     /// 0.0.0.0 (or ::) and scrape every host. A node that cannot bind says so and runs on.
     #[arg(long, value_name = "HOST:PORT", value_parser = parse_metrics)]
     metrics: Option<MetricsBase>,
+    #[command(flatten)]
+    watch: WatchArgs,
     /// The app binary and its arguments.
     #[arg(last = true, required = true)]
     app: Vec<String>,
@@ -243,6 +247,61 @@ struct RunArgs {
     /// spread evenly).
     #[arg(skip)]
     host_slots: Vec<usize>,
+}
+
+/// How a run can be watched besides its text timeline (`lazarus run` and `lazarus demo`).
+#[derive(clap::Args, Clone, Debug, Default)]
+struct WatchArgs {
+    /// Serve a live web page of the run at HOST:PORT (e.g. 127.0.0.1:8080, or 0.0.0.0:8080
+    /// to reach it from another host; port 0 picks a free one): each node's state,
+    /// checkpoints, deaths, restore and replay on a timeline, message rates, log sizes
+    /// and the verdict. The launcher prints its address.
+    #[arg(long, value_name = "HOST:PORT")]
+    dashboard: Option<std::net::SocketAddr>,
+    /// Write the run's events to FILE as JSON lines while it runs, and a Chrome/Perfetto
+    /// trace next to it when it ends (run.jsonl gives run.trace.json; open it in
+    /// https://ui.perfetto.dev or chrome://tracing).
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
+}
+
+impl WatchArgs {
+    /// The timeline its options ask for, and the dashboard serving it.
+    fn start(&self) -> Result<Arc<Timeline>, Box<dyn std::error::Error>> {
+        let timeline = Arc::new(
+            Timeline::new(self.timeline.as_deref(), self.dashboard.is_some()).map_err(|e| {
+                format!(
+                    "--timeline {}: {e}",
+                    self.timeline.as_deref().unwrap_or(Path::new("")).display()
+                )
+            })?,
+        );
+        if let Some(addr) = self.dashboard {
+            let dashboard = Dashboard::start(addr, Arc::clone(&timeline))
+                .map_err(|e| format!("--dashboard {addr}: {e}"))?;
+            outln!("lazarus: dashboard at http://{}/", dashboard.addr());
+        }
+        Ok(timeline)
+    }
+
+    /// Writes the trace of `--timeline` and says where both files are; lets a dashboard's
+    /// readers take the last events before the launcher exits.
+    fn finish(&self, timeline: &Timeline) {
+        match timeline.finish() {
+            Ok(Some((events, trace))) => outln!(
+                "lazarus: timeline in {} (JSON lines), trace in {} (open in \
+                 https://ui.perfetto.dev or chrome://tracing)",
+                events.display(),
+                trace.display()
+            ),
+            Ok(None) => {}
+            Err(e) => errln!("lazarus: {e}"),
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while timeline.readers() > 0 && !timeline.drained() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 /// Whether `lazarus run` uses the Slurm allocation it runs in.
@@ -287,6 +346,8 @@ struct DemoArgs {
     /// node has not committed a checkpoint by then, so that its replacement restores one.
     #[arg(long, default_value_t = 0.5, value_parser = parse_fraction)]
     kill_at: f64,
+    #[command(flatten)]
+    watch: WatchArgs,
 }
 
 /// The planned kills of a run.
@@ -385,8 +446,16 @@ fn main() -> ExitCode {
             .collect();
     }
     let outcome = match cli.command {
-        Cmd::Run(args) => run(*args).map(|r| r.code),
-        Cmd::Demo(args) => demo(args),
+        Cmd::Run(args) => args.watch.start().and_then(|timeline| {
+            let outcome = run(*args.clone(), &timeline).map(|r| r.code);
+            args.watch.finish(&timeline);
+            outcome
+        }),
+        Cmd::Demo(args) => args.watch.start().and_then(|timeline| {
+            let outcome = demo(&args, &timeline);
+            args.watch.finish(&timeline);
+            outcome
+        }),
         Cmd::Logger(args) => logger(args),
     };
     match outcome {
@@ -539,23 +608,21 @@ impl Loggers {
             if released {
                 continue;
             }
+            let died = RunEvent::new(at.as_millis() as u64, None, "logger-died")
+                .field("logger", i)
+                .field("status", describe(status));
             if incarnation > supervisor::MAX_RESTARTS_PER_RANK {
-                self.out.timeline(
-                    at,
-                    &format!(
-                        "logger {i}: died ({}) {incarnation} times; not restarted again",
-                        describe(status)
-                    ),
-                );
+                self.out.record(died.text(format!(
+                    "logger {i}: died ({}) {incarnation} times; not restarted again",
+                    describe(status)
+                )));
                 continue;
             }
-            self.out.timeline(
-                at,
-                &format!(
+            self.out
+                .record(died.field("restart", incarnation).text(format!(
                     "logger {i}: died ({}), restarting as incarnation {incarnation}",
                     describe(status)
-                ),
-            );
+                )));
             match self.spawn(i, incarnation) {
                 // The old pumps end by themselves with the dead process's pipes.
                 Ok(new) => self.running[i] = new,
@@ -792,6 +859,8 @@ struct Output {
     /// The first [`STDERR_LINES_KEPT`] lines of standard error of each node process, by
     /// PID: a restart after a start-up failure does not print them again.
     stderr_lines: Arc<Mutex<std::collections::HashMap<u32, Vec<String>>>>,
+    /// The run's events as data, for `--timeline` and `--dashboard`.
+    events: Arc<Timeline>,
 }
 
 /// Lines of a node process's standard error kept to compare its restart's with.
@@ -812,7 +881,24 @@ impl Output {
     fn timeline(&self, at: Duration, what: &str) {
         self.say(&format!("timeline {:>8.3}s  {what}", at.as_secs_f64()));
     }
+
+    /// Records `e`, printing its text (if it has one) in the text timeline.
+    fn record(&self, e: RunEvent) {
+        if !e.text.is_empty() {
+            self.timeline(Duration::from_millis(e.at_ms), &e.text);
+        }
+        self.events.record(e);
+    }
+
+    /// Milliseconds since the run started.
+    fn now_ms(&self) -> u64 {
+        unix_ms().saturating_sub(self.start_unix_ms) as u64
+    }
 }
+
+/// How often the launcher asks its nodes for samples when the dashboard or
+/// `--timeline` reads them.
+const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 
 fn unix_ms() -> u128 {
     SystemTime::now()
@@ -863,9 +949,15 @@ impl Launch<'_> {
     /// Asks `rank`'s current process for its progress report (`report`); false if it
     /// has no channel or its channel is closed.
     fn ask_report(&self, rank: u16) -> bool {
+        self.ask(rank, "report")
+    }
+
+    /// Says `word` (`report`, `sample`) to `rank`'s current process; false if it has no
+    /// channel or its channel is closed.
+    fn ask(&self, rank: u16, word: &str) -> bool {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         channels.get_mut(&rank).is_some_and(|stdin| {
-            writeln!(stdin, "report")
+            writeln!(stdin, "{word}")
                 .and_then(|()| stdin.flush())
                 .is_ok()
         })
@@ -1042,6 +1134,13 @@ impl Launch<'_> {
             }
             None => String::new(),
         };
+        let mut started = RunEvent::new(self.out.now_ms(), Some(rank), "started")
+            .field("pid", pid)
+            .field("incarnation", incarnation);
+        if let Some(host) = &host {
+            started = started.field("host", host);
+        }
+        self.out.events.record(started);
         if incarnation == 0 {
             self.out.say(&format!("node {rank} pid {pid}{at}"));
             if let Some(addr) = args.metrics.as_ref().and_then(|m| m.addr(rank)) {
@@ -1175,7 +1274,7 @@ fn resolve_hosts(mut args: RunArgs) -> Result<RunArgs, Box<dyn std::error::Error
     Ok(args)
 }
 
-fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
+fn run(args: RunArgs, events: &Arc<Timeline>) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     let args = resolve_hosts(args)?;
     let Some(n) = args.nodes.map(usize::from) else {
         return Err("give the number of nodes with -n (or run inside a Slurm allocation)".into());
@@ -1339,6 +1438,7 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         timed_starts: Arc::default(),
         remote_pids: Arc::default(),
         stderr_lines: Arc::default(),
+        events: Arc::clone(events),
     };
     let secret = lazarus::cluster::new_secret_hex()?;
     // Dropped when the run returns: the loggers leave after the nodes.
@@ -1360,6 +1460,35 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         hide: Mutex::default(),
     };
     let started = Instant::now();
+    let app_name = Path::new(&args.app[0])
+        .file_name()
+        .map_or_else(|| args.app[0].clone(), |f| f.to_string_lossy().into_owned());
+    launch.out.record(
+        RunEvent::new(launch.out.now_ms(), None, "run")
+            .field("nodes", n)
+            .field("ft", if recovery { "on" } else { "off" })
+            .field(
+                "what",
+                format!(
+                    "{} on {n} nodes, recovery {}{}",
+                    std::iter::once(app_name.as_str())
+                        .chain(args.app[1..].iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    if recovery { "on" } else { "off" },
+                    if recovery {
+                        format!(
+                            ", checkpoint every {}",
+                            humantime::format_duration(args.checkpoint_every)
+                        )
+                    } else {
+                        String::new()
+                    }
+                ),
+            ),
+    );
+    // Samples for the dashboard and `--timeline`, a few times a second.
+    let mut next_sample = Instant::now();
     let mut nodes = Vec::with_capacity(n);
     for rank in 0..n as u16 {
         nodes.push(launch.start(rank, 0)?);
@@ -1430,11 +1559,13 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 continue;
             }
             let pid = launch.kill_node(node);
-            launch.out.timeline(
-                started.elapsed(),
-                &format!(
-                    "node {peer}: declared failed by node {by} while its process ({pid}) was alive; killed so that it restarts"
-                ),
+            launch.out.record(
+                RunEvent::new(started.elapsed().as_millis() as u64, Some(peer), "fenced")
+                    .field("by", by)
+                    .field("incarnation", incarnation)
+                    .text(format!(
+                        "node {peer}: declared failed by node {by} while its process ({pid}) was alive; killed so that it restarts"
+                    )),
             );
         }
         // A restarted node that cannot reach its lost state again (its newest checkpoint
@@ -1445,9 +1576,10 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             .take();
         if let Some(why) = why.filter(|_| !stopping && impossible.is_none()) {
             errln!("lazarus: recovery impossible: {why}; stopping the run");
-            launch.out.timeline(
-                started.elapsed(),
-                "recovery impossible: every node is stopped",
+            launch.out.record(
+                RunEvent::new(started.elapsed().as_millis() as u64, None, "impossible")
+                    .field("why", &why)
+                    .text("recovery impossible: every node is stopped"),
             );
             stopping = true;
             impossible = Some(why);
@@ -1468,9 +1600,9 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 .find(|x| x.rank == k.rank && x.status.is_none())
             {
                 let pid = launch.kill_node(node);
-                launch.out.timeline(
-                    started.elapsed(),
-                    &format!("node {}: SIGKILL ({pid}) as planned", k.rank),
+                launch.out.record(
+                    RunEvent::new(started.elapsed().as_millis() as u64, Some(k.rank), "killed")
+                        .text(format!("node {}: SIGKILL ({pid}) as planned", k.rank)),
                 );
             }
         }
@@ -1541,13 +1673,19 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 if status.code().is_none() {
                     died_finished.get_or_insert((node.rank, status));
                 }
-                launch.out.timeline(
-                    started.elapsed(),
-                    &format!(
+                launch.out.record(
+                    RunEvent::new(
+                        started.elapsed().as_millis() as u64,
+                        Some(node.rank),
+                        "died",
+                    )
+                    .field("status", describe(status))
+                    .field("incarnation", node.incarnation)
+                    .text(format!(
                         "node {}: died ({}) after every node had finished; not restarted",
                         node.rank,
                         describe(status)
-                    ),
+                    )),
                 );
                 // The others are leaving: they need not wait for its goodbye.
                 launch.tell_all(Some(node.rank), &format!("gone {}", node.rank));
@@ -1609,12 +1747,15 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                         0 => String::new(),
                         ms => format!(" in {ms} ms"),
                     };
-                    launch.out.timeline(
-                        started.elapsed(),
-                        &format!(
-                            "node {rank}: died ({}), restarting as incarnation {incarnation}{place}{after}",
-                            describe(status)
-                        ),
+                    launch.out.record(
+                        RunEvent::new(started.elapsed().as_millis() as u64, Some(rank), "died")
+                            .field("status", describe(status))
+                            .field("incarnation", node.incarnation)
+                            .field("restart", incarnation)
+                            .text(format!(
+                                "node {rank}: died ({}), restarting as incarnation {incarnation}{place}{after}",
+                                describe(status)
+                            )),
                     );
                     if delay.is_zero() {
                         *node = launch.start(rank, incarnation)?;
@@ -1660,9 +1801,10 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
             };
             if may_leave {
                 released = true;
-                launch
-                    .out
-                    .timeline(started.elapsed(), "every node has finished: they may leave");
+                launch.out.record(
+                    RunEvent::new(started.elapsed().as_millis() as u64, None, "released")
+                        .text("every node has finished: they may leave"),
+                );
                 launch.tell_all(None, "leave");
             }
         }
@@ -1673,6 +1815,12 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
                 for node in nodes.iter_mut().filter(|n| n.status.is_none()) {
                     let _ = node.child.kill();
                 }
+            }
+        }
+        if launch.out.events.wants_samples() && Instant::now() >= next_sample {
+            next_sample = Instant::now() + SAMPLE_EVERY;
+            for node in nodes.iter().filter(|n| n.status.is_none()) {
+                launch.ask(node.rank, "sample");
             }
         }
         // Once the nodes are leaving (or being stopped), there is nothing to watch.
@@ -1731,13 +1879,29 @@ fn run(args: RunArgs) -> Result<RunOutcome, Box<dyn std::error::Error>> {
         // Last, where a reader of the output looks first.
         errln!("lazarus: recovery impossible: {why}");
     }
+    let code = match (first_failure, app_error.or(lost_answer)) {
+        _ if stalled => supervisor::STALLED_EXIT,
+        _ if impossible.is_some() => supervisor::RECOVERY_IMPOSSIBLE_EXIT,
+        (Some((_, status, _)), _) | (None, Some(status)) => exit_code(status),
+        (None, None) => 0,
+    };
+    let mut verdict = RunEvent::new(launch.out.now_ms(), None, "verdict")
+        .field("exit", code)
+        .field("elapsed_s", format!("{:.2}", elapsed.as_secs_f64()))
+        .field("restarts", restarts)
+        .field(
+            "verified",
+            result
+                .as_deref()
+                .and_then(|r| field(r, "verified"))
+                .unwrap_or("unknown"),
+        );
+    if let Some(line) = &result {
+        verdict = verdict.field("result", line);
+    }
+    launch.out.events.record(verdict);
     Ok(RunOutcome {
-        code: match (first_failure, app_error.or(lost_answer)) {
-            _ if stalled => ExitCode::from(supervisor::STALLED_EXIT),
-            _ if impossible.is_some() => ExitCode::from(supervisor::RECOVERY_IMPOSSIBLE_EXIT),
-            (Some((_, status, _)), _) | (None, Some(status)) => ExitCode::from(exit_code(status)),
-            (None, None) => ExitCode::SUCCESS,
-        },
+        code: ExitCode::from(code),
         result,
         restarts,
         elapsed,
@@ -1907,7 +2071,7 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
 }
 
-fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
+fn demo(args: &DemoArgs, events: &Arc<Timeline>) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let me = std::env::current_exe()?;
     let dir = me.parent().ok_or("the launcher has no directory")?;
     let app = dir.join("jacobi2d");
@@ -1950,6 +2114,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         kill: None,
         stall_timeout: StallTimeout(Some(supervisor::DEFAULT_STALL_TIMEOUT)),
         metrics: None,
+        watch: WatchArgs::default(),
         app: app_args,
         ft_options_given: Vec::new(),
         host_slots: Vec::new(),
@@ -1959,7 +2124,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         args.n,
         args.iters
     );
-    let reference = run(base.clone())?;
+    let reference = run(base.clone(), events)?;
     let ref_line = reference
         .result
         .ok_or("the failure-free run printed no RESULT")?;
@@ -1971,19 +2136,22 @@ fn demo(args: DemoArgs) -> Result<ExitCode, Box<dyn std::error::Error>> {
         "\n== 2. same run with recovery on (checkpoint every 1s, one spare slot); node {} is SIGKILLed at {kill_at:.2}s, or once it has committed a checkpoint if that is later",
         args.kill_rank
     );
-    let faulty = run(RunArgs {
-        ft: Ft::On,
-        // The replacement starts on a spare slot, as it would on a spare host.
-        spares: 1,
-        // On a fast machine half the run can end before the node's first checkpoint;
-        // the demo is about restoring one.
-        kill: Some(KillList(vec![PlannedKill {
-            rank: args.kill_rank,
-            at: Duration::from_secs_f64(kill_at),
-            after_a_checkpoint: true,
-        }])),
-        ..base
-    })?;
+    let faulty = run(
+        RunArgs {
+            ft: Ft::On,
+            // The replacement starts on a spare slot, as it would on a spare host.
+            spares: 1,
+            // On a fast machine half the run can end before the node's first checkpoint;
+            // the demo is about restoring one.
+            kill: Some(KillList(vec![PlannedKill {
+                rank: args.kill_rank,
+                at: Duration::from_secs_f64(kill_at),
+                after_a_checkpoint: true,
+            }])),
+            ..base
+        },
+        events,
+    )?;
     let line = faulty
         .result
         .ok_or("the run with a failure printed no RESULT")?;
@@ -2058,6 +2226,17 @@ fn pump(
                     .push((report, Instant::now()));
                 continue;
             }
+            if let Some(sample) = supervisor::parse_sample(&line) {
+                let mut e = RunEvent::new(out.now_ms(), Some(sample.rank), "sample")
+                    .field("incarnation", sample.incarnation)
+                    .field("handled", sample.handled)
+                    .field("cpu_ms", sample.cpu_ms);
+                if let Some((bytes, entries)) = sample.log {
+                    e = e.field("log_bytes", bytes).field("log_entries", entries);
+                }
+                out.events.record(e);
+                continue;
+            }
             if let Some(e) = supervisor::parse_event(&line) {
                 if e.kind == lazarus::cluster::TIMED_PART_EVENT {
                     // Bookkeeping for restarts, not a step of the recovery: no timeline.
@@ -2130,8 +2309,12 @@ fn pump(
                         .unwrap_or_else(|e| e.into_inner())
                         .insert((e.rank, incarnation));
                 }
-                let at = Duration::from_millis(e.unix_ms.saturating_sub(out.start_unix_ms) as u64);
-                out.timeline(at, &supervisor::describe_event(&e));
+                let at = e.unix_ms.saturating_sub(out.start_unix_ms) as u64;
+                out.record(
+                    RunEvent::new(at, Some(e.rank), &e.kind)
+                        .fields_from(&e.details)
+                        .text(supervisor::describe_event(&e)),
+                );
                 continue;
             }
             if !to_stderr && line.starts_with("RESULT ") {

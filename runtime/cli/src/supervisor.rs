@@ -5,7 +5,7 @@
 //! and the next incarnation, and prints the timeline as it happens.
 
 pub use lazarus::cluster::supervisor_channel::{
-    parse_report, NodeReport, MAX_RESTARTS_PER_RANK, MAX_SAME_FAILURE,
+    parse_report, parse_sample, NodeReport, NodeSample, MAX_RESTARTS_PER_RANK, MAX_SAME_FAILURE,
 };
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

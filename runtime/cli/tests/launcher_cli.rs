@@ -311,3 +311,37 @@ fn metrics_ports_past_65535_are_refused_with_the_reason() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("past 65535"), "{stderr}");
 }
+
+#[test]
+fn a_dashboard_port_in_use_and_an_unwritable_timeline_are_refused_before_any_node_starts() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, stderr) = launcher(&["run", "-n", "2", "--dashboard", &addr, "--", "/bin/true"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("--dashboard {addr}")), "{stderr}");
+    let (code, stderr) = launcher(&[
+        "run",
+        "-n",
+        "2",
+        "--timeline",
+        "/nonexistent-dir/run.jsonl",
+        "--",
+        "/bin/true",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--timeline /nonexistent-dir/run.jsonl"),
+        "{stderr}"
+    );
+    let (code, stderr) = launcher(&[
+        "run",
+        "-n",
+        "2",
+        "--dashboard",
+        "nowhere",
+        "--",
+        "/bin/true",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--dashboard"), "{stderr}");
+}

@@ -8,6 +8,7 @@
 //! | `gone RANK` | `RANK` died after `leave` and is not restarted: leave without waiting for it |
 //! | `died RANK INCARNATION` | that process of `RANK` died (before `leave`): drop its connection now and refuse it if it comes up later, whether or not this node saw it ([`Transport::peer_died`]) |
 //! | `report` | print one `lazarus-report` line: this node's progress and what it waits for (the launcher's stall watchdog asks) |
+//! | `sample` | print one `lazarus-sample` line: messages handled, CPU time and, with recovery on, the size of the sender-based log (the launcher asks a few times a second for the dashboard and `--timeline`) |
 //!
 //! A line that is none of these is refused with a warning and counted
 //! (`lazarus_supervisor_bad_lines_total`); the node goes on. If standard input ends, the
@@ -18,7 +19,7 @@
 //!
 //! The other direction, what a node tells its supervisor: `lazarus-event` lines on its
 //! standard error (the recovery timeline, `event`), its `lazarus-report` answer
-//! ([`NodeReport`]), and its exit status ([`ACTOR_FAILED_EXIT`] when an actor failed);
+//! ([`NodeReport`]), its `lazarus-sample` answer ([`NodeSample`]), and its exit status ([`ACTOR_FAILED_EXIT`] when an actor failed);
 //! and the limits both sides apply to restarts ([`MAX_RESTARTS_PER_RANK`],
 //! [`MAX_SAME_FAILURE`]).
 
@@ -88,6 +89,57 @@ pub fn parse_report(line: &str) -> Option<NodeReport> {
     })
 }
 
+/// A node's answer to the launcher's `sample` request: a few numbers, cheap to take,
+/// asked a few times a second to draw message rates and log sizes over time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeSample {
+    /// The node.
+    pub rank: u16,
+    /// Its process's incarnation (0 without recovery).
+    pub incarnation: u32,
+    /// Messages whose handler ran in this process so far.
+    pub handled: u64,
+    /// CPU time the process has used so far (user and system), in milliseconds.
+    pub cpu_ms: u64,
+    /// The sender-based log's payload bytes and entries; `None` without recovery, or
+    /// when the recovery layer was busy (a sample never waits for it).
+    pub log: Option<(u64, u64)>,
+}
+
+impl NodeSample {
+    /// The line the node prints.
+    pub fn line(&self) -> String {
+        let mut line = format!(
+            "lazarus-sample rank={} incarnation={} handled={} cpu_ms={}",
+            self.rank, self.incarnation, self.handled, self.cpu_ms
+        );
+        if let Some((bytes, entries)) = self.log {
+            line.push_str(&format!(" log_bytes={bytes} log_entries={entries}"));
+        }
+        line
+    }
+}
+
+/// Parses a node's sample line; `None` for any other line.
+pub fn parse_sample(line: &str) -> Option<NodeSample> {
+    let rest = line.trim().strip_prefix("lazarus-sample ")?;
+    let field = |key: &str| {
+        rest.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+    };
+    let log = match (field("log_bytes"), field("log_entries")) {
+        (Some(b), Some(e)) => Some((b.parse().ok()?, e.parse().ok()?)),
+        _ => None,
+    };
+    Some(NodeSample {
+        rank: field("rank")?.parse().ok()?,
+        incarnation: field("incarnation")?.parse().ok()?,
+        handled: field("handled")?.parse().ok()?,
+        cpu_ms: field("cpu_ms")?.parse().ok()?,
+        log,
+    })
+}
+
 /// Exit status of a node process that ended because one of its actors failed.
 pub const ACTOR_FAILED_EXIT: i32 = 70;
 
@@ -131,6 +183,8 @@ pub enum Word {
     },
     /// Print this node's progress report.
     Report,
+    /// Print this node's sample.
+    Sample,
 }
 
 /// What the channel does to the node's transport: `moved` and `gone` lines land here.
@@ -166,6 +220,7 @@ pub fn parse(line: &str) -> Result<Word, String> {
     match words.as_slice() {
         ["leave"] => Ok(Word::Leave),
         ["report"] => Ok(Word::Report),
+        ["sample"] => Ok(Word::Sample),
         ["gone", rank] => Ok(Word::Gone {
             rank: rank_of(rank)?,
         }),
@@ -183,7 +238,7 @@ pub fn parse(line: &str) -> Result<Word, String> {
         }),
         _ => Err(format!(
             "`{line}`: expected `leave`, `moved RANK HOST:PORT`, `gone RANK`, \
-             `died RANK INCARNATION` or `report`"
+             `died RANK INCARNATION`, `report` or `sample`"
         )),
     }
 }
@@ -211,6 +266,21 @@ fn report(node: &NodeHandle, rank: u16) -> NodeReport {
     }
 }
 
+/// This node's answer to `sample`: never waits for the recovery layer's lock.
+fn sample(node: &NodeHandle, rank: u16) -> NodeSample {
+    let (incarnation, log) = match node.recovery() {
+        Some(layer) => (layer.incarnation_number(), layer.log_size()),
+        None => (0, None),
+    };
+    NodeSample {
+        rank,
+        incarnation,
+        handled: node.handled_messages(),
+        cpu_ms: process_cpu_ms(),
+        log,
+    }
+}
+
 /// CPU time this process has used (user and system), in milliseconds; 0 if unknown.
 fn process_cpu_ms() -> u64 {
     // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_SELF is valid.
@@ -225,6 +295,15 @@ fn process_cpu_ms() -> u64 {
         (t.tv_sec.max(0) as u64).saturating_mul(1000) + (t.tv_usec.max(0) as u64) / 1000
     };
     ms(usage.ru_utime).saturating_add(ms(usage.ru_stime))
+}
+
+/// A line of the supervisor that asks for an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ask {
+    /// `report`.
+    Report,
+    /// `sample`.
+    Sample,
 }
 
 /// The node's end of the channel: a thread reads standard input and acts on each line.
@@ -246,8 +325,12 @@ impl SupervisorChannel {
         std::thread::Builder::new()
             .name("lazarus-supervisor".into())
             .spawn(move || {
-                reader.read(std::io::stdin().lock(), &*transport, &mut || {
-                    eprintln!("{}", report(&node, rank).line());
+                reader.read(std::io::stdin().lock(), &*transport, &mut |ask| {
+                    let line = match ask {
+                        Ask::Report => report(&node, rank).line(),
+                        Ask::Sample => sample(&node, rank).line(),
+                    };
+                    eprintln!("{line}");
                 })
             })?;
         Ok(channel)
@@ -255,8 +338,8 @@ impl SupervisorChannel {
 
     /// Acts on every line of `input` until its end (after `leave` too: a peer may die
     /// while this node leaves); `moved`, `gone` and `died` lines go to `peers`, `report`
-    /// calls `report`.
-    fn read(&self, mut input: impl BufRead, peers: &dyn Peers, report: &mut dyn FnMut()) {
+    /// and `sample` to `answer`.
+    fn read(&self, mut input: impl BufRead, peers: &dyn Peers, answer: &mut dyn FnMut(Ask)) {
         let mut raw = Vec::new();
         loop {
             raw.clear();
@@ -275,7 +358,8 @@ impl SupervisorChannel {
                 .and_then(parse);
             match word {
                 Ok(Word::Leave) => self.say_leave(),
-                Ok(Word::Report) => report(),
+                Ok(Word::Report) => answer(Ask::Report),
+                Ok(Word::Sample) => answer(Ask::Sample),
                 Ok(Word::Died { rank, incarnation }) => {
                     if !peers.died(rank, incarnation) {
                         counter!(SUPERVISOR_BAD_LINES).increment(1);
@@ -383,7 +467,24 @@ mod tests {
             .unwrap_err()
             .contains("not an incarnation"));
         assert_eq!(parse(" report \n"), Ok(Word::Report));
+        assert_eq!(parse("sample"), Ok(Word::Sample));
         assert!(parse("stay").unwrap_err().contains("expected"));
+    }
+
+    #[test]
+    fn a_sample_line_reads_back_with_or_without_a_log() {
+        let with = NodeSample {
+            rank: 3,
+            incarnation: 2,
+            handled: 41_000,
+            cpu_ms: 5_120,
+            log: Some((1 << 20, 312)),
+        };
+        assert_eq!(parse_sample(&with.line()), Some(with));
+        let without = NodeSample { log: None, ..with };
+        assert_eq!(parse_sample(&without.line()), Some(without));
+        assert_eq!(parse_sample("lazarus-sample rank=x incarnation=0"), None);
+        assert_eq!(parse_sample(&with.line().replace("sample", "report")), None);
     }
 
     #[test]
@@ -397,12 +498,18 @@ mod tests {
         };
         let peers = Recorded::default();
         let input: &[u8] = b"hello\n\xff\xfe\nmoved 9 127.0.0.1:7009\nmoved 1 127.0.0.1:7001\n\
-            died 1 0\nreport\ndied 8 3\nreport\nleave\ngone 2\ngone 7\n";
-        let mut reports = 0;
+            died 1 0\nreport\ndied 8 3\nsample\nreport\nleave\ngone 2\ngone 7\n";
+        let mut asked = Vec::new();
         metrics::with_local_recorder(&recorder, || {
-            channel.read(std::io::Cursor::new(input), &peers, &mut || reports += 1)
+            channel.read(std::io::Cursor::new(input), &peers, &mut |ask| {
+                asked.push(ask)
+            })
         });
-        assert_eq!(reports, 2, "each `report` answered");
+        assert_eq!(
+            asked,
+            vec![Ask::Report, Ask::Sample, Ask::Report],
+            "each `report` and `sample` answered, in order"
+        );
         assert_eq!(
             *peers.died.lock().unwrap(),
             vec![(1, 0), (8, 3)],
@@ -447,7 +554,7 @@ mod tests {
         channel.read(
             std::io::Cursor::new("moved 1 127.0.0.1:7001\n"),
             &Recorded::default(),
-            &mut || {},
+            &mut |_| {},
         );
         channel.wait_for_leave();
     }

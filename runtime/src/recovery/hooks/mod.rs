@@ -135,6 +135,9 @@ pub(crate) trait RecoveryHooks: Send + Sync + Any {
     /// What the node waits for, for the supervisor's report (waiting at most `patience`
     /// for the layer's lock).
     fn stall_report(&self, node: &NodeHandle, patience: Duration) -> String;
+    /// The sender-based log's payload bytes and entries, for the supervisor's samples;
+    /// `None` if the layer is busy (never waits for its lock) or has no protocol yet.
+    fn log_size(&self) -> Option<(u64, u64)>;
     /// The node's `main` has finished: tell the supervisor.
     fn announce_finished(&self);
     /// The node shuts down: final totals, background threads stopped.

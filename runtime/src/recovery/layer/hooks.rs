@@ -227,6 +227,13 @@ impl RecoveryHooks for RecoveryLayer {
         RecoveryLayer::stall_report(self, node, patience)
     }
 
+    fn log_size(&self) -> Option<(u64, u64)> {
+        // A sample never waits: a checkpoint or a replay may hold the lock a while.
+        let state = self.state.try_lock().ok()?;
+        let stats = state.recovery.protocol()?.log_stats();
+        Some((stats.bytes() as u64, stats.entries as u64))
+    }
+
     fn announce_finished(&self) {
         RecoveryLayer::announce_finished(self)
     }
