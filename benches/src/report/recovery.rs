@@ -70,9 +70,10 @@ impl Plan {
 /// The kill plan of an app, from its failure-free runs with recovery on: half a
 /// checkpoint period after the victim's first committed checkpoint (so it has a
 /// checkpoint to restore and loses some work), but no later than half-way from there to
-/// the RESULT. If those runs committed no checkpoint on the victim before their RESULT
-/// (runs shorter than a checkpoint period), half-way from its start to the RESULT of the
-/// quickest run, and it restarts from the beginning. Cued on the run's own lines rather
+/// the RESULT. If any of those runs committed no checkpoint on the victim before its
+/// RESULT (runs about as short as a checkpoint period: a run with a kill may well end
+/// before its cue), half-way from its start to the RESULT of the quickest run, and it
+/// restarts from the beginning. Cued on the run's own lines rather
 /// than a fixed time since the launch, because start-up times vary by up to a second on a
 /// loaded host.
 fn plan(r: &AppRuns, every: Duration) -> Plan {
@@ -86,7 +87,7 @@ fn plan(r: &AppRuns, every: Duration) -> Plan {
             (first < s.result_at).then_some(s.result_at - first)
         })
         .collect();
-    match median(&remaining) {
+    match median(&remaining).filter(|_| remaining.len() == on.len()) {
         Some(left) => Plan {
             on_checkpoint: true,
             delay: Duration::from_secs_f64((every.as_secs_f64() / 2.0).min(left / 2.0)),

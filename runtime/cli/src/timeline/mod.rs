@@ -87,15 +87,13 @@ pub struct Timeline {
     live: broadcast::Sender<Arc<str>>,
     /// Whether anybody reads samples (the launcher asks nodes for them only then).
     wants_samples: bool,
-    /// Whether events are kept for a dashboard's new readers.
-    keeps: bool,
 }
 
 struct State {
     /// Runs started so far.
     runs: u32,
-    /// Every event so far as JSON (for the dashboard) and as data (for the trace).
-    json: Vec<Arc<str>>,
+    /// Every event so far (for a dashboard's new readers and the trace), samples
+    /// thinned once there are [`KEPT_MAX`].
     events: Vec<RunEvent>,
     /// `--timeline FILE`, written as events come; the trace goes next to it.
     file: Option<(std::io::BufWriter<std::fs::File>, PathBuf)>,
@@ -105,6 +103,11 @@ struct State {
 
 /// Events a slow dashboard reader may fall behind by before it is told to reload.
 const LIVE_BACKLOG: usize = 4096;
+
+/// Events kept before every other sample is dropped: a run of days, sampled twice a
+/// second per node, keeps a bounded history at a coarser grain (the events that are not
+/// samples are all kept).
+const KEPT_MAX: usize = 100_000;
 
 impl Timeline {
     /// A timeline that keeps nothing: the text timeline only.
@@ -125,19 +128,17 @@ impl Timeline {
         Ok(Self::build(file, dashboard))
     }
 
-    fn build(file: Option<(std::io::BufWriter<std::fs::File>, PathBuf)>, keeps: bool) -> Self {
-        let wants_samples = keeps || file.is_some();
+    fn build(file: Option<(std::io::BufWriter<std::fs::File>, PathBuf)>, dashboard: bool) -> Self {
+        let wants_samples = dashboard || file.is_some();
         Timeline {
             state: Mutex::new(State {
                 runs: 0,
-                json: Vec::new(),
                 events: Vec::new(),
                 file,
                 failed: None,
             }),
             live: broadcast::channel(LIVE_BACKLOG).0,
             wants_samples,
-            keeps,
         }
     }
 
@@ -168,19 +169,24 @@ impl Timeline {
                 }
             }
         }
-        let json: Arc<str> = json.into();
-        if self.keeps {
-            state.json.push(Arc::clone(&json));
-        }
         state.events.push(e);
+        if state.events.len() > KEPT_MAX {
+            thin_samples(&mut state.events);
+        }
         // Under the lock: a reader subscribing now gets it either in the past or live.
-        let _ = self.live.send(json);
+        let _ = self.live.send(json.into());
     }
 
     /// Every event so far (as JSON lines) and a receiver of the ones to come.
     pub fn subscribe(&self) -> (Vec<Arc<str>>, broadcast::Receiver<Arc<str>>) {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        (state.json.clone(), self.live.subscribe())
+        let past = state
+            .events
+            .iter()
+            .filter_map(|e| serde_json::to_string(e).ok())
+            .map(Arc::from)
+            .collect();
+        (past, self.live.subscribe())
     }
 
     /// Every event so far.
@@ -219,6 +225,19 @@ impl Timeline {
         }
         Ok(Some((path, trace)))
     }
+}
+
+/// Drops every other sample of each node (the first of each pair stays).
+fn thin_samples(events: &mut Vec<RunEvent>) {
+    let mut odd = std::collections::HashMap::new();
+    events.retain(|e| {
+        if e.kind != "sample" {
+            return true;
+        }
+        let flip = odd.entry(e.rank).or_insert(false);
+        *flip = !*flip;
+        *flip
+    });
 }
 
 /// Where the trace of a `--timeline FILE` goes: `run.jsonl` gives `run.trace.json`,
@@ -284,6 +303,31 @@ mod tests {
         let next: RunEvent = serde_json::from_str(&live.try_recv().unwrap()).unwrap();
         assert_eq!((next.kind.as_str(), next.run), ("run", 1));
         assert!(t.drained());
+    }
+
+    #[test]
+    fn a_long_run_keeps_every_event_but_fewer_samples() {
+        let t = Timeline::new(None, true).unwrap();
+        t.record(RunEvent::new(0, None, "run"));
+        for i in 0..(KEPT_MAX as u64 + 10) {
+            t.record(RunEvent::new(i, Some((i % 4) as u16), "sample"));
+            if i % 1000 == 0 {
+                t.record(RunEvent::new(i, Some(1), "checkpoint"));
+            }
+        }
+        let kept = t.events();
+        assert!(kept.len() <= KEPT_MAX, "bounded: {}", kept.len());
+        let checkpoints = kept.iter().filter(|e| e.kind == "checkpoint").count();
+        assert_eq!(
+            checkpoints,
+            KEPT_MAX / 1000 + 1,
+            "every other event is kept"
+        );
+        let node3 = kept.iter().filter(|e| e.rank == Some(3)).count();
+        assert!(
+            node3 > KEPT_MAX / 16,
+            "each node keeps its share of samples"
+        );
     }
 
     #[test]
