@@ -1460,6 +1460,8 @@ fn run(args: RunArgs, events: &Arc<Timeline>) -> Result<RunOutcome, Box<dyn std:
         hide: Mutex::default(),
     };
     let started = Instant::now();
+    // The launcher's own events, on the clock its text timeline has always used.
+    let since_start = move || started.elapsed().as_millis() as u64;
     let app_name = Path::new(&args.app[0])
         .file_name()
         .map_or_else(|| args.app[0].clone(), |f| f.to_string_lossy().into_owned());
@@ -1560,7 +1562,7 @@ fn run(args: RunArgs, events: &Arc<Timeline>) -> Result<RunOutcome, Box<dyn std:
             }
             let pid = launch.kill_node(node);
             launch.out.record(
-                RunEvent::new(started.elapsed().as_millis() as u64, Some(peer), "fenced")
+                RunEvent::new(since_start(), Some(peer), "fenced")
                     .field("by", by)
                     .field("incarnation", incarnation)
                     .text(format!(
@@ -1577,7 +1579,7 @@ fn run(args: RunArgs, events: &Arc<Timeline>) -> Result<RunOutcome, Box<dyn std:
         if let Some(why) = why.filter(|_| !stopping && impossible.is_none()) {
             errln!("lazarus: recovery impossible: {why}; stopping the run");
             launch.out.record(
-                RunEvent::new(started.elapsed().as_millis() as u64, None, "impossible")
+                RunEvent::new(since_start(), None, "impossible")
                     .field("why", &why)
                     .text("recovery impossible: every node is stopped"),
             );
@@ -1601,7 +1603,7 @@ fn run(args: RunArgs, events: &Arc<Timeline>) -> Result<RunOutcome, Box<dyn std:
             {
                 let pid = launch.kill_node(node);
                 launch.out.record(
-                    RunEvent::new(started.elapsed().as_millis() as u64, Some(k.rank), "killed")
+                    RunEvent::new(since_start(), Some(k.rank), "killed")
                         .text(format!("node {}: SIGKILL ({pid}) as planned", k.rank)),
                 );
             }
@@ -1674,18 +1676,14 @@ fn run(args: RunArgs, events: &Arc<Timeline>) -> Result<RunOutcome, Box<dyn std:
                     died_finished.get_or_insert((node.rank, status));
                 }
                 launch.out.record(
-                    RunEvent::new(
-                        started.elapsed().as_millis() as u64,
-                        Some(node.rank),
-                        "died",
-                    )
-                    .field("status", describe(status))
-                    .field("incarnation", node.incarnation)
-                    .text(format!(
-                        "node {}: died ({}) after every node had finished; not restarted",
-                        node.rank,
-                        describe(status)
-                    )),
+                    RunEvent::new(since_start(), Some(node.rank), "died")
+                        .field("status", describe(status))
+                        .field("incarnation", node.incarnation)
+                        .text(format!(
+                            "node {}: died ({}) after every node had finished; not restarted",
+                            node.rank,
+                            describe(status)
+                        )),
                 );
                 // The others are leaving: they need not wait for its goodbye.
                 launch.tell_all(Some(node.rank), &format!("gone {}", node.rank));
@@ -1748,7 +1746,7 @@ fn run(args: RunArgs, events: &Arc<Timeline>) -> Result<RunOutcome, Box<dyn std:
                         ms => format!(" in {ms} ms"),
                     };
                     launch.out.record(
-                        RunEvent::new(started.elapsed().as_millis() as u64, Some(rank), "died")
+                        RunEvent::new(since_start(), Some(rank), "died")
                             .field("status", describe(status))
                             .field("incarnation", node.incarnation)
                             .field("restart", incarnation)
@@ -1802,7 +1800,7 @@ fn run(args: RunArgs, events: &Arc<Timeline>) -> Result<RunOutcome, Box<dyn std:
             if may_leave {
                 released = true;
                 launch.out.record(
-                    RunEvent::new(started.elapsed().as_millis() as u64, None, "released")
+                    RunEvent::new(since_start(), None, "released")
                         .text("every node has finished: they may leave"),
                 );
                 launch.tell_all(None, "leave");
