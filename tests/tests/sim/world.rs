@@ -51,10 +51,10 @@
 use super::program::{ActorState, Effects, Program, TimerOp};
 use super::rng::{mix, Rng};
 use lazarus::recovery::{
-    Action, Admission, BlockId, ChannelId, CheckpointId, Config, Dependence, DependencyRule,
-    EventLogging, EventMessage, EventRead, EventSnapshot, EventStore, Frame, GateRule, Incarnation,
-    LogDump, NodeRecovery, ProtocolStats, Sent, SetId, SetProtocol, Snapshot, TimerImage,
-    TimerState,
+    Action, Admission, BlockId, ChannelId, CheckpointId, CheckpointRefused, Config, Dependence,
+    DependencyRule, EventLogging, EventMessage, EventRead, EventSnapshot, EventStore, Frame,
+    GateRule, Incarnation, LogDump, NodeConfig, NodeImage, NodeRecovery, ProtocolStats, Sent,
+    SetId, Snapshot, TimerImage, TimerState,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::convert::Infallible;
@@ -196,6 +196,18 @@ impl SimConfig {
     }
 
     /// The same run without any crash: the failure-free reference.
+    /// What every set's recovery machine starts and restores with.
+    fn node_config(&self) -> NodeConfig {
+        NodeConfig {
+            nodes: self.sets,
+            event_loggers: self.loggers,
+            protocol: Config {
+                dependency_rule: self.rule,
+                log_quota: self.log_quota,
+            },
+        }
+    }
+
     pub fn without_crashes(&self) -> Self {
         SimConfig {
             crashes: 0,
@@ -512,23 +524,24 @@ impl World {
         let cfg_logger_restart = (cfg.log_dump && cfg.logger_restart)
             .then(|| (Rng::new(cfg.seed ^ 0x0010_99E2).range(0, 1) as u16, None));
         let n = cfg.sets;
-        let config = Config {
-            dependency_rule: cfg.rule,
-            log_quota: cfg.log_quota,
-        };
+        let node_config = cfg.node_config();
         let mut local_of = vec![0; prog.actors()];
         let mut nodes = Vec::new();
         for s in 0..n {
             for (i, &a) in prog.members[usize::from(s)].iter().enumerate() {
                 local_of[a] = i;
             }
-            let mut proto = SetProtocol::with_config(SetId(s), n, config).expect("valid set id");
-            let mut events = EventLogging::new(SetId(s), n, cfg.loggers).expect("valid set id");
-            if let Some(parts) = cfg.event_parts {
+            // Started as the runtime starts a node; a genesis checkpoint committed at
+            // once, so that a crash before the first one restarts from the beginning.
+            let mut rec = NodeRecovery::new(SetId(s), GateRule::PerActor, EventStore::new());
+            rec.start(node_config).expect("valid set id");
+            if let (Some(parts), Some(events)) = (cfg.event_parts, rec.events_mut()) {
                 events.set_message_limit(parts);
             }
-            let snap = proto.checkpoint();
-            proto.checkpoint_committed(snap.id).expect("genesis commit");
+            let genesis = rec.checkpoint(|_| 0).expect("a started node checkpoints");
+            let snap = genesis.protocol;
+            rec.handle_checkpoint_committed(snap.id, genesis.events)
+                .expect("genesis commit");
             let actors: Vec<ActorState> = prog.members[usize::from(s)]
                 .iter()
                 .map(|&a| prog.initial(a))
@@ -539,19 +552,13 @@ impl World {
                 actors: actors.clone(),
                 intra: BTreeMap::new(),
                 intra_sent: BTreeMap::new(),
-                events: events.checkpoint(|_| 0),
+                events: genesis.events,
                 mailbox: BTreeMap::new(),
                 timers: vec![TimerImage::default(); actors.len()],
                 loggers: [0; LOGGERS],
             };
             nodes.push(Node {
-                rec: {
-                    let mut rec =
-                        NodeRecovery::new(SetId(s), GateRule::PerActor, EventStore::new());
-                    rec.start_protocol(proto);
-                    rec.start_events(events, []);
-                    rec
-                },
+                rec,
                 deps: vec![Dependence::Below(0); actors.len()],
                 mailbox: BTreeMap::new(),
                 timers: vec![Timers::default(); actors.len()],
@@ -623,6 +630,11 @@ impl World {
             }
         }
         self.failure.get_or_insert(what);
+    }
+
+    /// What every set's recovery machine starts and restores with.
+    fn node_config(&self) -> NodeConfig {
+        self.cfg.node_config()
     }
 
     fn link(&self, from: u16, to: u16) -> usize {
@@ -1704,10 +1716,15 @@ impl World {
 
     fn checkpoint(&mut self, s: u16) {
         let node = &mut self.nodes[usize::from(s)];
-        let Some(proto) = node.rec.protocol_mut() else {
-            return;
+        let image = match node
+            .rec
+            .checkpoint(|id| clock_of(&self.prog, &node.actors, id))
+        {
+            Ok(image) => image,
+            Err(CheckpointRefused::NotReady) => return,
+            Err(e) => return self.fail(format!("S{s} checkpoint refused: {e}")),
         };
-        let snap = proto.checkpoint();
+        let snap = image.protocol;
         node.checkpoint_wanted = false;
         let id = snap.id;
         let snapshot = match lazarus::wire::encode(&snap) {
@@ -1720,11 +1737,7 @@ impl World {
             actors: node.actors.clone(),
             intra: node.intra.clone(),
             intra_sent: node.intra_sent.clone(),
-            events: node
-                .rec
-                .events()
-                .map(|e| e.checkpoint(|id| clock_of(&self.prog, &node.actors, id)))
-                .unwrap_or_default(),
+            events: image.events,
             mailbox: node.mailbox.clone(),
             timers: node
                 .timers
@@ -1756,58 +1769,47 @@ impl World {
         let events = stored.events;
         node.committed = stored;
         self.stats.checkpoints += 1;
-        node.rec.events_committed(events);
-        self.transmit(s);
-        let node = &mut self.nodes[usize::from(s)];
-        let Some(proto) = node.rec.protocol_mut() else {
-            return;
-        };
-        match proto.checkpoint_committed(id) {
+        match node.rec.handle_checkpoint_committed(id, events) {
             Ok(actions) => {
                 self.note(|| format!("S{s} checkpoint {id:?} committed"));
                 self.execute(s, actions);
+                self.transmit(s);
             }
             Err(e) => self.fail(format!("S{s} commit {id:?}: {e}")),
         }
     }
 
     fn restart(&mut self, s: u16) {
+        let config = self.node_config();
         let node = &mut self.nodes[usize::from(s)];
         node.incarnation += 1;
         let snap: Snapshot<Vec<u8>> = match lazarus::wire::decode(&node.committed.snapshot) {
             Ok(x) => x,
             Err(e) => return self.fail(format!("snapshot does not decode: {e}")),
         };
-        let config = Config {
-            dependency_rule: self.cfg.rule,
-            log_quota: self.cfg.log_quota,
+        let image = NodeImage {
+            protocol: snap,
+            events: node.committed.events,
         };
-        let (proto, actions) =
-            match SetProtocol::restore(snap, Incarnation(node.incarnation), config) {
-                Ok(x) => x,
-                Err(e) => return self.fail(format!("S{s} restore: {e}")),
-            };
-        let (events, notices) = match EventLogging::restore(
-            SetId(s),
-            self.cfg.sets,
-            self.cfg.loggers,
-            node.committed.events,
-            Incarnation(node.incarnation),
-        ) {
-            Ok(x) => x,
-            Err(e) => return self.fail(format!("S{s} restore event logging: {e}")),
+        // The same restore as the runtime's: protocol and event logging back from the
+        // image, ROLLBACKs to send, determinant fetches queued.
+        let mut actions = match node
+            .rec
+            .restore(image, Incarnation(node.incarnation), config)
+        {
+            Ok(actions) => actions,
+            Err(e) => return self.fail(format!("S{s} restore: {e}")),
         };
-        let mut events = events;
-        if let Some(parts) = self.cfg.event_parts {
+        if let (Some(parts), Some(events)) = (self.cfg.event_parts, node.rec.events_mut()) {
             events.set_message_limit(parts);
         }
-        // The loggers keep only the blocks the restored log points into; one that
-        // restarted since the checkpoint lacks some of them, and says which.
-        let mut proto = proto;
-        let mut actions = actions;
         // Every logger keeps the blocks the log points into at any logger (one relocated
         // after the checkpoint is where the image does not say), as the runtime asks.
-        let keep: BTreeSet<BlockId> = proto.dumped_blocks().into_iter().map(|(_, b)| b).collect();
+        let keep: BTreeSet<BlockId> = node
+            .rec
+            .protocol()
+            .map(|p| p.dumped_blocks().into_iter().map(|(_, b)| b).collect())
+            .unwrap_or_default();
         self.logger
             .retain(|(_, set, b), _| *set != s || keep.contains(b));
         let lacks: BTreeMap<u16, BTreeSet<BlockId>> = (0..LOGGERS as u16)
@@ -1818,27 +1820,29 @@ impl World {
                 (l, lacked.copied().collect())
             })
             .collect();
+        let node = &mut self.nodes[usize::from(s)];
+        let Some(proto) = node.rec.protocol_mut() else {
+            return self.fail(format!("S{s} restored without a protocol"));
+        };
         let located = proto.locate_restored_blocks(&lacks, LOGGERS as u16);
         // Blocks missing at the process the image knew were released since the
         // checkpoint; at another process, lost with its restart.
-        let image_knew = self.nodes[usize::from(s)].committed.loggers;
+        let image_knew = node.committed.loggers;
         let missing = located
             .into_iter()
             .filter(|&(l, _)| image_knew[usize::from(l)] != self.logger_instances[usize::from(l)]);
-        // The new incarnation's client connects to the current processes.
-        self.nodes[usize::from(s)].known_loggers = self.logger_instances;
         for (l, blocks) in missing {
             let asks = proto.on_blocks_lost(l, &blocks);
             self.stats.lost_block_requests += asks.len() as u64;
             actions.extend(asks);
         }
+        // The new incarnation's client connects to the current processes.
+        node.known_loggers = self.logger_instances;
         // A new incarnation learns of the restart from the logger, not as a change.
         if let Some((_, Some(unaware))) = &mut self.logger_restart {
             unaware.remove(&s);
         }
         let node = &mut self.nodes[usize::from(s)];
-        node.rec.start_protocol(proto);
-        node.rec.start_events(events, notices);
         node.actors = node.committed.actors.clone();
         // A restored actor's state depends only on determinants its checkpoint holds.
         node.deps = vec![Dependence::Below(0); node.actors.len()];
@@ -1859,8 +1863,9 @@ impl World {
         let inc = node.incarnation;
         let ckpt = node.committed.id;
         self.note(|| format!("RESTART S{s} incarnation {inc} from {ckpt:?}"));
-        self.transmit(s);
+        // As the runtime: the determinant fetches, then the ROLLBACKs behind them.
         self.execute(s, actions);
+        self.transmit(s);
         // Sometimes another failure hits while this recovery is under way.
         if self.rng.chance(1, 3) {
             let at = self.stats.steps + self.rng.range(1, 40);

@@ -63,8 +63,8 @@ pub use ids::{ChannelId, CheckpointId, Incarnation, SetId};
 pub use log_dump::{BlockId, DumpRef, Held, LogDump};
 pub use messages::{ChannelIndices, ControlMessage, MessageMeta, RecoveryReport};
 pub use node::{
-    Admission, Arrival, ControlOutcome, EarlyFrame, EventRead, EventsArrival, Frame, GateRule,
-    NodeRecovery, Refused, Routed, Sent, Unservable,
+    Admission, Arrival, CheckpointRefused, ControlOutcome, EarlyFrame, EventRead, EventsArrival,
+    Frame, GateRule, NodeConfig, NodeImage, NodeRecovery, Refused, Routed, Sent, Unservable,
 };
 pub use protocol::{Action, Config, Delivery, ProtocolStats, SendOutcome, SetProtocol};
 pub use replay_check::{ContractViolation, DeliveredDigests, FoundBy};

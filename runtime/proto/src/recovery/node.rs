@@ -25,10 +25,10 @@
 //! checkpoints, counts metrics and wakes actors.
 
 use super::{
-    Action, ChannelId, ControlMessage, Delivery, Dependence, Determinant, Diverged, Event,
-    EventLogging, EventMessage, EventSnapshot, EventStore, GateSender, Incarnation, LogPayload,
-    MessageMeta, ProtocolError, Received, RecoveryReport, ReplayDelivery, ReplayPoll, SendGate,
-    SendOutcome, SetId, SetProtocol,
+    Action, ChannelId, CheckpointId, Config, ControlMessage, Delivery, Dependence, Determinant,
+    Diverged, Event, EventLogging, EventMessage, EventSnapshot, EventStore, GateSender,
+    Incarnation, LogPayload, MessageMeta, ProtocolError, Received, RecoveryReport, ReplayDelivery,
+    ReplayPoll, SendGate, SendOutcome, SetId, SetProtocol, Snapshot,
 };
 use crate::actor_id::ActorId;
 use serde::{Deserialize, Serialize};
@@ -212,6 +212,41 @@ pub enum Routed<P> {
     AwaitingSpawn(ActorId),
 }
 
+/// What a node's recovery machine is started or restored with.
+#[derive(Clone, Copy, Debug)]
+pub struct NodeConfig {
+    /// Nodes (correlated sets) in the run.
+    pub nodes: u16,
+    /// Event loggers each determinant is stored at.
+    pub event_loggers: u16,
+    /// The protocol's tunables.
+    pub protocol: Config,
+}
+
+/// The recovery part of a node's checkpoint: what [`NodeRecovery::restore`] takes back.
+#[derive(Debug)]
+pub struct NodeImage<P> {
+    /// The protocol's state: sender-based log, delivered counts, incarnations.
+    pub protocol: Snapshot<P>,
+    /// Event logging's state: the determinants not yet known stable, the next sequence.
+    pub events: EventSnapshot,
+}
+
+/// Why a checkpoint cannot be taken or committed now.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointRefused {
+    /// A restarted node has not installed its protocol yet.
+    #[error("the node is still being restored")]
+    NotReady,
+    /// Logged messages wait for child actors a replay has not spawned again: they would
+    /// be in no image. The driver tries again shortly.
+    #[error("{0} logged messages wait for actors not spawned again yet")]
+    AwaitingSpawn(usize),
+    /// The protocol refused the commit.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+}
+
 /// The node-level recovery state machine (see the module docs).
 #[derive(Debug)]
 pub struct NodeRecovery<P: LogPayload> {
@@ -262,6 +297,94 @@ impl<P: LogPayload> NodeRecovery<P> {
             interval_needs: 0,
             awaiting_spawn: BTreeMap::new(),
         }
+    }
+
+    /// Starts a node of a fresh run: its protocol and event logging from nothing.
+    pub fn start(&mut self, config: NodeConfig) -> Result<(), ProtocolError> {
+        let protocol = SetProtocol::with_config(self.me, config.nodes, config.protocol)?;
+        let events = EventLogging::new(self.me, config.nodes, config.event_loggers)?;
+        self.start_protocol(protocol);
+        self.start_events(events, []);
+        Ok(())
+    }
+
+    /// Takes the recovery part of a checkpoint of this node. The driver calls it with
+    /// the node's actors paused, so that the image and the actors' states are one cut;
+    /// `clock_of` gives an order-sensitive actor's event clock in that cut.
+    ///
+    /// Refused while messages wait for children not spawned again: the cut would hold
+    /// them nowhere.
+    pub fn checkpoint(
+        &mut self,
+        clock_of: impl Fn(ActorId) -> u64,
+    ) -> Result<NodeImage<P>, CheckpointRefused> {
+        let waiting = self.awaiting_spawn_len();
+        if waiting > 0 {
+            return Err(CheckpointRefused::AwaitingSpawn(waiting));
+        }
+        let protocol = self
+            .protocol
+            .as_mut()
+            .ok_or(CheckpointRefused::NotReady)?
+            .checkpoint();
+        let events = self
+            .events
+            .as_ref()
+            .map(|e| e.checkpoint(clock_of))
+            .unwrap_or_default();
+        Ok(NodeImage { protocol, events })
+    }
+
+    /// The checkpoint `id` taken by [`Self::checkpoint`], whose event part is `events`,
+    /// is durable. The protocol announces it (the peers may release their logs up to
+    /// it: the returned actions); then the loggers may release the determinants it
+    /// covers, and frames held for those determinants may leave ([`Self::poll_transmit`]).
+    pub fn handle_checkpoint_committed(
+        &mut self,
+        id: CheckpointId,
+        events: EventSnapshot,
+    ) -> Result<Vec<Action<P>>, CheckpointRefused> {
+        let actions = self
+            .protocol
+            .as_mut()
+            .ok_or(CheckpointRefused::NotReady)?
+            .checkpoint_committed(id)?;
+        self.events_committed(events);
+        Ok(actions)
+    }
+
+    /// Restarts this node from `image` as `incarnation`: the protocol and event logging
+    /// come back from it. Returns the protocol's ROLLBACKs to send; event logging's
+    /// fetches of the determinants logged since are already queued
+    /// ([`Self::poll_transmit`]). Frames that arrived before are then in
+    /// [`Self::take_early`] and [`Self::take_early_events`], for the driver to handle
+    /// again.
+    pub fn restore(
+        &mut self,
+        image: NodeImage<P>,
+        incarnation: Incarnation,
+        config: NodeConfig,
+    ) -> Result<Vec<Action<P>>, ProtocolError> {
+        // A file of another rank in this node's place (a mislabelled copy) is refused:
+        // restored, it would answer for another node's channels.
+        if image.protocol.set != self.me {
+            return Err(ProtocolError::InvalidSnapshot(format!(
+                "it is node {}'s, not node {}'s",
+                image.protocol.set.0, self.me.0
+            )));
+        }
+        let (protocol, actions) =
+            SetProtocol::restore(image.protocol, incarnation, config.protocol)?;
+        let (events, fetches) = EventLogging::restore(
+            self.me,
+            config.nodes,
+            config.event_loggers,
+            image.events,
+            incarnation,
+        )?;
+        self.start_protocol(protocol);
+        self.start_events(events, fetches);
+        Ok(actions)
     }
 
     /// Installs the protocol (a fresh one, or one restored from a checkpoint). The
@@ -1077,6 +1200,11 @@ mod tests {
             Some(Routed::AwaitingSpawn(_))
         ));
         assert!(route(&mut n, true).is_none());
+        // Those messages would be in no image: the checkpoint waits.
+        assert!(matches!(
+            n.checkpoint(|_| 0),
+            Err(CheckpointRefused::AwaitingSpawn(2))
+        ));
         let released: Vec<Vec<u8>> = n
             .child_spawned(child)
             .into_iter()
@@ -1084,6 +1212,7 @@ mod tests {
             .collect();
         assert_eq!(released, vec![vec![1], vec![3]]);
         assert_eq!(n.awaiting_spawn_len(), 0);
+        assert!(n.checkpoint(|_| 0).is_ok());
         // A node that never restarted has no children to wait for.
         let mut first = node(0);
         let meta = MessageMeta {
@@ -1099,6 +1228,113 @@ mod tests {
             first.poll_routed(|_| true),
             Some(Routed::Actor(_))
         ));
+    }
+
+    fn config() -> NodeConfig {
+        NodeConfig {
+            nodes: 3,
+            event_loggers: 2,
+            protocol: Config::default(),
+        }
+    }
+
+    #[test]
+    fn a_committed_checkpoint_lets_out_what_waited_for_the_determinants_it_covers_then_announces_itself(
+    ) {
+        let mut n = node(0);
+        let seq = record(&mut n);
+        let r = n.handle_send(
+            SetId(1),
+            ChannelId::new(a(0), a(1)),
+            vec![1],
+            Some((a(0), Dependence::Below(seq + 1))),
+        );
+        assert!(matches!(r, Ok(Sent::Logged { held: true, .. })), "{r:?}");
+        sent(&mut n); // the determinant batches
+                      // The image holds the actor past the determinant's tick: a replay never makes
+                      // that event again, so nothing needs it stable any more.
+        let image = n.checkpoint(|_| 1).unwrap();
+        assert!(
+            sent(&mut n).is_empty(),
+            "a checkpoint taken is not yet durable"
+        );
+        let announce = n
+            .handle_checkpoint_committed(image.protocol.id, image.events)
+            .unwrap();
+        for action in announce {
+            let Action::Control { to, message } = action else {
+                panic!("a commit asks for no resend: {action:?}");
+            };
+            n.send_behind_held(to, Frame::Control(message));
+        }
+        let out = sent(&mut n);
+        let message = out
+            .iter()
+            .position(|(to, f)| *to == SetId(1) && matches!(f, Frame::Message { .. }));
+        let advance = out.iter().position(|(to, f)| {
+            *to == SetId(1) && matches!(f, Frame::Control(ControlMessage::CheckpointAdvance { .. }))
+        });
+        assert!(message.is_some(), "the held message left: {out:?}");
+        assert!(
+            advance.is_some(),
+            "the commit is announced to node 1: {out:?}"
+        );
+        assert!(message < advance, "nothing overtakes on the link: {out:?}");
+        assert_eq!(n.held_len(), 0);
+        // A commit of a checkpoint never taken is refused.
+        let taken = n.checkpoint(|_| 1).unwrap();
+        let unknown = CheckpointId(taken.protocol.id.0 + 1);
+        assert!(matches!(
+            n.handle_checkpoint_committed(unknown, taken.events),
+            Err(CheckpointRefused::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn a_restored_node_fetches_its_determinants_rolls_back_every_peer_and_keeps_what_came_early() {
+        let mut before = node(0);
+        record(&mut before);
+        let image = before.checkpoint(|_| 0).unwrap();
+        let mut n = Node::new(SetId(0), GateRule::PerActor, EventStore::new());
+        // A node still loading its checkpoint takes none.
+        assert!(matches!(
+            n.checkpoint(|_| 0),
+            Err(CheckpointRefused::NotReady)
+        ));
+        n.handle_control(SetId(2), ControlMessage::CheckpointRequest)
+            .unwrap();
+        assert_eq!(n.early_len(), 1);
+        let rollbacks = n.restore(image, Incarnation(1), config()).unwrap();
+        let mut to: Vec<SetId> = rollbacks
+            .iter()
+            .map(|a| match a {
+                Action::Control {
+                    to,
+                    message: ControlMessage::Rollback(_),
+                } => *to,
+                other => panic!("a restore asks only for ROLLBACKs: {other:?}"),
+            })
+            .collect();
+        to.sort();
+        assert_eq!(to, vec![SetId(1), SetId(2)]);
+        // Event logging is back and fetches what its loggers hold since the image.
+        assert!(n.events().is_some_and(|e| e.is_fetching()));
+        let notices = sent(&mut n);
+        for logger in [SetId(1), SetId(2)] {
+            assert!(
+                notices.iter().any(|(to, f)| *to == logger
+                    && matches!(f, Frame::Events(EventMessage::Fetch { .. }))),
+                "logger {logger} is asked for what it holds: {notices:?}"
+            );
+        }
+        assert!(notices.iter().all(|(_, f)| matches!(f, Frame::Events(_))));
+        assert_eq!(n.take_early().len(), 1);
+        // Restoring node 0 from node 1's image is refused.
+        let mut other = node(1);
+        let wrong = other.checkpoint(|_| 0).unwrap();
+        let mut n = Node::new(SetId(0), GateRule::PerActor, EventStore::new());
+        assert!(n.restore(wrong, Incarnation(1), config()).is_err());
+        assert!(n.protocol().is_none());
     }
 
     #[test]

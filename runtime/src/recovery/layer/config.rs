@@ -52,6 +52,15 @@ impl RecoveryConfig {
         }
     }
 
+    /// What the recovery machine of node `nodes`' member starts or restores with.
+    pub(crate) fn node(&self, nodes: u16) -> crate::recovery::NodeConfig {
+        crate::recovery::NodeConfig {
+            nodes,
+            event_loggers: self.event_loggers,
+            protocol: self.protocol(),
+        }
+    }
+
     /// A configuration for unit tests: no periodic checkpoints, images in `dir`,
     /// incarnation 0, no buddy replica, one event logger.
     #[cfg(test)]

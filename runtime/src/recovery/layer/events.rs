@@ -20,8 +20,8 @@ use crate::actor::mailbox::Stamp;
 use crate::actor_id::ActorId;
 use crate::node::NodeHandle;
 use crate::recovery::{
-    Admission, ChannelId, Dependence, EventLogging, EventMessage, EventRead, EventSnapshot,
-    EventStore, EventsArrival, NodeRecovery, ReplayDelivery, SetId,
+    Admission, ChannelId, Dependence, EventMessage, EventRead, EventSnapshot, EventStore,
+    EventsArrival, NodeRecovery, ReplayDelivery, SetId,
 };
 use crate::transport::frame::Envelope;
 use metrics::counter;
@@ -383,24 +383,10 @@ impl RecoveryLayer {
         }
     }
 
-    /// After a checkpoint commits: releases at the loggers, and held frames whose
-    /// determinants the checkpoint now covers.
-    pub(crate) fn events_committed(&self, snapshot: EventSnapshot) {
-        let mut state = self.lock();
-        state.recovery.events_committed(snapshot);
-        let frames = Self::outgoing(&mut state);
-        drop(state);
-        self.emit(frames);
-    }
-
-    /// The determinant part of a checkpoint, read with the actors (cores paused).
-    pub(crate) fn events_image(&self, state: &LayerState) -> EventImage {
+    /// The determinant part of a checkpoint, read with the actors (cores paused):
+    /// event logging's `snapshot` with the clocks and stamps the layer keeps.
+    pub(crate) fn events_image(&self, state: &LayerState, snapshot: EventSnapshot) -> EventImage {
         let clocks = &state.events.clocks;
-        let snapshot = state
-            .recovery
-            .events()
-            .map(|l| l.checkpoint(|a| clocks.get(&a).copied().unwrap_or(0)))
-            .unwrap_or_default();
         let stamps = self.stamps.lock().unwrap_or_else(|e| e.into_inner());
         EventImage {
             snapshot,
@@ -409,37 +395,16 @@ impl RecoveryLayer {
         }
     }
 
-    /// A restarted node takes back its determinant state from its checkpoint and asks
-    /// its loggers for what followed.
-    pub(crate) fn restore_events(&self, node: &NodeHandle, image: &EventImage) {
-        {
-            let mut stamps = self.stamps.lock().unwrap_or_else(|e| e.into_inner());
-            *stamps = image
-                .stamps
-                .iter()
-                .map(|(f, t, i)| ((*f, *t), *i))
-                .collect();
-        }
-        let mut state = self.lock();
+    /// A restarted node takes back the determinant state its recovery machine does not
+    /// hold (event clocks, channel stamps) from its checkpoint.
+    pub(crate) fn restore_event_clocks(&self, state: &mut LayerState, image: &EventImage) {
+        let mut stamps = self.stamps.lock().unwrap_or_else(|e| e.into_inner());
+        *stamps = image
+            .stamps
+            .iter()
+            .map(|(f, t, i)| ((*f, *t), *i))
+            .collect();
         state.events.clocks = image.clocks.iter().copied().collect();
-        let restored = EventLogging::restore(
-            SetId(self.rank),
-            self.size,
-            self.config.event_loggers,
-            image.snapshot,
-            crate::recovery::Incarnation(self.config.incarnation),
-        );
-        match restored {
-            Ok((logging, msgs)) => state.recovery.start_events(logging, msgs),
-            Err(e) => tracing::error!("event logging not restored: {e}"),
-        }
-        let early = state.recovery.take_early_events();
-        let frames = Self::outgoing(&mut state);
-        drop(state);
-        self.emit(frames);
-        for (from, m) in early {
-            self.on_events(node, from.0, m);
-        }
     }
 }
 

@@ -54,9 +54,9 @@ use crate::checkpoint::{CheckpointStore, DirectoryStore};
 use crate::executor::CoreQueue;
 use crate::node::{CurrentNode, NodeHandle};
 use crate::recovery::{
-    Action, Arrival, ChannelId, ContractViolation, ControlMessage, EarlyFrame, EventLogging,
-    FoundBy, Frame, GateRule, Incarnation, MessageMeta, NodeRecovery, Received, Refused, Routed,
-    Sent, SetId, SetProtocol,
+    Action, Arrival, ChannelId, ContractViolation, ControlMessage, EarlyFrame, FoundBy, Frame,
+    GateRule, Incarnation, MessageMeta, NodeRecovery, Received, Refused, Routed, Sent, SetId,
+    SetProtocol,
 };
 use crate::transport::frame::{Envelope, FrameBody, RecoveryFrame};
 use crate::transport::Transport;
@@ -188,12 +188,9 @@ impl RecoveryLayer {
         };
         let mut recovery = NodeRecovery::new(SetId(rank), gate_rule, logger_store);
         if fresh {
-            // A restarted node installs both once its checkpoint is loaded.
-            if let Ok(p) = SetProtocol::with_config(SetId(rank), size, config.protocol()) {
-                recovery.start_protocol(p);
-            }
-            if let Ok(l) = EventLogging::new(SetId(rank), size, config.event_loggers) {
-                recovery.start_events(l, []);
+            // A restarted node starts its machine from its checkpoint once loaded.
+            if let Err(e) = recovery.start(config.node(size)) {
+                tracing::error!("recovery cannot start: {e}");
             }
         }
         let (outbox, outbox_rx) = std_mpsc::channel::<(u16, FrameBody)>();
@@ -848,7 +845,13 @@ impl RecoveryLayer {
 
     /// Feeds the frames that arrived before the protocol existed.
     pub(crate) fn replay_early(&self, node: &NodeHandle) {
-        let early = self.lock().recovery.take_early();
+        let (early, early_events) = {
+            let mut state = self.lock();
+            (
+                state.recovery.take_early(),
+                state.recovery.take_early_events(),
+            )
+        };
         for (from, frame) in early {
             match frame {
                 EarlyFrame::Message { via, meta, payload } => {
@@ -856,6 +859,9 @@ impl RecoveryLayer {
                 }
                 EarlyFrame::Control(m) => self.on_control(node, from.0, m),
             }
+        }
+        for (from, m) in early_events {
+            self.on_events(node, from.0, m);
         }
     }
 

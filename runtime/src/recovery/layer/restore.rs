@@ -217,27 +217,18 @@ impl RecoveryLayer {
             }
         };
         histogram!(RECOVERY_PHASE, "phase" => "load").record(started.elapsed().as_secs_f64());
-        let (protocol, actions) =
-            SetProtocol::restore(snapshot, incarnation, self.config.protocol())
-                .map_err(|e| e.to_string())?;
-        counter!(ROLLBACKS).increment(1);
-        event(
-            self.rank,
-            &format!(
-                "loaded source={} actors={} load_ms={}{}",
-                match source {
-                    RestoreSource::Directory(id) => format!("directory:{id}"),
-                    RestoreSource::Buddy(id) => format!("buddy:{id}"),
-                    RestoreSource::Beginning => "beginning".into(),
-                },
-                actors.len(),
-                started.elapsed().as_millis(),
-                unusable.map_or(String::new(), |id| format!(" unusable=directory:{id}"))
-            ),
-        );
-        {
+        let n_actors = actors.len();
+        let frames = {
             let mut state = self.lock();
-            state.recovery.start_protocol(protocol);
+            let image = crate::recovery::NodeImage {
+                protocol: snapshot,
+                events: events.snapshot,
+            };
+            let actions = state
+                .recovery
+                .restore(image, incarnation, self.config.node(self.size))
+                .map_err(|e| e.to_string())?;
+            self.restore_event_clocks(&mut state, &events);
             state.main_replay = main_replay;
             state.images = actors.into_iter().map(|a| (a.id, a)).collect();
             state.exited = exited;
@@ -249,14 +240,33 @@ impl RecoveryLayer {
                 rank = self.rank,
                 incarnation = incarnation.0
             ));
-        }
-        self.send_actions_now(actions);
+            // In the machine's order: the fetches of the determinants logged since the
+            // checkpoint, then the ROLLBACKs (control messages only: nothing to fetch
+            // from a logger node under the lock).
+            self.send_actions(&mut state, actions);
+            Self::outgoing(&mut state)
+        };
+        counter!(ROLLBACKS).increment(1);
+        event(
+            self.rank,
+            &format!(
+                "loaded source={} actors={} load_ms={}{}",
+                match source {
+                    RestoreSource::Directory(id) => format!("directory:{id}"),
+                    RestoreSource::Buddy(id) => format!("buddy:{id}"),
+                    RestoreSource::Beginning => "beginning".into(),
+                },
+                n_actors,
+                started.elapsed().as_millis(),
+                unusable.map_or(String::new(), |id| format!(" unusable=directory:{id}"))
+            ),
+        );
+        self.emit(frames);
         event(
             self.rank,
             &format!("rollback-sent incarnation={}", incarnation.0),
         );
         self.replay_early(node);
-        self.restore_events(node, &events);
         Ok(source)
     }
 

@@ -12,7 +12,7 @@ use crate::actor::lifecycle::ActorImage;
 use crate::checkpoint::health::{CheckpointHealth, Failure};
 use crate::checkpoint::CheckpointStore;
 use crate::node::NodeHandle;
-use crate::recovery::Snapshot;
+use crate::recovery::{CheckpointRefused, NodeImage, Snapshot};
 use crate::transport::frame::Envelope;
 use metrics::{counter, gauge, histogram};
 use serde::{Deserialize, Serialize};
@@ -141,6 +141,16 @@ pub enum CheckpointFailure {
     Protocol(String),
 }
 
+impl From<CheckpointRefused> for CheckpointFailure {
+    fn from(e: CheckpointRefused) -> Self {
+        match e {
+            CheckpointRefused::NotReady => CheckpointFailure::NotReady,
+            CheckpointRefused::AwaitingSpawn(n) => CheckpointFailure::AwaitingSpawn(n),
+            CheckpointRefused::Protocol(e) => CheckpointFailure::Protocol(e.to_string()),
+        }
+    }
+}
+
 impl CheckpointFailure {
     /// Its `reason` label of `lazarus_checkpoint_failures_total`.
     pub fn reason(&self) -> &'static str {
@@ -181,10 +191,14 @@ impl RecoveryLayer {
             // A reply to `main` those deliveries made (an error answer) goes into this
             // image with them: kept, or logged.
             state.settle_deferred_replies();
-            let waiting = state.recovery.awaiting_spawn_len();
-            if waiting > 0 {
-                return Err(CheckpointFailure::AwaitingSpawn(waiting));
-            }
+            // The recovery machine's part first: it refuses while messages wait for
+            // children not spawned again (they would be in no image).
+            let layer = &mut *state;
+            let clocks = &layer.events.clocks;
+            let NodeImage { protocol, events } = layer
+                .recovery
+                .checkpoint(|a| clocks.get(&a).copied().unwrap_or(0))
+                .map_err(CheckpointFailure::from)?;
             // No handler runs while the cores are paused, so no actor is exiting: every
             // actor is either in `controls` or in `exited`.
             let exited = node.exited_actors();
@@ -197,19 +211,14 @@ impl RecoveryLayer {
                     actors.push(image);
                 }
             }
-            let protocol = state
-                .recovery
-                .protocol_mut()
-                .ok_or(CheckpointFailure::NotReady)?;
-            let snapshot = protocol.checkpoint();
             state.forced_log.release();
-            let events = self.events_image(&state);
+            let events = self.events_image(&state, events);
             let (main_replay, unjournaled) = state.main_replay.image();
             // Read with the log: a block in this image was stored at the instance the
             // client knew then, or at an older one it had not found restarted yet.
             let logger_instances = self.logger_instances();
             Ok(Captured {
-                protocol: snapshot,
+                protocol,
                 actors,
                 main_replay,
                 unjournaled,
@@ -321,24 +330,23 @@ impl RecoveryLayer {
             }
         }
         let _commit = tracing::info_span!("commit").entered();
-        let actions = {
+        let frames = {
             let mut state = self.lock();
-            let protocol = state
+            let actions = state
                 .recovery
-                .protocol_mut()
-                .ok_or(CheckpointFailure::NotReady)?;
-            let actions = protocol
-                .checkpoint_committed(id)
-                .map_err(|e| CheckpointFailure::Protocol(e.to_string()))
+                .handle_checkpoint_committed(id, events_snapshot)
+                .map_err(CheckpointFailure::from)
                 .inspect_err(|e| {
                     counter!(CHECKPOINT_FAILURES, "reason" => e.reason()).increment(1);
                 })?;
             Self::publish_log_stats(&state, self.rank);
             self.report_stall(&state, node, id.0);
-            actions
+            // In the machine's order: releases at the loggers and the frames the
+            // checkpoint's determinants let out, then the announcement.
+            self.send_actions(&mut state, actions);
+            Self::outgoing(&mut state)
         };
-        self.send_actions_now(actions);
-        self.events_committed(events_snapshot);
+        self.emit(frames);
         let _ = self.store.prune_before(self.rank, id.0);
         let total = started.elapsed();
         counter!(CHECKPOINTS).increment(1);
