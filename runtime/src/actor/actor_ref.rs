@@ -145,12 +145,24 @@ impl<A: Actor> ActorRef<A> {
         msg: M,
         reply: ReplyTo<M::Reply>,
     ) -> Result<(), SendError<M>> {
-        let hook = match &self.route {
-            // Recovery off: nothing of the node is read.
-            Route::Local(cell) if !cell.mailbox.recovers => TellHook::None,
-            _ => recovery_hooks::tell_hook(self.node_handle()),
-        };
-        match hook {
+        match &self.route {
+            // Recovery off: nothing of the node is read. Kept this small so that it is
+            // inlined into the sender (out of line, a cross-core tell cost 6-9% more).
+            Route::Local(cell) if !cell.mailbox.recovers => cell
+                .send(msg.into_set(reply))
+                .map_err(|(set, status)| send_error::<A, M>(cell.mailbox.id, set, status)),
+            _ => self.tell_through_hooks(msg, reply),
+        }
+    }
+
+    /// A tell to another node, or on a node with recovery on: the node's hooks say how.
+    #[inline(never)]
+    fn tell_through_hooks<M: Message<A>>(
+        &self,
+        msg: M,
+        reply: ReplyTo<M::Reply>,
+    ) -> Result<(), SendError<M>> {
+        match recovery_hooks::tell_hook(self.node_handle()) {
             TellHook::None => self.tell_direct(msg, reply),
             TellHook::Main(hooks) => self.main_tell(hooks, msg, reply),
             TellHook::LogAll(hooks, from) => self.logged_local_tell(hooks, from, msg, reply),

@@ -18,7 +18,7 @@ use crate::executor::{CoreQueue, Runnable};
 use crate::node::{CoreId, NodeHandle};
 use crate::recovery::hooks::dependence::{self, ActorDependence};
 use crate::recovery::hooks::RecoveryHooks;
-use crate::recovery::Dependence;
+use crate::recovery::{next_stashed, Dependence, Stashed};
 use crate::telemetry::ActorStats;
 use crate::transport::frame::{Envelope, RemoteError};
 use std::any::Any;
@@ -349,10 +349,13 @@ impl<A: Actor> ActorCell<A> {
                         // this moment) make it the next delivery; a held one keeps its
                         // place. A cancelled timer goes on to be dropped.
                         Signal::Stamped(msg, stamp) if holding => {
-                            if stash.is_empty()
-                                && (cancelled_timer(&self.timers, stamp)
-                                    || may_deliver(layer, id, stamp, only))
-                            {
+                            let next = || {
+                                let held = [stashed_of(&self.timers, Some(stamp))];
+                                next_stashed(held, only.is_some(), |_, _| {
+                                    may_deliver(layer, id, stamp, only)
+                                })
+                            };
+                            if stash.is_empty() && next().is_some() {
                                 Signal::Stamped(msg, stamp)
                             } else {
                                 stash.push_back((msg, Some(stamp)));
@@ -494,22 +497,26 @@ fn may_deliver(
     }
 }
 
-/// Whether `stamp` names a timer that fired and was then cancelled. Its message is taken
-/// out (to be dropped) before any delivery decision, so it takes no tick of the event
-/// clock: whether it had fired before the cancel depends on timing, and a replay in which
-/// it had not (the cancel removed it while pending) must not wait for it at a logged tick.
-fn cancelled_timer<M>(timers: &Mutex<Timers<M>>, stamp: Stamp) -> bool {
-    crate::actor::timer::is_source(stamp.from)
-        && timers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_cancelled(stamp.index)
+/// A stashed message as `recovery::next_stashed` sees it. A timer cancelled after it rang is
+/// taken out (to be dropped) before any delivery decision, so it takes no tick of the
+/// event clock: whether it had rung before the cancel depends on timing, and a replay in
+/// which it had not (the cancel removed it while pending) must not wait for it.
+fn stashed_of<M>(timers: &Mutex<Timers<M>>, stamp: Option<Stamp>) -> Stashed<ActorId> {
+    match stamp {
+        None => Stashed::Unordered,
+        Some(s) if crate::actor::timer::is_source(s.from) => Stashed::Timer {
+            cancelled: timers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_cancelled(s.index),
+        },
+        Some(s) => Stashed::Message { from: s.from },
+    }
 }
 
-/// The first held message of an order-sensitive actor that may be delivered now (only the
-/// oldest held message of each channel is a candidate: channels stay FIFO; timers fire
-/// in deadline order, not arm order, so every held timer is one), or a cancelled timer
-/// (to be dropped). Messages without a stamp go in arrival order when no filter is set.
+/// The first held message of an order-sensitive actor that may be delivered now, or a
+/// timer cancelled after it rang (to drop): the rule of `recovery::next_stashed`, with the
+/// delivery order asked about each candidate.
 fn take_next<M>(
     layer: Option<&dyn RecoveryHooks>,
     id: ActorId,
@@ -517,21 +524,11 @@ fn take_next<M>(
     only: Option<ActorId>,
     timers: &Mutex<Timers<M>>,
 ) -> Option<(M, Option<Stamp>)> {
-    let mut seen: Vec<ActorId> = Vec::new();
-    let pos = stash.iter().position(|(_, stamp)| {
-        let Some(stamp) = stamp else {
-            return only.is_none();
-        };
-        if cancelled_timer(timers, *stamp) {
-            return true;
-        }
-        if !crate::actor::timer::is_source(stamp.from) {
-            if seen.contains(&stamp.from) {
-                return false;
-            }
-            seen.push(stamp.from);
-        }
-        may_deliver(layer, id, *stamp, only)
+    let held = stash.iter().map(|(_, stamp)| stashed_of(timers, *stamp));
+    let pos = next_stashed(held, only.is_some(), |pos, _| {
+        stash[pos]
+            .1
+            .is_some_and(|stamp| may_deliver(layer, id, stamp, only))
     })?;
     stash.remove(pos)
 }

@@ -51,10 +51,10 @@
 use super::program::{ActorState, Effects, Program, TimerOp};
 use super::rng::{mix, Rng};
 use lazarus::recovery::{
-    Action, Admission, BlockId, ChannelId, CheckpointId, CheckpointRefused, Config, Dependence,
-    DependencyRule, EventLogging, EventMessage, EventRead, EventSnapshot, EventStore, Frame,
-    GateRule, Incarnation, LogDump, NodeConfig, NodeImage, NodeRecovery, ProtocolStats, Sent,
-    SetId, Snapshot, TimerImage, TimerState,
+    next_stashed, Action, Admission, BlockId, ChannelId, CheckpointId, CheckpointRefused, Config,
+    Dependence, DependencyRule, EventLogging, EventMessage, EventRead, EventSnapshot, EventStore,
+    Frame, GateRule, Incarnation, LogDump, NodeConfig, NodeImage, NodeRecovery, ProtocolStats,
+    Sent, SetId, Snapshot, Stashed, TimerImage, TimerState,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::convert::Infallible;
@@ -1101,7 +1101,8 @@ impl World {
     }
 
     /// The position in `q` of the message local actor `local` may handle next, or of a
-    /// timer cancelled after it rang (to drop), if any.
+    /// timer cancelled after it rang (to drop), if any: the runtime's rule
+    /// (`recovery::next_stashed`).
     fn mailbox_pick(
         &self,
         s: u16,
@@ -1109,25 +1110,17 @@ impl World {
         q: &VecDeque<(usize, u64, Vec<u8>)>,
     ) -> Option<usize> {
         let b = self.prog.members[usize::from(s)][local];
-        // Per channel only the oldest held message is a candidate (FIFO per channel).
-        // Timers ring in deadline order, not arm order: every held timer is one.
-        let mut seen = Vec::new();
         let timers = &self.nodes[usize::from(s)].timers[local];
-        for (pos, (from, index, _)) in q.iter().enumerate() {
-            if *from == TIMER && timers.is_cancelled(*index) {
-                return Some(pos);
-            }
-            if seen.contains(from) {
-                continue;
-            }
-            if *from != TIMER {
-                seen.push(*from);
-            }
-            if self.may_deliver(s, b, *from, *index) {
-                return Some(pos);
-            }
-        }
-        None
+        let held = q.iter().map(|&(from, index, _)| match from {
+            TIMER => Stashed::Timer {
+                cancelled: timers.is_cancelled(index),
+            },
+            from => Stashed::Message { from },
+        });
+        next_stashed(held, false, |pos, _| {
+            let (from, index, _) = q[pos];
+            self.may_deliver(s, b, from, index)
+        })
     }
 
     /// Runs `body` (a handler or start of actor `a` of set `s`) with the draw source of an

@@ -50,6 +50,7 @@ pub mod replay_check;
 pub mod send_gate;
 pub mod sender_log;
 pub mod snapshot;
+pub mod stash;
 pub mod timer_state;
 
 pub use delivery::{DependencyRule, Received, SendPositions};
@@ -71,4 +72,5 @@ pub use replay_check::{ContractViolation, DeliveredDigests, FoundBy};
 pub use send_gate::{Dependence, GateSender, SendGate};
 pub use sender_log::{LogPayload, LogStats};
 pub use snapshot::Snapshot;
+pub use stash::{next_stashed, Stashed};
 pub use timer_state::{Deadline, TimerImage, TimerState};

@@ -1,0 +1,105 @@
+//! Which stashed message an order-sensitive actor takes next.
+//!
+//! An order-sensitive actor's mailbox is read out of order: a replay takes the messages
+//! its log names, in the logged order, and a selective receive takes only one sender's.
+//! The messages it cannot take yet wait in its stash, in arrival order. Which of them is
+//! a candidate is the same rule in the runtime's actor cell and in the simulator, so it
+//! lives here: only the oldest stashed message of each sender is one (a channel stays
+//! FIFO), every stashed timer is one (timers ring in deadline order, not arm order), and a
+//! timer cancelled after it rang is taken out at once, before any delivery decision (it
+//! takes no tick: a replay may cancel it before it rings, and then it never comes).
+
+/// One stashed message, as the choice sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stashed<K> {
+    /// A message from sender `from` (a channel's next message, if it is the oldest stashed
+    /// one of that sender).
+    Message {
+        /// Its sender.
+        from: K,
+    },
+    /// A timer's message; `cancelled`: the timer was cancelled after it rang.
+    Timer {
+        /// Cancelled after it rang: dropped, never delivered.
+        cancelled: bool,
+    },
+    /// A message with no channel position (the actor's node runs without recovery): taken
+    /// in arrival order unless a selective receive waits for a sender.
+    Unordered,
+}
+
+/// The position in `stash` (arrival order) of the message to take next: the first timer
+/// cancelled after it rang (to drop), or the first candidate `may_take` admits. Only the
+/// oldest message of each sender is a candidate, and `may_take` is asked about
+/// candidates only, in order, until it says yes: it may decide (and record) the
+/// delivery. `selective`: a selective receive waits, so unordered messages wait too.
+pub fn next_stashed<K: PartialEq>(
+    stash: impl IntoIterator<Item = Stashed<K>>,
+    selective: bool,
+    mut may_take: impl FnMut(usize, &Stashed<K>) -> bool,
+) -> Option<usize> {
+    let mut seen: Vec<K> = Vec::new();
+    for (pos, h) in stash.into_iter().enumerate() {
+        match &h {
+            Stashed::Unordered if selective => continue,
+            Stashed::Unordered | Stashed::Timer { cancelled: true } => return Some(pos),
+            Stashed::Timer { cancelled: false } => {}
+            Stashed::Message { from } if seen.contains(from) => continue,
+            Stashed::Message { .. } => {}
+        }
+        if may_take(pos, &h) {
+            return Some(pos);
+        }
+        if let Stashed::Message { from } = h {
+            seen.push(from);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from(k: u8) -> Stashed<u8> {
+        Stashed::Message { from: k }
+    }
+
+    #[test]
+    fn only_the_oldest_stashed_message_of_each_sender_is_a_candidate() {
+        let stash = [from(1), from(1), from(2)];
+        let mut asked = Vec::new();
+        let pick = next_stashed(stash, false, |pos, _| {
+            asked.push(pos);
+            pos == 1 || pos == 2
+        });
+        // Position 1 is sender 1's second message: never asked about, never taken.
+        assert_eq!(pick, Some(2));
+        assert_eq!(asked, vec![0, 2]);
+    }
+
+    #[test]
+    fn every_stashed_timer_is_a_candidate_and_a_cancelled_one_is_taken_out_first() {
+        let live: Stashed<u8> = Stashed::Timer { cancelled: false };
+        let cancelled = Stashed::Timer { cancelled: true };
+        assert_eq!(
+            next_stashed([live, live], false, |pos, _| pos == 1),
+            Some(1)
+        );
+        // Nothing is asked about before the cancelled timer is dropped.
+        let mut asked = 0;
+        let pick = next_stashed([from(1), cancelled], false, |_, _| {
+            asked += 1;
+            false
+        });
+        assert_eq!((pick, asked), (Some(1), 1));
+    }
+
+    #[test]
+    fn unordered_messages_go_in_arrival_order_unless_a_selective_receive_waits() {
+        let stash = [Stashed::Unordered, from(3)];
+        assert_eq!(next_stashed(stash, false, |_, _| false), Some(0));
+        assert_eq!(next_stashed(stash, true, |_, h| *h == from(3)), Some(1));
+        assert_eq!(next_stashed(stash, true, |_, _| false), None);
+    }
+}
