@@ -350,8 +350,8 @@ impl<A: Actor> ActorCell<A> {
                         // place. A cancelled timer goes on to be dropped.
                         Signal::Stamped(msg, stamp) if holding => {
                             let next = || {
-                                let held = [stashed_of(&self.timers, Some(stamp))];
-                                next_stashed(held, only.is_some(), |_, _| {
+                                let alone = [stashed_of(&self.timers, Some(stamp))];
+                                next_stashed(alone, only.is_some(), |_, _| {
                                     may_deliver(layer, id, stamp, only)
                                 })
                             };
@@ -514,7 +514,7 @@ fn stashed_of<M>(timers: &Mutex<Timers<M>>, stamp: Option<Stamp>) -> Stashed<Act
     }
 }
 
-/// The first held message of an order-sensitive actor that may be delivered now, or a
+/// The first stashed message of an order-sensitive actor that may be delivered now, or a
 /// timer cancelled after it rang (to drop): the rule of `recovery::next_stashed`, with the
 /// delivery order asked about each candidate.
 fn take_next<M>(
@@ -524,8 +524,8 @@ fn take_next<M>(
     only: Option<ActorId>,
     timers: &Mutex<Timers<M>>,
 ) -> Option<(M, Option<Stamp>)> {
-    let held = stash.iter().map(|(_, stamp)| stashed_of(timers, *stamp));
-    let pos = next_stashed(held, only.is_some(), |pos, _| {
+    let seen_as = stash.iter().map(|(_, stamp)| stashed_of(timers, *stamp));
+    let pos = next_stashed(seen_as, only.is_some(), |pos, _| {
         stash[pos]
             .1
             .is_some_and(|stamp| may_deliver(layer, id, stamp, only))

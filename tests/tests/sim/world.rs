@@ -1111,13 +1111,13 @@ impl World {
     ) -> Option<usize> {
         let b = self.prog.members[usize::from(s)][local];
         let timers = &self.nodes[usize::from(s)].timers[local];
-        let held = q.iter().map(|&(from, index, _)| match from {
+        let seen_as = q.iter().map(|&(from, index, _)| match from {
             TIMER => Stashed::Timer {
                 cancelled: timers.is_cancelled(index),
             },
             from => Stashed::Message { from },
         });
-        next_stashed(held, false, |pos, _| {
+        next_stashed(seen_as, false, |pos, _| {
             let (from, index, _) = q[pos];
             self.may_deliver(s, b, from, index)
         })
