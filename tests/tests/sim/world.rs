@@ -632,11 +632,6 @@ impl World {
         self.failure.get_or_insert(what);
     }
 
-    /// What every set's recovery machine starts and restores with.
-    fn node_config(&self) -> NodeConfig {
-        self.cfg.node_config()
-    }
-
     fn link(&self, from: u16, to: u16) -> usize {
         usize::from(from) * usize::from(self.cfg.sets) + usize::from(to)
     }
@@ -1773,7 +1768,7 @@ impl World {
     }
 
     fn restart(&mut self, s: u16) {
-        let config = self.node_config();
+        let config = self.cfg.node_config();
         let node = &mut self.nodes[usize::from(s)];
         node.incarnation += 1;
         let snap: Snapshot<Vec<u8>> = match lazarus::wire::decode(&node.committed.snapshot) {

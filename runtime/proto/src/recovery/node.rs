@@ -281,7 +281,7 @@ pub struct NodeRecovery<P: LogPayload> {
 impl<P: LogPayload> NodeRecovery<P> {
     /// The machine of node `me`, keeping `store` as other nodes' event logger (read back
     /// from its journal by the driver). The protocol and event logging are started by
-    /// [`Self::start_protocol`] and [`Self::start_events`].
+    /// [`Self::start`] (a fresh run) or [`Self::restore`] (a restarted node).
     pub fn new(me: SetId, gate_rule: GateRule, store: EventStore) -> Self {
         NodeRecovery {
             me,
@@ -401,7 +401,7 @@ impl<P: LogPayload> NodeRecovery<P> {
 
     /// Installs event logging; `notices` (a restored one's fetches) are sent at once.
     /// The frames that arrived before are then in [`Self::take_early_events`].
-    pub fn start_events(
+    fn start_events(
         &mut self,
         logging: EventLogging,
         notices: impl IntoIterator<Item = (SetId, EventMessage)>,
@@ -833,7 +833,7 @@ impl<P: LogPayload> NodeRecovery<P> {
 
     /// The node's checkpoint with determinant part `snapshot` committed: the loggers
     /// may release what it covers, and frames held for determinants it covers may leave.
-    pub fn events_committed(&mut self, snapshot: EventSnapshot) {
+    fn events_committed(&mut self, snapshot: EventSnapshot) {
         if let Some(logging) = self.events.as_mut() {
             let releases = logging.checkpoint_committed(snapshot);
             self.transmit
