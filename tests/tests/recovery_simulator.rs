@@ -6,12 +6,10 @@
 //! Run more seeds: `LAZARUS_SIM_SEEDS=100000` (and `LAZARUS_SIM_SEED_BASE` to start
 //! elsewhere than 0). `LAZARUS_SIM_RULE=strict` replays a seed with Algorithm 1's
 //! dependency rule taken literally (see docs/recovery.md, "Concurrent recoveries").
-//! What the simulator models and checks: `sim/world.rs` and docs/recovery.md.
-
-mod sim;
+//! What the simulator models and checks: `runtime/sim` (`lazarus-sim`) and docs/recovery.md.
 
 use lazarus::recovery::DependencyRule;
-use sim::world::{run_counting, run_seed, SimConfig, SimStats};
+use lazarus_sim::world::{run_counting, run_seed, SimConfig, SimStats};
 use std::time::Instant;
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -334,7 +332,7 @@ fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
 // b's actor; links move only when a scenario flushes them.
 // ---------------------------------------------------------------------------------------
 
-use sim::net::{channel, Net};
+use lazarus_sim::net::{channel, Net};
 
 #[test]
 fn a_crashed_set_replays_logged_messages_in_dependency_order() {

@@ -3,7 +3,7 @@
 //! Nothing here owns a thread, a clock, a lock, a socket or a file. Inputs come in as
 //! method calls (time, when it matters, is passed in); outputs come back as values the
 //! caller acts on. The runtime (`lazarus`) drives this code over QUIC, threads and disks;
-//! the simulator (`tests/tests/sim`) drives the same code over a seeded model of them.
+//! the simulator (`runtime/sim`, `lazarus-sim`) drives the same code over a seeded model of them.
 //! The crate's `clippy.toml` refuses the types and calls that would break this, and the
 //! test script checks that its dependency tree holds no I/O crate.
 //!

@@ -208,6 +208,7 @@ impl SimConfig {
         }
     }
 
+    /// The same run with no crash: the failure-free reference.
     pub fn without_crashes(&self) -> Self {
         SimConfig {
             crashes: 0,

@@ -43,7 +43,14 @@ const MAX_TIMERS: u64 = 6;
 pub enum TimerOp {
     /// Arm timer number `seq` (the actor's arm count, as the runtime numbers them): it
     /// rings `value` after `delay` simulated steps.
-    Arm { seq: u64, delay: u64, value: u64 },
+    Arm {
+        /// The timer's number.
+        seq: u64,
+        /// Simulated steps until it rings.
+        delay: u64,
+        /// The payload its ringing delivers.
+        value: u64,
+    },
     /// Cancel timer `seq` (armed and not handled yet).
     Cancel(u64),
 }
@@ -52,7 +59,9 @@ pub enum TimerOp {
 /// timer operations, in order.
 #[derive(Debug, Default)]
 pub struct Effects {
+    /// Messages sent: (destination actor, payload).
     pub sends: Vec<(usize, Vec<u8>)>,
+    /// Timers armed and cancelled.
     pub timers: Vec<TimerOp>,
 }
 
