@@ -1,5 +1,5 @@
 //! The deterministic simulated cluster: sets running the [`Program`]'s actors on top of
-//! one [`SetProtocol`] each, FIFO links between sets, checkpoints, crashes and restarts,
+//! one [`NodeRecovery`] each, FIFO links between sets, checkpoints, crashes and restarts,
 //! all scheduled by one seeded PRNG on one thread.
 //!
 //! Model:
