@@ -9,7 +9,7 @@
 //! What the simulator models and checks: `runtime/sim` (`lazarus-sim`) and docs/recovery.md.
 
 use lazarus::recovery::DependencyRule;
-use lazarus_sim::world::{run_counting, run_seed, SimConfig, SimStats};
+use lazarus_sim::world::{run_counting, run_seed, Mutation, SimConfig, SimStats};
 use std::time::Instant;
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -238,6 +238,56 @@ fn when_one_set_fails_at_a_time_no_answer_overtakes_its_request() {
     }
 }
 
+/// Async handlers (`Program::awaiting`): servers whose calls ask other servers and await
+/// their results (a join, then sometimes one more ask the results chose), on other sets
+/// and their own, taking no other message while suspended. Checkpoints keep a suspended
+/// call as the state it started from and its record, and a restore re-executes it,
+/// skipping what the checkpoint holds. Every crash schedule ends in the failure-free run's
+/// states: every request answered once, every ask handled once.
+#[test]
+fn suspended_async_handlers_are_re_executed_and_end_as_the_failure_free_run() {
+    let total = sweep(SimConfig::random_awaiting, 1000);
+    if env_u64("LAZARUS_SIM_SEED").is_none() {
+        assert!(total.suspensions > 0, "{total:?}");
+        assert!(total.suspended_checkpointed > 0, "{total:?}");
+        assert!(total.reexecuted > 0, "{total:?}");
+        assert!(total.results_replayed > 0, "{total:?}");
+    }
+}
+
+/// The same with order-sensitive servers asked by every client and every server before
+/// them: which request and which result comes first is logged as a determinant, and a
+/// replay, re-executions included, repeats it.
+#[test]
+fn order_sensitive_async_handlers_recover_with_their_awaits_logged() {
+    let total = sweep(SimConfig::random_awaiting_order_sensitive, 1000);
+    if env_u64("LAZARUS_SIM_SEED").is_none() {
+        assert!(total.reexecuted > 0, "{total:?}");
+        assert!(total.determinants_replayed > 0, "{total:?}");
+    }
+}
+
+/// The sweep above can fail: with the re-execution started from the state the handler
+/// left instead of the one it started from, or with the effects the checkpoint holds made
+/// again, seeds fail.
+#[test]
+fn breaking_the_re_execution_rule_fails_seeds() {
+    for mutation in [
+        Mutation::ReexecuteFromLiveState,
+        Mutation::MakeRecordedEffectsAgain,
+    ] {
+        let failed = (0..300)
+            .filter(|&seed| {
+                let mut cfg = SimConfig::random_awaiting(seed);
+                cfg.mutation = Some(mutation);
+                run_seed(cfg, false).0.is_err()
+            })
+            .count();
+        println!("{mutation:?}: {failed} of 300 seeds fail");
+        assert!(failed > 0, "{mutation:?} failed no seed");
+    }
+}
+
 /// Runs `default_seeds` seeds (or `LAZARUS_SIM_SEEDS` from `LAZARUS_SIM_SEED_BASE`), or
 /// replays `LAZARUS_SIM_SEED` alone with its trace (`LAZARUS_SIM_QUOTA=BYTES` forces a
 /// log quota, `LAZARUS_SIM_DUMP=1` dumps to a logger node, `LAZARUS_SIM_LOGGER_RESTART=1`
@@ -290,7 +340,9 @@ fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
          determinants: {} recorded, {} replayed ({} loggers' answers came in parts before \
          their last); {} selective receives\n\
          timers: {} armed, {} cancelled, {} rang, {} dropped (cancelled after ringing), {} \
-         handled, {} forced at their logged point by a replay",
+         handled, {} forced at their logged point by a replay\n\
+         async handlers: {} suspended, {} kept suspended by checkpoints, {} re-executed with \
+         {} results handed back",
         started.elapsed(),
         total.crashes,
         total.simultaneous_crashes,
@@ -311,6 +363,10 @@ fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
         total.timers_dropped,
         total.timers_handled,
         total.timers_replayed,
+        total.suspensions,
+        total.suspended_checkpointed,
+        total.reexecuted,
+        total.results_replayed,
     );
     if !failures.is_empty() {
         let shown: Vec<String> = failures
@@ -658,6 +714,8 @@ fn piggyback_size_is_bounded_by_sets_not_actors() {
             service: false,
             causal_clients: false,
             one_at_a_time: false,
+            awaiting: false,
+            mutation: None,
         };
         let stats = run_seed(cfg, false).0.expect("failure-free run");
         let msgs = stats.proto.sent + stats.proto.resent;

@@ -30,7 +30,7 @@
 
 use super::rng::{mix, Rng};
 use lazarus::ActorId;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Supplies an order-sensitive actor's nondeterministic value at an event-clock tick.
 pub type Draw<'a> = &'a mut dyn FnMut(u64) -> u64;
@@ -105,16 +105,56 @@ pub struct Program {
 pub struct Service {
     /// Requests per client.
     pub ops: u64,
-    /// Global numbers of the servers (order-sensitive).
+    /// Global numbers of the servers (order-sensitive, unless `awaiting` without them).
     pub servers: Vec<usize>,
     /// Most forwards of one request.
     pub max_hops: u64,
+    /// Servers are async handlers (see [`Program::awaiting`]): each request starts a
+    /// call that asks other servers and awaits their results before it answers.
+    pub awaiting: Option<Awaiting>,
+}
+
+/// The shape of an awaiting service: whom each actor may ask.
+#[derive(Clone, Debug)]
+pub struct Awaiting {
+    /// Per actor, the actors it asks (a client: the servers it sends requests to; a
+    /// server: those its calls ask). The relation has no cycle, so no call waits for
+    /// itself.
+    pub asks: Vec<Vec<usize>>,
 }
 
 /// The kinds of a service program's messages (first payload byte).
 const REQUEST: u8 = 0;
 const FORWARD: u8 = 1;
 const ANSWER: u8 = 2;
+/// A server's ask to another server (awaiting services).
+const ASK: u8 = 3;
+/// The result of an ask, to the asking server.
+const RESULT: u8 = 4;
+
+/// Whether `payload` is the result of an await (what a suspended handler takes).
+pub fn is_result(payload: &[u8]) -> bool {
+    payload.first() == Some(&RESULT)
+}
+
+/// Whether actor state `st` may take message `payload` from `from` now: a suspended call
+/// takes only the results it awaits, and a result is taken only by the call that awaits
+/// it. A result can come before its ask is made again: a restored server's peers resend
+/// what they sent after its checkpoint, and a result does not wait for the request that
+/// led to it (the protocol promises no causal order to a restored set's deliveries whose
+/// requirement did not bind); it waits in the mailbox until the re-executed call awaits
+/// it.
+pub fn may_take(st: &ActorState, from: usize, payload: &[u8]) -> bool {
+    match (&st.call, is_result(payload)) {
+        (None, false) => true,
+        (Some(_), false) => false,
+        (call, true) => {
+            let key = decode_service(payload).map_or(0, |(_, _, seq, _, _)| seq);
+            call.as_ref()
+                .is_some_and(|c| c.pending.contains(&(from, key)))
+        }
+    }
+}
 
 impl Program {
     /// A random program: `sets` sets of 1..=`max_actors` actors, out-degree
@@ -223,9 +263,120 @@ impl Program {
                 ops,
                 servers,
                 max_hops: rng.range(1, 3),
+                awaiting: None,
             }),
             by_id,
         }
+    }
+
+    /// A random awaiting service (see [`Service::awaiting`]): `sets` sets of
+    /// 1..=`max_actors` actors, about a third of them clients, the rest servers whose
+    /// handlers are async; `ops` requests per client.
+    ///
+    /// A server's call folds the request into its state, asks up to two of the servers it
+    /// may ask and awaits all their results (a join), sometimes asks one more whose
+    /// choice depends on those results and awaits it, then answers. Its state changes
+    /// before each await, so a re-execution must start from the state the call started
+    /// from, and its asks are effects a re-execution must not make twice.
+    ///
+    /// Without `order_sensitive`, each server has one requester (the asks form a forest
+    /// under the clients) and folds results commutatively: the run is send-deterministic
+    /// and every crash schedule must end in the failure-free run's states. With it, every
+    /// server is order-sensitive and may be asked by every client and every server before
+    /// it: the order of requests and of results, and a drawn value per delivery, decide
+    /// what it sends, and only the channel checks apply.
+    pub fn awaiting(
+        rng: &mut Rng,
+        sets: u16,
+        max_actors: u64,
+        ops: u64,
+        order_sensitive: bool,
+    ) -> Self {
+        let mut ids = Vec::new();
+        let mut set_of = Vec::new();
+        let mut members = vec![Vec::new(); usize::from(sets)];
+        for s in 0..sets {
+            for local in 0..rng.range(1, max_actors) {
+                members[usize::from(s)].push(ids.len());
+                ids.push(ActorId::new(s, local).expect("small sequence"));
+                set_of.push(s);
+            }
+        }
+        let n = ids.len();
+        // A random order of the actors: the first third are clients, then servers, each
+        // asking only servers after it.
+        let mut order: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let clients = (n / 3).max(1);
+        let servers: Vec<usize> = order[clients..].to_vec();
+        let mut asks = vec![Vec::new(); n];
+        if order_sensitive {
+            for &c in &order[..clients] {
+                asks[c] = servers.clone();
+            }
+            for (i, &a) in servers.iter().enumerate() {
+                asks[a] = servers[i + 1..].to_vec();
+            }
+        } else {
+            // A forest: each server's one requester comes before it; every client gets a
+            // server first.
+            for (i, &a) in order.iter().enumerate().skip(clients) {
+                let parent = if i < 2 * clients {
+                    order[i - clients]
+                } else {
+                    order[rng.below(i as u64) as usize]
+                };
+                asks[parent].push(a);
+            }
+        }
+        let mut outputs = vec![Vec::new(); n];
+        for a in 0..n {
+            for &b in &asks[a] {
+                outputs[a].push(b);
+                outputs[b].push(a);
+            }
+        }
+        let mut inputs = vec![Vec::new(); n];
+        for (a, outs) in outputs.iter_mut().enumerate() {
+            outs.sort_unstable();
+            outs.dedup();
+            for &b in outs.iter() {
+                inputs[b].push(a);
+            }
+        }
+        let mut sensitive = vec![false; n];
+        if order_sensitive {
+            for &a in &servers {
+                sensitive[a] = true;
+            }
+        }
+        let by_id = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        Program {
+            ids,
+            set_of,
+            members,
+            outputs,
+            inputs,
+            rounds: 0,
+            padding: rng.below(48) as usize,
+            sensitive,
+            service: Some(Service {
+                ops,
+                servers,
+                max_hops: 0,
+                awaiting: Some(Awaiting { asks }),
+            }),
+            by_id,
+        }
+    }
+
+    /// Whether actor `a`'s handlers are async (a server of an awaiting service).
+    pub fn is_async(&self, a: usize) -> bool {
+        self.service
+            .as_ref()
+            .is_some_and(|svc| svc.awaiting.is_some() && svc.servers.contains(&a))
     }
 
     /// Messages a failure-free run sends, about (where crashes are spread).
@@ -237,7 +388,11 @@ impl Program {
             }
             Some(svc) => {
                 let clients = (self.actors() - svc.servers.len()) as u64;
-                clients * svc.ops * (2 + svc.max_hops / 2)
+                let per_request = match svc.awaiting {
+                    Some(_) => 6,
+                    None => 2 + svc.max_hops / 2,
+                };
+                clients * svc.ops * per_request
             }
         }
     }
@@ -246,7 +401,8 @@ impl Program {
     pub fn finished(&self, a: usize, st: &ActorState) -> bool {
         match &self.service {
             None => st.next_round == self.rounds + 1,
-            Some(svc) => self.sensitive[a] || (st.seq == svc.ops && st.outstanding.is_none()),
+            Some(svc) if svc.servers.contains(&a) => svc.awaiting.is_none() || st.call.is_none(),
+            Some(svc) => st.seq == svc.ops && st.outstanding.is_none(),
         }
     }
 
@@ -289,6 +445,9 @@ impl Program {
             seq: 0,
             outstanding: None,
             early: BTreeMap::new(),
+            call: None,
+            asked: BTreeMap::new(),
+            calls: 0,
             violation: None,
         }
     }
@@ -440,12 +599,16 @@ impl Program {
         let Some(svc) = &self.service else {
             return;
         };
-        if self.sensitive[a] || st.outstanding.is_some() || st.seq >= svc.ops {
+        if svc.servers.contains(&a) || st.outstanding.is_some() || st.seq >= svc.ops {
             return;
         }
         st.seq += 1;
         let h = mix((a as u64) << 32 ^ st.seq ^ 0x5E7C);
-        let server = svc.servers[(h % svc.servers.len() as u64) as usize];
+        let servers = match &svc.awaiting {
+            Some(w) => &w.asks[a],
+            None => &svc.servers,
+        };
+        let server = servers[(h % servers.len() as u64) as usize];
         let hops = (h >> 16) % (svc.max_hops + 1);
         st.outstanding = Some(h);
         let payload = self.service_payload(REQUEST, a as u64, st.seq, hops, h);
@@ -510,6 +673,14 @@ impl Program {
         };
         st.received[pos] += 1;
         st.chain[pos] = mix(st.chain[pos] ^ fingerprint(payload));
+        if self.is_async(a) {
+            match kind {
+                REQUEST | ASK => self.begin_call(a, st, from, seq, value, draw, out),
+                RESULT if client == a as u64 => self.resume(a, st, from, seq, value, draw, out),
+                _ => st.violate(format!("server {a} got a {kind} for {client} from {from}")),
+            }
+            return;
+        }
         if self.sensitive[a] {
             // Order-sensitive: what happens next depends on every delivery so far, in
             // arrival order, and on a drawn value.
@@ -558,6 +729,150 @@ impl Program {
             return;
         }
         self.take_early(a, st, out);
+    }
+
+    /// An async server starts a call for a request (`key`: the client's request number,
+    /// or the asking server's ask number): folds it into its state, asks, awaits.
+    #[allow(clippy::too_many_arguments)]
+    fn begin_call(
+        &self,
+        a: usize,
+        st: &mut ActorState,
+        from: usize,
+        key: u64,
+        value: u64,
+        draw: Draw<'_>,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
+        if st.call.is_some() {
+            st.violate(format!(
+                "server {a} took a request from {from} while its call was suspended"
+            ));
+            return;
+        }
+        let mut h = mix(value ^ (a as u64) << 32 ^ 0xA5A5);
+        if self.sensitive[a] {
+            st.order = mix(st.order ^ value ^ (from as u64) << 48);
+            st.clock += 1;
+            h = mix(h ^ st.order ^ draw(st.clock));
+        }
+        // The state changes before the first await: a re-execution starts from the state
+        // the call started from, or this is counted twice.
+        st.acc = st.acc.wrapping_add(mix(h));
+        let askable = self.askable(a);
+        let mut call = Call {
+            requester: from,
+            key,
+            value: h,
+            stage: 1,
+            pending: BTreeSet::new(),
+            sum: 0,
+        };
+        let wanted = (h % 3).min(askable.len() as u64);
+        let mut k = 0;
+        while (call.pending.len() as u64) < wanted {
+            let to = askable[((h >> 8).wrapping_add(k) % askable.len() as u64) as usize];
+            k += 1;
+            if call.pending.iter().any(|&(b, _)| b == to) {
+                continue;
+            }
+            self.ask(a, st, &mut call, to, out);
+        }
+        st.call = Some(call);
+        if wanted == 0 {
+            self.complete(a, st, out);
+        }
+    }
+
+    /// Servers a call of `a` may ask.
+    fn askable(&self, a: usize) -> &[usize] {
+        match self.service.as_ref().and_then(|s| s.awaiting.as_ref()) {
+            Some(w) => &w.asks[a],
+            None => &[],
+        }
+    }
+
+    /// Asks server `to` on behalf of `call`: the ask's key is its number among `a`'s
+    /// asks to `to` (the same in every run: a channel's sequence is).
+    fn ask(
+        &self,
+        a: usize,
+        st: &mut ActorState,
+        call: &mut Call,
+        to: usize,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
+        let n = st.asked.entry(to).or_default();
+        *n += 1;
+        let key = *n;
+        call.pending.insert((to, key));
+        let p = self.service_payload(ASK, a as u64, key, 0, mix(call.value ^ to as u64));
+        self.sent_on(a, st, to, &p, out);
+    }
+
+    /// The result of ask `key` to `from` reaches `a`'s suspended call.
+    #[allow(clippy::too_many_arguments)]
+    fn resume(
+        &self,
+        a: usize,
+        st: &mut ActorState,
+        from: usize,
+        key: u64,
+        value: u64,
+        draw: Draw<'_>,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
+        let Some(mut call) = st.call.take() else {
+            st.violate(format!(
+                "server {a} got the result of {from}#{key} with no call"
+            ));
+            return;
+        };
+        if !call.pending.remove(&(from, key)) {
+            st.violate(format!(
+                "server {a} got the result of {from}#{key}, which its call does not await"
+            ));
+            st.call = Some(call);
+            return;
+        }
+        st.acc = st.acc.wrapping_add(value);
+        if self.sensitive[a] {
+            // Which result came first shows in everything it sends afterwards.
+            st.order = mix(st.order ^ value);
+            st.clock += 1;
+            call.sum = mix(call.sum ^ value ^ draw(st.clock));
+        } else {
+            call.sum = call.sum.wrapping_add(mix(value));
+        }
+        if !call.pending.is_empty() {
+            st.call = Some(call);
+            return;
+        }
+        let askable = self.askable(a);
+        let again = mix(call.sum ^ 0x5EC0);
+        if call.stage == 1 && !askable.is_empty() && again % 2 == 0 {
+            // A second await, on a server the results chose.
+            call.stage = 2;
+            let to = askable[((again >> 8) % askable.len() as u64) as usize];
+            self.ask(a, st, &mut call, to, out);
+            st.call = Some(call);
+            return;
+        }
+        st.call = Some(call);
+        self.complete(a, st, out);
+    }
+
+    /// `a`'s call has every result: it answers its requester.
+    fn complete(&self, a: usize, st: &mut ActorState, out: &mut Vec<(usize, Vec<u8>)>) {
+        let Some(call) = st.call.take() else {
+            return;
+        };
+        st.calls += 1;
+        let v = mix(call.value ^ call.sum);
+        let to = call.requester;
+        let kind = if self.is_async(to) { RESULT } else { ANSWER };
+        let p = self.service_payload(kind, to as u64, call.key, 0, v);
+        self.sent_on(a, st, to, &p, out);
     }
 
     /// A client takes the answers to its outstanding request, in request order, as far
@@ -689,6 +1004,12 @@ pub struct ActorState {
     pub outstanding: Option<u64>,
     /// Service clients: answers that came before their turn, by request number.
     pub early: BTreeMap<u64, u64>,
+    /// Async servers: the call awaiting results, if one is suspended.
+    pub call: Option<Call>,
+    /// Async servers: asks made so far to each server (the last ask's key).
+    pub asked: BTreeMap<usize, u64>,
+    /// Async servers: calls completed.
+    pub calls: u64,
     /// The first application-level violation seen (duplicate, gap, reorder, misroute).
     pub violation: Option<String>,
 }
@@ -702,6 +1023,25 @@ impl ActorState {
     fn violate(&mut self, what: String) {
         self.violation.get_or_insert(what);
     }
+}
+
+/// An async server's call while it awaits (awaiting services).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// Who asked: a client (answered with an answer) or a server (with a result).
+    pub requester: usize,
+    /// The requester's number for the request: a client's request number, or the
+    /// asking server's ask key.
+    pub key: u64,
+    /// What the request folded into.
+    pub value: u64,
+    /// 1: awaiting the first asks (a join); 2: awaiting the one their results chose.
+    pub stage: u8,
+    /// Asks not answered yet: (asked server, key).
+    pub pending: BTreeSet<(usize, u64)>,
+    /// The results so far: a commutative sum, or for an order-sensitive server a chain
+    /// in arrival order.
+    pub sum: u64,
 }
 
 /// A service message's kind, client, request number, hops left and value.

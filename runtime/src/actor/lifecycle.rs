@@ -18,7 +18,7 @@ use crate::executor::{CoreQueue, Runnable};
 use crate::node::{CoreId, NodeHandle};
 use crate::recovery::hooks::dependence::{self, ActorDependence};
 use crate::recovery::hooks::RecoveryHooks;
-use crate::recovery::{next_stashed, Dependence, Stashed};
+use crate::recovery::{next_stashed, Dependence, Receiving, Stashed};
 use crate::telemetry::ActorStats;
 use crate::transport::frame::{Envelope, RemoteError};
 use std::any::Any;
@@ -351,7 +351,7 @@ impl<A: Actor> ActorCell<A> {
                         Signal::Stamped(msg, stamp) if holding => {
                             let next = || {
                                 let alone = [stashed_of(&self.timers, Some(stamp))];
-                                next_stashed(alone, only.is_some(), |_, _| {
+                                next_stashed(alone, receiving(only), |_, _| {
                                     may_deliver(layer, id, stamp, only)
                                 })
                             };
@@ -497,6 +497,14 @@ fn may_deliver(
     }
 }
 
+/// What a selective receive's filter lets the actor take (see `recovery::Receiving`).
+fn receiving(only: Option<ActorId>) -> Receiving {
+    match only {
+        Some(_) => Receiving::Selective,
+        None => Receiving::Anything,
+    }
+}
+
 /// A stashed message as `recovery::next_stashed` sees it. A timer cancelled after it rang is
 /// taken out (to be dropped) before any delivery decision, so it takes no tick of the
 /// event clock: whether it had rung before the cancel depends on timing, and a replay in
@@ -525,7 +533,7 @@ fn take_next<M>(
     timers: &Mutex<Timers<M>>,
 ) -> Option<(M, Option<Stamp>)> {
     let seen_as = stash.iter().map(|(_, stamp)| stashed_of(timers, *stamp));
-    let pos = next_stashed(seen_as, only.is_some(), |pos, _| {
+    let pos = next_stashed(seen_as, receiving(only), |pos, _| {
         stash[pos]
             .1
             .is_some_and(|stamp| may_deliver(layer, id, stamp, only))

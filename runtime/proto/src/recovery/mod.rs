@@ -31,7 +31,9 @@
 //! nondeterministic events and their replay script) and [`event_logging`] (the
 //! pessimistic event-logger exchange that keeps determinants on other sets) and
 //! [`send_gate`] (which messages leaving the set wait for stable determinants);
-//! [`log_dump`] (payloads of the log moved out to logger nodes); and around all of
+//! [`log_dump`] (payloads of the log moved out to logger nodes); [`stash`] (which
+//! stashed message an actor takes next) and [`suspension`] (what a checkpoint keeps of
+//! a suspended async handler, and its re-execution on restore); and around all of
 //! them [`node`], the node-level machine ([`NodeRecovery`]: channel checks, frames that
 //! arrive early, the logger store, the send gate) that the runtime's recovery driver and
 //! the simulator both run.
@@ -51,6 +53,7 @@ pub mod send_gate;
 pub mod sender_log;
 pub mod snapshot;
 pub mod stash;
+pub mod suspension;
 pub mod timer_state;
 
 pub use delivery::{DependencyRule, Received, SendPositions};
@@ -72,5 +75,6 @@ pub use replay_check::{ContractViolation, DeliveredDigests, FoundBy};
 pub use send_gate::{Dependence, GateSender, SendGate};
 pub use sender_log::{LogPayload, LogStats};
 pub use snapshot::Snapshot;
-pub use stash::{next_stashed, Stashed};
+pub use stash::{next_stashed, Receiving, Stashed};
+pub use suspension::{Effect, ReplayShort, Suspension};
 pub use timer_state::{Deadline, TimerImage, TimerState};
