@@ -19,6 +19,8 @@ struct Handler {
     args: Vec<Arg>,
     reply: Type,
     deferred: bool,
+    /// An `async fn`: run by `handle_async`, its future owning the actor.
+    asynchronous: bool,
 }
 
 enum Arg {
@@ -175,6 +177,14 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
     });
     let arms = handlers.iter().map(|h| {
         let (m, method) = (&h.message, &h.method);
+        if h.asynchronous {
+            // Run by `handle_async`; never called here.
+            return quote! {
+                #set::#m(msg, reply) => {
+                    ::core::mem::drop((msg, reply));
+                }
+            };
+        }
         let field_names: Vec<_> = h.fields.iter().map(|(n, _)| n).collect();
         let destructure = if field_names.is_empty() {
             quote!(let #m = msg;)
@@ -202,6 +212,69 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
         }
     });
 
+    // `async fn` handlers: their future owns the actor and its context until it
+    // completes, and hands them back.
+    let async_handlers: Vec<&Handler> = handlers.iter().filter(|h| h.asynchronous).collect();
+    let async_items = if async_handlers.is_empty() {
+        quote!()
+    } else {
+        let patterns = async_handlers.iter().map(|h| {
+            let m = &h.message;
+            quote!(#set::#m(..))
+        });
+        let async_arms = async_handlers.iter().map(|h| {
+            let (m, method) = (&h.message, &h.method);
+            let field_names: Vec<_> = h.fields.iter().map(|(n, _)| n).collect();
+            let destructure = if field_names.is_empty() {
+                quote!(let #m = msg;)
+            } else {
+                quote!(let #m { #(#field_names),* } = msg;)
+            };
+            let call_args = h.args.iter().map(|a| match a {
+                Arg::Field(n) => quote!(#n),
+                Arg::Context => quote!(&mut ctx),
+                Arg::ReplyTo => quote!(reply),
+            });
+            let call = if h.deferred {
+                quote!(actor.#method(#(#call_args),*).await;)
+            } else {
+                quote! {
+                    let value = actor.#method(#(#call_args),*).await;
+                    let _ = reply.send(value);
+                }
+            };
+            quote! {
+                #set::#m(msg, reply) => {
+                    #destructure
+                    #call
+                }
+            }
+        });
+        quote! {
+            fn is_async(msg: &#set) -> bool {
+                ::core::matches!(msg, #(#patterns)|*)
+            }
+
+            #[allow(unused_variables, unused_mut)]
+            fn handle_async(
+                self,
+                msg: #set,
+                ctx: ::lazarus::Context<Self>,
+            ) -> ::lazarus::__private::AsyncTurn<Self> {
+                ::std::boxed::Box::pin(async move {
+                    let mut actor = self;
+                    let mut ctx = ctx;
+                    #[allow(unreachable_patterns)]
+                    match msg {
+                        #(#async_arms)*
+                        _ => {}
+                    }
+                    (actor, ctx)
+                })
+            }
+        }
+    };
+
     out.extend(quote! {
         #[doc(hidden)]
         #[allow(non_camel_case_types, private_interfaces, clippy::enum_variant_names)]
@@ -221,6 +294,8 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
             fn handle(&mut self, msg: #set, ctx: &mut ::lazarus::Context<Self>) {
                 match msg { #(#arms)* }
             }
+
+            #async_items
         }
 
         #item
@@ -244,13 +319,6 @@ fn analyse(f: &ImplItemFn, marker: &Attribute) -> syn::Result<Handler> {
                 Err(meta.error("unknown message option; expected `name`"))
             }
         })?;
-    }
-    if let Some(a) = &sig.asyncness {
-        return Err(syn::Error::new_spanned(
-            a,
-            "message handlers are synchronous: an actor handles one message at a time on its core; \
-             to wait for something, send a message and keep a `ReplyTo` to answer later",
-        ));
     }
     if !sig.generics.params.is_empty() {
         return Err(syn::Error::new_spanned(
@@ -342,6 +410,7 @@ fn analyse(f: &ImplItemFn, marker: &Attribute) -> syn::Result<Handler> {
         args,
         reply,
         deferred,
+        asynchronous: sig.asyncness.is_some(),
     })
 }
 

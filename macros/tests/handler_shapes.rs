@@ -1,7 +1,7 @@
 //! Every supported handler shape compiles, and the macros generate a message type for each.
 //! (An ordinary test: trybuild then only type-checks the rejected shapes, which is much
 //! cheaper than building and running a binary against the whole runtime.)
-use lazarus::{messages, Actor, Context, ReplyTo};
+use lazarus::{messages, Actor, ActorRef, Context, Handlers, Message, ReplyTo};
 use serde::{Deserialize, Serialize};
 
 #[derive(Actor, Serialize, Deserialize, Default)]
@@ -37,6 +37,20 @@ impl Everything {
         self.pending = reply;
     }
 
+    /// An async handler: awaits an ask, replies with what it got.
+    #[message]
+    pub async fn relay(&mut self, to: ActorRef<Everything>, ctx: &mut Context<Self>) -> u64 {
+        let got = ctx.ask(&to, AddTwo { a: 1, b: 2 }).await.unwrap_or(0);
+        self.n += got;
+        got
+    }
+
+    /// An async handler with a deferred reply.
+    #[message]
+    pub async fn relay_later(&mut self, reply: ReplyTo<u64>) {
+        reply.send(self.n);
+    }
+
     /// Not a message: a plain helper in the same block.
     fn helper(&self) -> u64 {
         self.n
@@ -50,4 +64,9 @@ fn every_supported_handler_shape_compiles() {
     assert_eq!((a, b), (1, 2));
     let _ = Later;
     assert_eq!(Everything::default().helper(), 0);
+    // Async handlers go to `handle_async`, the others to `handle`.
+    let tick = Tick.into_set(ReplyTo::none());
+    let later = RelayLater.into_set(ReplyTo::none());
+    assert!(!Everything::is_async(&tick));
+    assert!(Everything::is_async(&later));
 }

@@ -55,7 +55,7 @@ impl<M> std::fmt::Debug for SendError<M> {
 }
 
 /// Why an `ask` produced no reply.
-#[derive(Debug, Error, PartialEq, Eq, Clone)]
+#[derive(Debug, Error, PartialEq, Eq, Clone, serde::Serialize, serde::Deserialize)]
 pub enum AskError {
     /// The actor had stopped before the request could be handled.
     #[error("actor {0} has stopped; request not handled")]

@@ -94,6 +94,7 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::actor::actor_kind::ActorKind;
+    pub use crate::actor::awaits::AsyncTurn;
     pub use inventory;
     pub use serde;
     use std::marker::PhantomData;

@@ -3,13 +3,19 @@
 //! nondeterministic inputs (time, random numbers) that recovery logs and replays.
 
 use crate::actor::actor_ref::ActorRef;
+use crate::actor::awaits::{AwaitDelivery, AwaitRoute, Awaited, AwaitedValue, ResultOf};
 use crate::actor::reply::{ActorRoute, LocalDelivery, ReplyTo};
 use crate::actor::timer::TimerId;
 use crate::actor::{type_tag, Actor, Message, ReplyMessage};
 use crate::actor_id::ActorId;
+use crate::error::AskError;
 use crate::error::SendError;
 use crate::node::{CoreId, NodeHandle};
+use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Passed to handlers and lifecycle hooks of actor `A`.
@@ -60,7 +66,20 @@ impl<A: Actor> Context<A> {
         self.stop_requested = true;
     }
 
-    /// Asks actor `to` with `msg`; [`ActorAsk::reply_as`] names the message of this actor
+    /// Asks actor `to` with `msg`. In an `async fn` handler, await it for the reply:
+    ///
+    /// ```ignore
+    /// let product = ctx.ask(&self.block, Multiply { x }).await?;
+    /// ```
+    ///
+    /// The ask is sent when the future is first polled, and the handler's actor takes no
+    /// other message until the handler completes (several asks awaited together, with
+    /// `futures::future::join_all`, all leave at once). The reply comes back to this
+    /// actor as a message, ordered like its other messages; with recovery on, a handler
+    /// suspended in an await is re-executed by a restore (docs/recovery.md, "Suspended
+    /// async handlers").
+    ///
+    /// In a synchronous handler, [`ActorAsk::reply_as`] names the message of this actor
     /// that the reply comes back as:
     ///
     /// ```ignore
@@ -76,14 +95,15 @@ impl<A: Actor> Context<A> {
     /// unanswered sends nothing; there is no timeout (arm one with
     /// [`Context::send_after`] if needed).
     pub fn ask<'a, B: Actor, M: Message<B>>(
-        &'a mut self,
+        &'a self,
         to: &'a ActorRef<B>,
         msg: M,
     ) -> ActorAsk<'a, A, B, M> {
         ActorAsk {
             asker: &self.myself,
             to,
-            msg,
+            msg: Some(msg),
+            result: None,
         }
     }
 
@@ -217,20 +237,109 @@ impl<A: Actor> Context<A> {
     }
 }
 
-/// An ask by an actor, waiting to be told which of the asker's messages carries the
-/// reply ([`Context::ask`]).
-#[must_use = "an actor's ask is sent by `reply_as`"]
+/// An ask by an actor ([`Context::ask`]): awaited in an `async fn` handler, or sent by
+/// [`ActorAsk::reply_as`] with the message of the asker that carries the reply.
+#[must_use = "an actor's ask is sent by awaiting it or by `reply_as`"]
 pub struct ActorAsk<'a, A: Actor, B: Actor, M: Message<B>> {
     asker: &'a ActorRef<A>,
     to: &'a ActorRef<B>,
-    msg: M,
+    msg: Option<M>,
+    /// Once sent by a poll: the result it waits for.
+    result: Option<ResultOf>,
+}
+
+// Nothing in it is pinned: the message is moved out by the first poll.
+impl<A: Actor, B: Actor, M: Message<B>> Unpin for ActorAsk<'_, A, B, M> {}
+
+impl<A: Actor, B: Actor, M: Message<B>> Future for ActorAsk<'_, A, B, M> {
+    type Output = Result<M::Reply, AskError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if this.result.is_none() {
+            if let Err(e) = this.send() {
+                return Poll::Ready(Err(e));
+            }
+        }
+        match this.result.as_mut() {
+            Some(result) => match result.poll_result::<M::Reply>(cx.waker()) {
+                Some(out) => Poll::Ready(out),
+                None => Poll::Pending,
+            },
+            None => Poll::Ready(Err(AskError::NoReply(this.to.id()))),
+        }
+    }
 }
 
 impl<A: Actor, B: Actor, M: Message<B>> ActorAsk<'_, A, B, M> {
+    /// Sends the ask an async handler awaits: numbered among this actor's asks to the
+    /// asked one, its result routed back to this actor.
+    fn send(&mut self) -> Result<(), AskError> {
+        let asked = self.to.id();
+        let Some(msg) = self.msg.take() else {
+            return Err(AskError::NoReply(asked));
+        };
+        let Some(cell) = self.asker.local_cell() else {
+            return Err(AskError::Unreachable {
+                id: asked,
+                reason: "an awaited ask is made by a local actor's handler".into(),
+            });
+        };
+        let awaits = cell.awaits();
+        let key = awaits.lock().unwrap_or_else(|e| e.into_inner()).ask(asked);
+        let route = AwaitRoute {
+            to: self.asker.id(),
+            asked,
+            key,
+        };
+        // Asked inside the node, recovery off: the result moves into this actor's
+        // mailbox unencoded.
+        let local = (self.to.is_local() && !cell.mailbox.recovers).then(|| {
+            let asker = Arc::clone(cell);
+            Box::new(move |r: Result<M::Reply, AskError>| {
+                let value = match r {
+                    Ok(v) => AwaitedValue::Local(Box::new(v)),
+                    Err(e) => AwaitedValue::Failed(e),
+                };
+                asker.deliver_result(Awaited {
+                    from: asked,
+                    key,
+                    value,
+                })
+            }) as AwaitDelivery<M::Reply>
+        });
+        self.result = Some(ResultOf {
+            awaits,
+            to: asked,
+            key,
+            done: false,
+        });
+        let slot = if self.to.is_local() {
+            ReplyTo::to_await(route, local)
+        } else {
+            ReplyTo::await_outgoing(route)
+        };
+        self.to.tell_with(msg, slot).map_err(|e| {
+            // The result is not awaited any more; the slot dropped with the message
+            // sends one that is dropped as given up on.
+            if let Some(r) = self.result.as_mut() {
+                r.forget();
+            }
+            match e {
+                SendError::ActorStopped { id, .. } => AskError::ActorStopped(id),
+                SendError::ActorFailed { id, .. } => AskError::ActorFailed(id),
+                SendError::Unreachable { id, reason, .. } => AskError::Unreachable { id, reason },
+            }
+        })
+    }
+
     /// Sends the ask; the reply will come back to the asker as message `H`, whose one
     /// argument has the reply's type. Fails, handing the message back, like
     /// [`ActorRef::tell`].
-    pub fn reply_as<H: ReplyMessage<A, Inner = M::Reply>>(self) -> Result<(), SendError<M>> {
+    pub fn reply_as<H: ReplyMessage<A, Inner = M::Reply>>(mut self) -> Result<(), SendError<M>> {
+        let Some(msg) = self.msg.take() else {
+            unreachable!("an ask that was polled is not sent again")
+        };
         let route = ActorRoute {
             to: self.asker.id(),
             type_tag: type_tag::<A>(),
@@ -243,6 +352,6 @@ impl<A: Actor, B: Actor, M: Message<B>> ActorAsk<'_, A, B, M> {
             Box::new(move |reply: M::Reply| asker.tell(H::wrap(reply)).is_ok())
                 as LocalDelivery<M::Reply>
         });
-        self.to.tell_with(self.msg, ReplyTo::to_actor(route, local))
+        self.to.tell_with(msg, ReplyTo::to_actor(route, local))
     }
 }

@@ -8,6 +8,9 @@
 //! core's), in mailbox order.
 
 use crate::actor::actor_ref::ActorRef;
+use crate::actor::awaits::{
+    AsyncTurn, Awaited, AwaitedValue, HandlerWaker, ResultPayload, SharedAwaits, RESULT_TAG,
+};
 use crate::actor::context::Context;
 use crate::actor::mailbox::{Mailbox, Signal, Stamp, Status};
 use crate::actor::supervision::{panic_text, FailureKind, SupervisionEvent};
@@ -26,6 +29,7 @@ use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -89,6 +93,8 @@ pub(crate) struct ActorCell<A: Actor> {
     /// Which of the node's determinants this actor's messages to other nodes wait for
     /// (recovery on; see `recovery::hooks::dependence`).
     dependence: ActorDependence,
+    /// Its async handlers' awaits: asks made, results not taken yet.
+    awaits: SharedAwaits,
     /// The buffer its last checkpoint image's state was encoded into, handed back once
     /// the image was stored (recovery on). A fresh buffer of a large state costs a page
     /// fault per 4 KiB, taken while the node's cores are paused: two thirds of the pause
@@ -114,6 +120,30 @@ struct State<A: Actor> {
     /// The last turn ended with held messages it had no time for: run again even if the
     /// mailbox is empty.
     rerun: bool,
+    /// An async handler that awaits: it holds the actor and its context meanwhile.
+    suspended: Option<Suspended<A>>,
+    /// A batch stopped at a message for an async handler: the handler to start.
+    start_async: Option<A::Msg>,
+}
+
+/// An async handler awaiting a result.
+struct Suspended<A: Actor> {
+    future: AsyncTurn<A>,
+    waker: Arc<HandlerWaker>,
+    message_type: &'static str,
+    /// Stop and barrier signals that came meanwhile: they wait for the handler, like the
+    /// messages enqueued before them.
+    deferred: Vec<Signal<A::Msg>>,
+}
+
+/// How a suspended handler's turn went.
+enum Drive {
+    /// It still awaits.
+    Pending,
+    /// It completed; the actor takes messages again.
+    Done,
+    /// The actor ends.
+    Exit(Exit),
 }
 
 /// How a turn ended the actor.
@@ -155,7 +185,10 @@ impl<A: Actor> ActorCell<A> {
                 stats,
                 stash: VecDeque::new(),
                 rerun: false,
+                suspended: None,
+                start_async: None,
             }),
+            awaits: SharedAwaits::default(),
             children: AtomicU64::new(0),
             image_buffer: Mutex::new(Vec::new()),
             timers: Mutex::new(Timers::default()),
@@ -183,6 +216,28 @@ impl<A: Actor> ActorCell<A> {
             .cancel(id.0)
     }
 
+    /// Enqueues the result of an await that came encoded (from another node, or through
+    /// an encoded reply slot).
+    fn result_encoded(self: &Arc<Self>, env: &Envelope) -> Result<(), RemoteError> {
+        let id = self.mailbox.id;
+        let (asked, key, outcome): ResultPayload = crate::wire::decode(&env.payload)
+            .map_err(|e| RemoteError::Undecodable(id, format!("result: {e}")))?;
+        let value = match outcome {
+            Ok(bytes) => AwaitedValue::Encoded(bytes),
+            Err(e) => AwaitedValue::Failed(e),
+        };
+        let result = Awaited {
+            from: asked,
+            key,
+            value,
+        };
+        if self.deliver_result(result) {
+            Ok(())
+        } else {
+            Err(RemoteError::ActorGone(id))
+        }
+    }
+
     /// Whether the message with `stamp`, just taken out of the mailbox, is to be handled
     /// (false for a timer cancelled after it fired).
     fn handle_now(&self, stamp: Option<Stamp>) -> bool {
@@ -199,6 +254,20 @@ impl<A: Actor> ActorCell<A> {
     /// The node the actor lives on.
     pub(crate) fn node(&self) -> &NodeHandle {
         &self.node
+    }
+
+    /// Its async handlers' awaits.
+    pub(crate) fn awaits(&self) -> SharedAwaits {
+        Arc::clone(&self.awaits)
+    }
+
+    /// Enqueues the result of an await and wakes the actor; false if it has stopped.
+    pub(crate) fn deliver_result(self: &Arc<Self>, result: Awaited) -> bool {
+        if !self.mailbox.push_result(result) {
+            return false;
+        }
+        self.notify();
+        true
     }
 
     /// Queues the cell on its core unless it is already queued or running.
@@ -286,16 +355,119 @@ impl<A: Actor> ActorCell<A> {
                 state.phase = Phase::Running;
                 match state.actor.as_mut() {
                     Some(actor) => match catch_unwind(AssertUnwindSafe(|| actor.on_start(ctx))) {
-                        Ok(()) => self.batch(state),
+                        Ok(()) => self.run_turn(state),
                         Err(p) => Some(Exit::Failed(FailureKind::StartPanicked, panic_text(&*p))),
                     },
                     None => Some(Exit::Stopped),
                 }
             }
-            Phase::Running => self.batch(state),
+            Phase::Running => self.run_turn(state),
         };
         if let Some(exit) = exit {
             self.exit(state, exit);
+        }
+    }
+
+    /// A running actor's turn: a suspended async handler first, then messages; a message
+    /// for an async handler starts it.
+    fn run_turn(self: &Arc<Self>, state: &mut State<A>) -> Option<Exit> {
+        // A few handlers per turn, then other actors of the core get theirs.
+        for _ in 0..4 {
+            if state.suspended.is_some() {
+                match self.drive_suspended(state) {
+                    Drive::Pending => return None,
+                    Drive::Exit(e) => return Some(e),
+                    Drive::Done => {}
+                }
+            }
+            if let Some(exit) = self.batch(state) {
+                return Some(exit);
+            }
+            let msg = state.start_async.take()?;
+            let (Some(actor), Some(ctx)) = (state.actor.take(), state.ctx.take()) else {
+                return Some(Exit::Stopped);
+            };
+            let weak = Arc::downgrade(self);
+            let waker = Arc::new(HandlerWaker {
+                // Polled at once.
+                woken: AtomicBool::new(true),
+                notify: Box::new(move || {
+                    if let Some(cell) = weak.upgrade() {
+                        cell.notify();
+                    }
+                }),
+            });
+            let message_type = msg.type_name();
+            state.suspended = Some(Suspended {
+                future: A::handle_async(actor, msg, ctx),
+                waker,
+                message_type,
+                deferred: Vec::new(),
+            });
+        }
+        state.rerun = true;
+        None
+    }
+
+    /// Takes what arrived for an actor whose async handler is suspended (results to their
+    /// awaits, messages to the stash, stop and barrier signals deferred) and polls the
+    /// handler if something woke it.
+    fn drive_suspended(self: &Arc<Self>, state: &mut State<A>) -> Drive {
+        let Some(suspended) = state.suspended.as_mut() else {
+            return Drive::Done;
+        };
+        let mut taken = 0;
+        while taken < BATCH {
+            let Some(signal) = self.mailbox.pop() else {
+                break;
+            };
+            taken += 1;
+            match signal {
+                Signal::Result(r) => self
+                    .awaits
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .deliver(r),
+                Signal::Msg(m) => state.stash.push_back((m, None)),
+                Signal::Stamped(m, stamp) => state.stash.push_back((m, Some(stamp))),
+                other => suspended.deferred.push(other),
+            }
+        }
+        if taken == BATCH {
+            state.rerun = true;
+        }
+        if !suspended.waker.woken.swap(false, Ordering::AcqRel) {
+            return Drive::Pending;
+        }
+        let waker = Waker::from(Arc::clone(&suspended.waker));
+        let mut cx = std::task::Context::from_waker(&waker);
+        let message_type = suspended.message_type;
+        let polled = catch_unwind(AssertUnwindSafe(|| suspended.future.as_mut().poll(&mut cx)));
+        match polled {
+            Err(p) => {
+                state.suspended = None;
+                Drive::Exit(Exit::Failed(
+                    FailureKind::HandlerPanicked { message_type },
+                    panic_text(&*p),
+                ))
+            }
+            Ok(Poll::Pending) => Drive::Pending,
+            Ok(Poll::Ready((actor, ctx))) => {
+                let stop = ctx.stop_requested();
+                state.actor = Some(actor);
+                state.ctx = Some(ctx);
+                if let Some(done) = state.suspended.take() {
+                    // Behind everything already in the mailbox, as when they came: only
+                    // results and refused sends can have come after them.
+                    for signal in done.deferred {
+                        self.mailbox.requeue(signal);
+                    }
+                }
+                if stop {
+                    return Drive::Exit(Exit::Stopped);
+                }
+                Drive::Done
+            }
         }
     }
 
@@ -385,6 +557,11 @@ impl<A: Actor> ActorCell<A> {
             match msg {
                 Some(msg) if !self.handle_now(stamp) => drop(msg),
                 None => {}
+                Some(msg) if A::is_async(&msg) => {
+                    handled += 1;
+                    state.start_async = Some(msg);
+                    break;
+                }
                 Some(msg) => {
                     handled += 1;
                     let message_type = msg.type_name();
@@ -431,6 +608,14 @@ impl<A: Actor> ActorCell<A> {
                 let _ = ack.send(stats.total_delivered);
                 None
             }
+            Signal::Result(r) => {
+                // No handler awaits it now: kept if its ask is not made yet.
+                self.awaits
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .deliver(r);
+                None
+            }
             Signal::Msg(_) | Signal::Stamped(..) => None,
         }
     }
@@ -472,7 +657,9 @@ impl<A: Actor> ActorCell<A> {
             }
         }
         state.phase = Phase::Exited;
-        // The context holds a reference to this cell: drop it to break the cycle.
+        // The context holds a reference to this cell: drop it to break the cycle (a
+        // suspended handler's future holds both).
+        state.suspended = None;
         state.ctx = None;
         state.actor = None;
         drain_dead_letters::<A>(&self.mailbox, &mut state.stats, usize::MAX);
@@ -652,6 +839,9 @@ impl<A: Actor> Control for ActorCell<A> {
         stamp: Option<Stamp>,
     ) -> Result<(), RemoteError> {
         let id = self.mailbox.id;
+        if env.type_tag == RESULT_TAG {
+            return self.result_encoded(env);
+        }
         if env.type_tag != type_tag::<A>() {
             return Err(RemoteError::WrongType(id));
         }
@@ -676,6 +866,9 @@ impl<A: Actor> Control for ActorCell<A> {
 
     fn tell_encoded(self: Arc<Self>, env: &Envelope) -> Result<(), RemoteError> {
         let id = self.mailbox.id;
+        if env.type_tag == RESULT_TAG {
+            return self.result_encoded(env);
+        }
         if env.type_tag != type_tag::<A>() {
             return Err(RemoteError::WrongType(id));
         }
@@ -715,6 +908,15 @@ impl<A: Actor> Control for ActorCell<A> {
 
     fn checkpoint_image(&self) -> Result<Option<ActorImage>, String> {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = &state.suspended {
+            return Err(format!(
+                "actor {} ({}): its async handler for {} is suspended, and checkpoints of \
+                 suspended async handlers are not implemented yet",
+                self.mailbox.id,
+                A::NAME,
+                s.message_type
+            ));
+        }
         let Some(actor) = state.actor.as_ref() else {
             return Ok(None);
         };

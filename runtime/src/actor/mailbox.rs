@@ -33,6 +33,8 @@ pub(crate) enum Signal<M> {
     /// Answer with the number of messages delivered so far once everything enqueued before
     /// this signal has been handled (used to detect quiescence at shutdown).
     Barrier(oneshot::Sender<u64>),
+    /// The result of an await of the actor's async handler.
+    Result(crate::actor::awaits::Awaited),
 }
 
 /// Life stage of an actor, as senders see it.
@@ -120,6 +122,18 @@ impl<M> Mailbox<M> {
                 Ok(())
             }
             status => Err((msg, status)),
+        }
+    }
+
+    /// Enqueues the result of an await unless the actor has stopped (a stopping actor
+    /// still completes its suspended handler).
+    pub(crate) fn push_result(&self, result: crate::actor::awaits::Awaited) -> bool {
+        match self.status() {
+            Status::Running | Status::Stopping => {
+                self.queue.push(Signal::Result(result));
+                true
+            }
+            _ => false,
         }
     }
 

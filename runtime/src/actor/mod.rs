@@ -13,6 +13,7 @@
 #[doc(hidden)]
 pub mod actor_kind;
 pub mod actor_ref;
+pub(crate) mod awaits;
 pub mod context;
 pub(crate) mod exited_actors;
 pub(crate) mod lifecycle;
@@ -54,10 +55,25 @@ pub trait Handlers: Sized + Send + 'static {
     /// The enum of every message this actor accepts (with its reply slot).
     type Msg: MessageEnum;
 
-    /// Runs the handler for `msg`.
+    /// Runs the handler for `msg` (a synchronous one: see [`Handlers::is_async`]).
     fn handle(&mut self, msg: Self::Msg, ctx: &mut Context<Self>)
     where
         Self: Actor;
+
+    /// Whether `msg` goes to an `async fn` handler, which [`Handlers::handle_async`] runs.
+    fn is_async(_msg: &Self::Msg) -> bool {
+        false
+    }
+
+    /// Starts the `async fn` handler for `msg`. Its future owns the actor and its context
+    /// until it completes; the actor takes no other message meanwhile.
+    fn handle_async(self, msg: Self::Msg, ctx: Context<Self>) -> awaits::AsyncTurn<Self>
+    where
+        Self: Actor,
+    {
+        drop(msg);
+        Box::pin(std::future::ready((self, ctx)))
+    }
 }
 
 /// The mailbox payload of one actor type: one variant per message type. It is also what

@@ -7,7 +7,9 @@
 //! A slot of an actor's ask ([`crate::Context::ask`]) replies with a message to the
 //! asking actor, sent like a tell from the replier (logged and replayed with recovery on).
 
+use crate::actor::awaits::{AwaitDelivery, AwaitRoute, ResultPayload, RESULT_TAG};
 use crate::actor_id::ActorId;
+use crate::error::AskError;
 use crate::node::NodeHandle;
 use crate::transport::frame::{Envelope, RemoteError};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -28,6 +30,16 @@ enum Slot<R> {
         route: ActorRoute,
         local: Option<LocalDelivery<R>>,
     },
+    /// An async handler awaits the reply (`ctx.ask(..).await`): it goes to the asker as
+    /// a result. `local` delivers it without encoding while the slot has not left the
+    /// asker's node.
+    Await {
+        route: AwaitRoute,
+        local: Option<AwaitDelivery<R>>,
+    },
+    /// The asking side's image of an await's slot sent to another node: serializes as
+    /// the route, inert here.
+    AwaitOutgoing(AwaitRoute),
 }
 
 /// Hands a reply to an asking actor of this node as its reply message.
@@ -52,6 +64,8 @@ enum WireRoute {
     Request { rank: u16, request: u64 },
     /// An actor's ask.
     Actor(ActorRoute),
+    /// An ask an async handler awaits.
+    Await(AwaitRoute),
 }
 
 /// The right to answer one request. Dropping it unanswered makes the asker's `ask` fail
@@ -101,6 +115,21 @@ impl<R> ReplyTo<R> {
         }
     }
 
+    /// The slot of an ask an async handler awaits: the result goes to the asker along
+    /// `route`, or through `local` while the slot stays on the asker's node.
+    pub(crate) fn to_await(route: AwaitRoute, local: Option<AwaitDelivery<R>>) -> Self {
+        ReplyTo {
+            slot: Slot::Await { route, local },
+        }
+    }
+
+    /// The asking side's image of the slot of an awaited ask to another node.
+    pub(crate) fn await_outgoing(route: AwaitRoute) -> Self {
+        ReplyTo {
+            slot: Slot::AwaitOutgoing(route),
+        }
+    }
+
     /// Moves the slot out, leaving an empty one (`std::mem::take`).
     pub fn take(&mut self) -> Self {
         std::mem::take(self)
@@ -110,7 +139,7 @@ impl<R> ReplyTo<R> {
     pub fn is_requested(&self) -> bool {
         matches!(
             self.slot,
-            Slot::Local(_) | Slot::Remote { .. } | Slot::Actor { .. }
+            Slot::Local(_) | Slot::Remote { .. } | Slot::Actor { .. } | Slot::Await { .. }
         )
     }
 }
@@ -143,7 +172,60 @@ impl<R: Serialize> ReplyTo<R> {
                     false
                 }
             },
-            Slot::Empty | Slot::Outgoing { .. } => false,
+            Slot::Await {
+                local: Some(deliver),
+                ..
+            } => deliver(Ok(reply)),
+            Slot::Await { route, local: None } => {
+                let outcome = crate::wire::encode(&reply).map_err(|e| AskError::Rejected {
+                    id: route.asked,
+                    reason: format!("reply encoding: {e}"),
+                });
+                send_result(route, outcome)
+            }
+            Slot::Empty | Slot::Outgoing { .. } | Slot::AwaitOutgoing(_) => false,
+        }
+    }
+}
+
+/// Sends the result of an await to the asking actor, from the current actor like a tell
+/// (logged with recovery on).
+fn send_result(route: AwaitRoute, outcome: Result<Vec<u8>, AskError>) -> bool {
+    let sent = (|| {
+        let node = NodeHandle::current().ok_or("this thread belongs to no node")?;
+        let payload: ResultPayload = (route.asked, route.key, outcome);
+        let payload = crate::wire::encode_bytes(&payload).map_err(|e| e.to_string())?;
+        let env = Envelope {
+            to: route.to,
+            from: crate::actor::lifecycle::current_actor()
+                .unwrap_or_else(|| crate::recovery::hooks::main_id(node.rank())),
+            type_tag: RESULT_TAG,
+            request: None,
+            payload,
+        };
+        if route.to.rank() == node.rank() {
+            return node.tell_encoded(&env).map_err(|e| e.to_string());
+        }
+        if let Some(t) = node.transport() {
+            if usize::from(route.to.rank()) >= t.size() {
+                return Err(format!(
+                    "the asker {} names node {} but the cluster has {} nodes",
+                    route.to,
+                    route.to.rank(),
+                    t.size()
+                ));
+            }
+            t.check_fits(env.payload.len(), "reply")
+                .map_err(|e| e.to_string())?;
+        }
+        crate::actor::actor_ref::send_envelope(&node, env)
+    })();
+    match sent {
+        Ok(()) => true,
+        Err(e) => {
+            crate::telemetry::send_error("reply");
+            tracing::warn!(asker = %route.to, "the result of actor {}'s await was not sent: {e}", route.to);
+            false
         }
     }
 }
@@ -239,6 +321,27 @@ fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError
 
 impl<R> Drop for ReplyTo<R> {
     fn drop(&mut self) {
+        if matches!(self.slot, Slot::Await { .. })
+            && !crate::recovery::hooks::drop_replies_silenced()
+        {
+            // The asker's handler awaits: it gets an error instead of waiting for ever.
+            if let Slot::Await { route, local } = std::mem::replace(&mut self.slot, Slot::Empty) {
+                let error = if std::thread::panicking() {
+                    AskError::ActorFailed(route.asked)
+                } else {
+                    AskError::NoReply(route.asked)
+                };
+                match local {
+                    Some(deliver) => {
+                        deliver(Err(error));
+                    }
+                    None => {
+                        send_result(route, Err(error));
+                    }
+                }
+            }
+            return;
+        }
         if let Slot::Actor { route, .. } = &self.slot {
             // Nothing to tell: the asker waits for a message, not a call. Also dropped
             // with the state a rollback replaces, so not a warning.
@@ -308,6 +411,9 @@ impl<R> Serialize for ReplyTo<R> {
                 .serialize(s)
             }
             Slot::Actor { route, .. } => WireRoute::Actor(*route).serialize(s),
+            Slot::Await { route, .. } | Slot::AwaitOutgoing(route) => {
+                WireRoute::Await(*route).serialize(s)
+            }
             // A checkpoint keeps the actor's state, not the asker's thread: after a
             // restart the local asker (the app's main) asks again.
             Slot::Local(_) if CHECKPOINTING.with(|c| c.get()) => WireRoute::None.serialize(s),
@@ -326,6 +432,7 @@ impl<'de, R> Deserialize<'de> for ReplyTo<R> {
                 slot: Slot::Remote { rank, request },
             },
             WireRoute::Actor(route) => ReplyTo::to_actor(route, None),
+            WireRoute::Await(route) => ReplyTo::to_await(route, None),
         })
     }
 }
