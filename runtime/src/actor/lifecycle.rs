@@ -28,7 +28,7 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -93,8 +93,9 @@ pub(crate) struct ActorCell<A: Actor> {
     /// Which of the node's determinants this actor's messages to other nodes wait for
     /// (recovery on; see `recovery::hooks::dependence`).
     dependence: ActorDependence,
-    /// Its async handlers' awaits: asks made, results not taken yet.
-    awaits: SharedAwaits,
+    /// Its async handlers' awaits: asks made, results not taken yet. Made at its first
+    /// await (most actors never await: a spawn allocates nothing for it).
+    awaits: OnceLock<SharedAwaits>,
     /// The buffer its last checkpoint image's state was encoded into, handed back once
     /// the image was stored (recovery on). A fresh buffer of a large state costs a page
     /// fault per 4 KiB, taken while the node's cores are paused: two thirds of the pause
@@ -121,9 +122,7 @@ struct State<A: Actor> {
     /// mailbox is empty.
     rerun: bool,
     /// An async handler that awaits: it holds the actor and its context meanwhile.
-    suspended: Option<Suspended<A>>,
-    /// A batch stopped at a message for an async handler: the handler to start.
-    start_async: Option<A::Msg>,
+    suspended: Option<Box<Suspended<A>>>,
 }
 
 /// An async handler awaiting a result.
@@ -186,9 +185,8 @@ impl<A: Actor> ActorCell<A> {
                 stash: VecDeque::new(),
                 rerun: false,
                 suspended: None,
-                start_async: None,
             }),
-            awaits: SharedAwaits::default(),
+            awaits: OnceLock::new(),
             children: AtomicU64::new(0),
             image_buffer: Mutex::new(Vec::new()),
             timers: Mutex::new(Timers::default()),
@@ -258,7 +256,16 @@ impl<A: Actor> ActorCell<A> {
 
     /// Its async handlers' awaits.
     pub(crate) fn awaits(&self) -> SharedAwaits {
-        Arc::clone(&self.awaits)
+        Arc::clone(self.awaits.get_or_init(SharedAwaits::default))
+    }
+
+    /// Hands a result taken out of the mailbox to the awaits.
+    fn deliver_to_awaits(&self, result: Awaited) {
+        let awaits = self.awaits.get_or_init(SharedAwaits::default);
+        awaits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .deliver(result);
     }
 
     /// Enqueues the result of an await and wakes the actor; false if it has stopped.
@@ -380,10 +387,11 @@ impl<A: Actor> ActorCell<A> {
                     Drive::Done => {}
                 }
             }
-            if let Some(exit) = self.batch(state) {
+            let mut start_async = None;
+            if let Some(exit) = self.batch(state, &mut start_async) {
                 return Some(exit);
             }
-            let msg = state.start_async.take()?;
+            let msg = start_async?;
             let (Some(actor), Some(ctx)) = (state.actor.take(), state.ctx.take()) else {
                 return Some(Exit::Stopped);
             };
@@ -398,12 +406,12 @@ impl<A: Actor> ActorCell<A> {
                 }),
             });
             let message_type = msg.type_name();
-            state.suspended = Some(Suspended {
+            state.suspended = Some(Box::new(Suspended {
                 future: A::handle_async(actor, msg, ctx),
                 waker,
                 message_type,
                 deferred: Vec::new(),
-            });
+            }));
         }
         state.rerun = true;
         None
@@ -423,11 +431,7 @@ impl<A: Actor> ActorCell<A> {
             };
             taken += 1;
             match signal {
-                Signal::Result(r) => self
-                    .awaits
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .deliver(r),
+                Signal::Result(r) => self.deliver_to_awaits(r),
                 Signal::Msg(m) => state.stash.push_back((m, None)),
                 Signal::Stamped(m, stamp) => state.stash.push_back((m, Some(stamp))),
                 other => suspended.deferred.push(other),
@@ -478,8 +482,9 @@ impl<A: Actor> ActorCell<A> {
         Ok(())
     }
 
-    /// Handles up to [`BATCH`] signals. Returns how the actor ended, if it did.
-    fn batch(&self, state: &mut State<A>) -> Option<Exit> {
+    /// Handles up to [`BATCH`] signals; stops at a message for an async handler, which it
+    /// leaves in `start_async`. Returns how the actor ended, if it did.
+    fn batch(&self, state: &mut State<A>, start_async: &mut Option<A::Msg>) -> Option<Exit> {
         let (Some(actor), Some(ctx)) = (state.actor.as_mut(), state.ctx.as_mut()) else {
             return Some(Exit::Stopped);
         };
@@ -559,7 +564,7 @@ impl<A: Actor> ActorCell<A> {
                 None => {}
                 Some(msg) if A::is_async(&msg) => {
                     handled += 1;
-                    state.start_async = Some(msg);
+                    *start_async = Some(msg);
                     break;
                 }
                 Some(msg) => {
@@ -610,10 +615,7 @@ impl<A: Actor> ActorCell<A> {
             }
             Signal::Result(r) => {
                 // No handler awaits it now: kept if its ask is not made yet.
-                self.awaits
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .deliver(r);
+                self.deliver_to_awaits(r);
                 None
             }
             Signal::Msg(_) | Signal::Stamped(..) => None,
