@@ -47,6 +47,28 @@ impl Gate {
         self.waiting.push(reply);
     }
 
+    /// Hands the held slots to `to`, which answers them instead.
+    #[message]
+    fn pass_on(&mut self, to: ActorRef<Gate>) {
+        for reply in self.waiting.drain(..) {
+            let _ = to.tell(Adopt {
+                slot: HeldSlot(reply),
+            });
+        }
+    }
+
+    /// Takes over a slot another gate held.
+    #[message]
+    fn adopt(&mut self, slot: HeldSlot) {
+        self.waiting.push(slot.0);
+    }
+
+    /// How many slots it holds.
+    #[message]
+    fn held(&mut self) -> usize {
+        self.waiting.len()
+    }
+
     /// Answers every held ask with `value`; drops them unanswered with `None`.
     #[message]
     fn release(&mut self, value: Option<u64>) {
@@ -57,6 +79,10 @@ impl Gate {
         }
     }
 }
+
+/// A reply slot carried inside a message.
+#[derive(Serialize, Deserialize)]
+struct HeldSlot(ReplyTo<u64>);
 
 /// Sums the blocks' products of each step: one async handler per step.
 #[derive(Actor, Serialize, Deserialize, Default)]
@@ -235,6 +261,41 @@ fn an_async_handler_awaits_actors_on_another_node() {
     }
     let chained = node0.block_on(coordinator.ask(Chain { x: 2 })).unwrap();
     assert_eq!(chained, 2 * 5 * 7);
+    node1.shutdown();
+    node0.shutdown();
+    let _ = std::fs::remove_dir_all(checkpoint_dir(name, false));
+}
+
+/// Waits until `gate` holds `count` slots.
+fn wait_until_held(node: &Node, gate: &ActorRef<Gate>, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while node.block_on(gate.ask(Held)).unwrap() != count {
+        assert!(
+            Instant::now() < deadline,
+            "the gate never held {count} slots"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn an_awaited_slot_handed_to_another_node_and_back_brings_the_reply_not_an_error() {
+    let name = "async-handlers-pass-on";
+    let (node0, node1) = two_nodes(name, false);
+    let far = node1.spawn(Gate::default()).unwrap();
+    let far = node0.handle().actor_ref::<Gate>(far.id()).unwrap();
+    let near = node0.spawn(Gate::default()).unwrap();
+    // The waiter asks the near gate, which hands the slot to the far one and gets it
+    // back: the copies left behind say nothing, the one that answers does.
+    let waiter = node0.spawn(Waiter::default()).unwrap();
+    waiter.tell(AwaitGate { gate: near.clone() }).unwrap();
+    wait_until_held(&node0, &near, 1);
+    near.tell(PassOn { to: far.clone() }).unwrap();
+    wait_until_held(&node0, &far, 1);
+    far.tell(PassOn { to: near.clone() }).unwrap();
+    wait_until_held(&node0, &near, 1);
+    near.tell(Release { value: Some(9) }).unwrap();
+    assert_eq!(node0.block_on(waiter.ask(Got)).unwrap(), vec![Ok(9)]);
     node1.shutdown();
     node0.shutdown();
     let _ = std::fs::remove_dir_all(checkpoint_dir(name, false));

@@ -13,6 +13,7 @@ use crate::error::AskError;
 use crate::node::NodeHandle;
 use crate::transport::frame::{Envelope, RemoteError};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::oneshot;
 
 enum Slot<R> {
@@ -36,6 +37,8 @@ enum Slot<R> {
     Await {
         route: AwaitRoute,
         local: Option<AwaitDelivery<R>>,
+        /// Serialized to cross nodes: the copy that left answers, this one is inert.
+        left: AtomicBool,
     },
     /// The asking side's image of an await's slot sent to another node: serializes as
     /// the route, inert here.
@@ -119,7 +122,11 @@ impl<R> ReplyTo<R> {
     /// `route`, or through `local` while the slot stays on the asker's node.
     pub(crate) fn to_await(route: AwaitRoute, local: Option<AwaitDelivery<R>>) -> Self {
         ReplyTo {
-            slot: Slot::Await { route, local },
+            slot: Slot::Await {
+                route,
+                local,
+                left: AtomicBool::new(false),
+            },
         }
     }
 
@@ -176,7 +183,9 @@ impl<R: Serialize> ReplyTo<R> {
                 local: Some(deliver),
                 ..
             } => deliver(Ok(reply)),
-            Slot::Await { route, local: None } => {
+            Slot::Await {
+                route, local: None, ..
+            } => {
                 let outcome = crate::wire::encode(&reply).map_err(|e| AskError::Rejected {
                     id: route.asked,
                     reason: format!("reply encoding: {e}"),
@@ -321,11 +330,12 @@ fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError
 
 impl<R> Drop for ReplyTo<R> {
     fn drop(&mut self) {
-        if matches!(self.slot, Slot::Await { .. })
+        if matches!(&self.slot, Slot::Await { left, .. } if !left.load(Ordering::Acquire))
             && !crate::recovery::hooks::drop_replies_silenced()
         {
             // The asker's handler awaits: it gets an error instead of waiting for ever.
-            if let Slot::Await { route, local } = std::mem::replace(&mut self.slot, Slot::Empty) {
+            if let Slot::Await { route, local, .. } = std::mem::replace(&mut self.slot, Slot::Empty)
+            {
                 let error = if std::thread::panicking() {
                     AskError::ActorFailed(route.asked)
                 } else {
@@ -411,9 +421,15 @@ impl<R> Serialize for ReplyTo<R> {
                 .serialize(s)
             }
             Slot::Actor { route, .. } => WireRoute::Actor(*route).serialize(s),
-            Slot::Await { route, .. } | Slot::AwaitOutgoing(route) => {
+            Slot::Await { route, left, .. } => {
+                // Handed on to another node, which answers: dropping this copy says
+                // nothing. (A checkpoint's copy does not leave.)
+                if !CHECKPOINTING.with(|c| c.get()) {
+                    left.store(true, Ordering::Release);
+                }
                 WireRoute::Await(*route).serialize(s)
             }
+            Slot::AwaitOutgoing(route) => WireRoute::Await(*route).serialize(s),
             // A checkpoint keeps the actor's state, not the asker's thread: after a
             // restart the local asker (the app's main) asks again.
             Slot::Local(_) if CHECKPOINTING.with(|c| c.get()) => WireRoute::None.serialize(s),
