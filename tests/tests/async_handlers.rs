@@ -300,3 +300,26 @@ fn an_awaited_slot_handed_to_another_node_and_back_brings_the_reply_not_an_error
     node0.shutdown();
     let _ = std::fs::remove_dir_all(checkpoint_dir(name, false));
 }
+
+/// `power --coordinator async` on 4 processes: an actor on node 0 whose async handler,
+/// one per step, asks all 8 blocks and awaits their replies. Its answer is the sequential
+/// iteration's, bit for bit (`verified=true`), and the one `main` driving the asks gets.
+#[test]
+fn power_driven_by_an_async_handler_gives_the_sequential_answer() {
+    use std::process::Command;
+    use support::launched::Launched;
+    let run = |coordinator: &str, extra: &[&str]| {
+        let mut cmd = Command::new(support::bin("lazarus"));
+        cmd.args(["run", "-n", "4", "--"])
+            .arg(support::bin("power"))
+            .args(["--n", "192", "--steps", "400", "--coordinator", coordinator])
+            .args(extra);
+        let f = Launched::spawn(cmd, 4).finish();
+        assert_eq!(f.verified()["coordinator"], coordinator, "{extra:?}");
+        f.checksum()
+    };
+    let by_main = run("main", &[]);
+    assert_eq!(run("async", &[]), by_main);
+    // Blocks that answer from a later handler, 100 µs on.
+    assert_eq!(run("async", &["--reply-after-us", "100"]), by_main);
+}

@@ -5,7 +5,9 @@
 //! result and starts the next step with it: its data moves as asks and replies, most of
 //! them between nodes. The coordinator is either node 0's `main`, written as a plain loop
 //! (a solver's outer iteration, a parameter sweep), or with `--coordinator actor` an actor
-//! whose asks (`ctx.ask(..).reply_as::<Part>()`) bring the replies back as its messages.
+//! whose asks (`ctx.ask(..).reply_as::<Part>()`) bring the replies back as its messages,
+//! or with `--coordinator async` an actor whose `async fn` handler, one per step, asks
+//! every block and awaits all the replies (`join_all`).
 //! With recovery on, a node that dies mid-run is restored and the asks and their replies
 //! are replayed (docs/recovery.md, "The app's main" and "Asks between actors"), so the
 //! answer is the failure-free one. The answer is verified against the same iteration
@@ -57,6 +59,8 @@ enum CoordinatorKind {
     Main,
     /// The `Coordinator` actor on node 0.
     Actor,
+    /// The `AsyncCoordinator` actor on node 0: one async handler per step.
+    Async,
 }
 
 /// The matrix entry `A[i][j]`: symmetric, diagonally dominant, with a clear dominant
@@ -310,6 +314,58 @@ impl Coordinator {
     }
 }
 
+/// The coordinator as an actor with an async handler: `main` asks it for one step at a
+/// time, and the step's handler asks every block and awaits all their replies at once.
+#[derive(Actor, Serialize, Deserialize)]
+struct AsyncCoordinator {
+    blocks: Vec<ActorRef<Block>>,
+    step: u64,
+    x: Vec<f64>,
+    lambda: f64,
+    handled_once: bool,
+}
+
+#[messages]
+impl AsyncCoordinator {
+    /// One step of the iteration; returns how many steps are done.
+    #[message]
+    async fn step(&mut self, ctx: &mut Context<Self>) -> u64 {
+        let asks = self.blocks.iter().map(|block| {
+            let ask = Multiply {
+                step: self.step,
+                x: self.x.clone(),
+            };
+            ctx.ask(block, ask)
+        });
+        let products = futures::future::join_all(asks).await;
+        let mut y = Vec::with_capacity(self.x.len());
+        for (b, product) in products.into_iter().enumerate() {
+            match product {
+                Ok(p) => {
+                    self.handled_once &= p.products == self.step + 1 && p.block == b;
+                    y.extend(p.rows);
+                }
+                Err(e) => {
+                    // Counted against the check: the answer is then not claimed.
+                    tracing::error!("block {b} did not answer step {}: {e}", self.step);
+                    self.handled_once = false;
+                }
+            }
+        }
+        if y.len() == self.x.len() {
+            (self.x, self.lambda) = normalise(&self.x, y);
+        }
+        self.step += 1;
+        self.step
+    }
+
+    /// The iteration's outcome so far.
+    #[message]
+    fn finished(&mut self) -> Outcome {
+        (self.x.clone(), self.lambda, self.handled_once)
+    }
+}
+
 /// Rows of block `b` of `blocks` for order `n`: `(first, rows)`.
 fn block_rows(b: usize, blocks: usize, n: usize) -> (usize, usize) {
     let first = b * n / blocks;
@@ -366,15 +422,32 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let coordinator = (rank == 0 && args.coordinator == CoordinatorKind::Actor)
         .then(|| cluster.spawn(Coordinator::new(refs.clone(), n, args.steps)))
         .transpose()?;
+    let async_coordinator = (rank == 0 && args.coordinator == CoordinatorKind::Async)
+        .then(|| {
+            cluster.spawn(AsyncCoordinator {
+                blocks: refs.clone(),
+                step: 0,
+                x: start_vector(n),
+                lambda: 0.0,
+                handled_once: true,
+            })
+        })
+        .transpose()?;
     // Nobody asks a block that does not exist yet.
     cluster.barrier()?;
     if rank != 0 {
         return ending::leave_after_rank0(cluster);
     }
     let started = cluster.begin_timed_part();
-    let (x, lambda, handled_once) = match coordinator {
-        None => main_drives(&cluster, &refs, &args)?,
-        Some(coordinator) => cluster.block_on(coordinator.ask(Run).no_timeout())?,
+    let (x, lambda, handled_once) = match (coordinator, async_coordinator) {
+        (Some(coordinator), _) => cluster.block_on(coordinator.ask(Run).no_timeout())?,
+        (None, Some(coordinator)) => {
+            for _ in 0..args.steps {
+                cluster.block_on(coordinator.ask(Step).no_timeout())?;
+            }
+            cluster.block_on(coordinator.ask(Finished).no_timeout())?
+        }
+        (None, None) => main_drives(&cluster, &refs, &args)?,
     };
     let elapsed = started.elapsed().as_secs_f64();
     let checksum = x
