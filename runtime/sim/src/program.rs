@@ -160,16 +160,7 @@ impl Program {
     /// A random program: `sets` sets of 1..=`max_actors` actors, out-degree
     /// 1..=`max_degree`, `rounds` rounds.
     pub fn random(rng: &mut Rng, sets: u16, max_actors: u64, max_degree: u64, rounds: u32) -> Self {
-        let mut ids = Vec::new();
-        let mut set_of = Vec::new();
-        let mut members = vec![Vec::new(); usize::from(sets)];
-        for s in 0..sets {
-            for local in 0..rng.range(1, max_actors) {
-                members[usize::from(s)].push(ids.len());
-                ids.push(ActorId::new(s, local).expect("small sequence"));
-                set_of.push(s);
-            }
-        }
+        let (ids, set_of, members) = place(rng, sets, max_actors);
         let n = ids.len();
         let mut outputs = vec![Vec::new(); n];
         let mut inputs = vec![Vec::new(); n];
@@ -292,16 +283,7 @@ impl Program {
         ops: u64,
         order_sensitive: bool,
     ) -> Self {
-        let mut ids = Vec::new();
-        let mut set_of = Vec::new();
-        let mut members = vec![Vec::new(); usize::from(sets)];
-        for s in 0..sets {
-            for local in 0..rng.range(1, max_actors) {
-                members[usize::from(s)].push(ids.len());
-                ids.push(ActorId::new(s, local).expect("small sequence"));
-                set_of.push(s);
-            }
-        }
+        let (ids, set_of, members) = place(rng, sets, max_actors);
         let n = ids.len();
         // A random order of the actors: the first third are clients, then servers, each
         // asking only servers after it.
@@ -1023,6 +1005,22 @@ impl ActorState {
     fn violate(&mut self, what: String) {
         self.violation.get_or_insert(what);
     }
+}
+
+/// `sets` sets of 1..=`max_actors` actors each: every actor's id and set, and each set's
+/// actors (global numbers, in local order).
+fn place(rng: &mut Rng, sets: u16, max_actors: u64) -> (Vec<ActorId>, Vec<u16>, Vec<Vec<usize>>) {
+    let mut ids = Vec::new();
+    let mut set_of = Vec::new();
+    let mut members = vec![Vec::new(); usize::from(sets)];
+    for s in 0..sets {
+        for local in 0..rng.range(1, max_actors) {
+            members[usize::from(s)].push(ids.len());
+            ids.push(ActorId::new(s, local).expect("small sequence"));
+            set_of.push(s);
+        }
+    }
+    (ids, set_of, members)
 }
 
 /// An async server's call while it awaits (awaiting services).

@@ -204,30 +204,7 @@ fn send_result(route: AwaitRoute, outcome: Result<Vec<u8>, AskError>) -> bool {
         let node = NodeHandle::current().ok_or("this thread belongs to no node")?;
         let payload: ResultPayload = (route.asked, route.key, outcome);
         let payload = crate::wire::encode_bytes(&payload).map_err(|e| e.to_string())?;
-        let env = Envelope {
-            to: route.to,
-            from: crate::actor::lifecycle::current_actor()
-                .unwrap_or_else(|| crate::recovery::hooks::main_id(node.rank())),
-            type_tag: RESULT_TAG,
-            request: None,
-            payload,
-        };
-        if route.to.rank() == node.rank() {
-            return node.tell_encoded(&env).map_err(|e| e.to_string());
-        }
-        if let Some(t) = node.transport() {
-            if usize::from(route.to.rank()) >= t.size() {
-                return Err(format!(
-                    "the asker {} names node {} but the cluster has {} nodes",
-                    route.to,
-                    route.to.rank(),
-                    t.size()
-                ));
-            }
-            t.check_fits(env.payload.len(), "reply")
-                .map_err(|e| e.to_string())?;
-        }
-        crate::actor::actor_ref::send_envelope(&node, env)
+        send_to_asker(&node, route.to, RESULT_TAG, payload)
     })();
     match sent {
         Ok(()) => true,
@@ -246,32 +223,42 @@ fn send_to_actor<R: Serialize>(route: ActorRoute, reply: &R) -> Result<(), Strin
     let node = NodeHandle::current().ok_or("this thread belongs to no node")?;
     let payload = crate::wire::encode_bytes(&(route.variant, reply, WireRoute::None))
         .map_err(|e| e.to_string())?;
+    send_to_asker(&node, route.to, route.type_tag, payload)
+}
+
+/// Sends `payload` (a message of type `type_tag`) to the asking actor `to`, from the
+/// current actor like a tell: into its mailbox on this node, else to its node.
+fn send_to_asker(
+    node: &NodeHandle,
+    to: ActorId,
+    type_tag: u64,
+    payload: bytes::Bytes,
+) -> Result<(), String> {
     let env = Envelope {
-        to: route.to,
+        to,
         from: crate::actor::lifecycle::current_actor()
             .unwrap_or_else(|| crate::recovery::hooks::main_id(node.rank())),
-        type_tag: route.type_tag,
+        type_tag,
         request: None,
         payload,
     };
-    if route.to.rank() == node.rank() {
+    if to.rank() == node.rank() {
         return node.tell_encoded(&env).map_err(|e| e.to_string());
     }
     if let Some(t) = node.transport() {
         // The route came from a message or an image: it may name a node the cluster
         // lacks.
-        if usize::from(route.to.rank()) >= t.size() {
+        if usize::from(to.rank()) >= t.size() {
             return Err(format!(
-                "the asker {} names node {} but the cluster has {} nodes",
-                route.to,
-                route.to.rank(),
+                "the asker {to} names node {} but the cluster has {} nodes",
+                to.rank(),
                 t.size()
             ));
         }
         t.check_fits(env.payload.len(), "reply")
             .map_err(|e| e.to_string())?;
     }
-    crate::actor::actor_ref::send_envelope(&node, env)
+    crate::actor::actor_ref::send_envelope(node, env)
 }
 
 fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError>) -> bool {
