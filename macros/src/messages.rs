@@ -23,6 +23,31 @@ struct Handler {
     asynchronous: bool,
 }
 
+impl Handler {
+    /// Binds the message's fields (from `msg`) to the names of the handler's parameters.
+    fn destructure(&self) -> TokenStream {
+        let m = &self.message;
+        let names = self.fields.iter().map(|(n, _)| n);
+        if self.fields.is_empty() {
+            quote!(let #m = msg;)
+        } else {
+            quote!(let #m { #(#names),* } = msg;)
+        }
+    }
+
+    /// The call's arguments in parameter order, the context passed as `ctx`.
+    fn call_args(&self, ctx: TokenStream) -> Vec<TokenStream> {
+        self.args
+            .iter()
+            .map(|a| match a {
+                Arg::Field(n) => quote!(#n),
+                Arg::Context => ctx.clone(),
+                Arg::ReplyTo => quote!(reply),
+            })
+            .collect()
+    }
+}
+
 enum Arg {
     Field(Ident),
     Context,
@@ -185,17 +210,8 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
                 }
             };
         }
-        let field_names: Vec<_> = h.fields.iter().map(|(n, _)| n).collect();
-        let destructure = if field_names.is_empty() {
-            quote!(let #m = msg;)
-        } else {
-            quote!(let #m { #(#field_names),* } = msg;)
-        };
-        let call_args = h.args.iter().map(|a| match a {
-            Arg::Field(n) => quote!(#n),
-            Arg::Context => quote!(ctx),
-            Arg::ReplyTo => quote!(reply),
-        });
+        let destructure = h.destructure();
+        let call_args = h.call_args(quote!(ctx));
         let call = if h.deferred {
             quote!(self.#method(#(#call_args),*);)
         } else {
@@ -224,17 +240,8 @@ pub(crate) fn expand(mut item: ItemImpl) -> syn::Result<TokenStream> {
         });
         let async_arms = async_handlers.iter().map(|h| {
             let (m, method) = (&h.message, &h.method);
-            let field_names: Vec<_> = h.fields.iter().map(|(n, _)| n).collect();
-            let destructure = if field_names.is_empty() {
-                quote!(let #m = msg;)
-            } else {
-                quote!(let #m { #(#field_names),* } = msg;)
-            };
-            let call_args = h.args.iter().map(|a| match a {
-                Arg::Field(n) => quote!(#n),
-                Arg::Context => quote!(&mut ctx),
-                Arg::ReplyTo => quote!(reply),
-            });
+            let destructure = h.destructure();
+            let call_args = h.call_args(quote!(&mut ctx));
             let call = if h.deferred {
                 quote!(actor.#method(#(#call_args),*).await;)
             } else {
