@@ -274,6 +274,15 @@ impl NodeHandle {
         let parent = crate::actor::lifecycle::current_actor()
             .filter(|p| p.rank() == self.inner.rank)
             .and_then(|p| self.inner.registry.get(p));
+        if let Some(parent) = &parent {
+            // A re-executed async handler's spawn made before its checkpoint: the child
+            // was restored from that checkpoint.
+            if let Some(n) = crate::actor::reexecution::spawn_skipped() {
+                crate::actor::reexecution::drop_skipped(actor);
+                let id = ActorId::child(parent.id(), n);
+                return Ok(self.lookup::<A>(id).unwrap_or_else(|| self.stopped_ref(id)));
+            }
+        }
         let id = match parent {
             Some(parent) => ActorId::child(parent.id(), parent.next_child()),
             None => {

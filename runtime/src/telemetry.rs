@@ -38,6 +38,11 @@ pub const SPAWN_UNREGISTERED: &str = "lazarus_spawn_unregistered_total";
 /// form).
 pub const ASKS_UNRECOVERED: &str = "lazarus_asks_unrecovered_total";
 
+/// Async handlers a restore re-executed from their checkpoint's record (label
+/// `outcome`: `ok`, or `diverged` when the handler did not make again what its record
+/// holds).
+pub const ASYNC_REEXECUTIONS: &str = "lazarus_async_reexecutions_total";
+
 /// Checkpoints not committed, with recovery on (label `reason`: `no_space` when the
 /// checkpoint directory's file system is full, `io` for another storage error,
 /// `capture`, `replica`, `protocol`, `awaiting_spawn`, `awaiting_spawn_long`). Counted
@@ -128,6 +133,17 @@ pub fn describe() {
         Unit::Count,
         "asks by actors to other nodes, with recovery on, whose replies a failure loses (use Context::ask)"
     );
+    describe_counter!(
+        ASYNC_REEXECUTIONS,
+        Unit::Count,
+        "suspended async handlers a restore re-executed, by outcome"
+    );
+}
+
+/// Counts a restore's re-execution of a suspended async handler.
+pub(crate) fn async_reexecution(diverged: bool) {
+    let outcome = if diverged { "diverged" } else { "ok" };
+    counter!(ASYNC_REEXECUTIONS, "outcome" => outcome).increment(1);
 }
 
 pub(crate) fn send_error(actor_type: &'static str) {
@@ -148,8 +164,9 @@ pub(crate) fn ask_unrecovered(asked_type: &'static str) {
         tracing::warn!(
             asked = asked_type,
             "an actor awaits ActorRef::ask to another node with recovery on: its reply is \
-             lost if either node fails. Ask with ctx.ask(&to, msg).reply_as::<H>() (the \
-             reply comes back as message H, logged and replayed)"
+             lost if either node fails. Await ctx.ask(&to, msg) in an async fn handler, or \
+             ask with ctx.ask(&to, msg).reply_as::<H>() (the reply comes back as message H), \
+             both logged and replayed"
         );
     });
 }

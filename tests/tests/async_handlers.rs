@@ -126,6 +126,18 @@ impl Coordinator {
         v
     }
 
+    /// Like `chain`, asking with `ActorRef::ask`: inside an async handler it is the
+    /// same await as `ctx.ask`.
+    #[message]
+    async fn chain_by_ref(&mut self, x: u64) -> u64 {
+        let mut v = x;
+        for b in self.blocks.clone() {
+            v = b.ask(Multiply { x: v }).await.expect("a block answers");
+        }
+        self.log.push((x, v));
+        v
+    }
+
     /// A synchronous handler: runs only between async ones.
     #[message]
     fn log(&mut self) -> Vec<(u64, u64)> {
@@ -267,6 +279,30 @@ fn an_async_handler_awaits_actors_on_another_node() {
 }
 
 /// Waits until `gate` holds `count` slots.
+#[test]
+fn actor_ref_ask_awaited_in_an_async_handler_is_an_await_of_its_actor() {
+    // Outside a handler `ActorRef::ask` waits on a Tokio timer for its timeout; a core
+    // has no Tokio runtime. Inside an async handler it is `ctx.ask`: the reply comes back
+    // as a result to the actor (recovered like one), with no timeout.
+    let name = "async-handlers-ref-ask";
+    let (node0, node1) = two_nodes(name, false);
+    let far: Vec<ActorRef<Block>> = blocks(&node1, &[5])
+        .iter()
+        .map(|b| node0.handle().actor_ref::<Block>(b.id()).unwrap())
+        .collect();
+    let mut all = blocks(&node0, &[2, 3]);
+    all.extend(far);
+    let coordinator = node0.spawn(Coordinator::default()).unwrap();
+    coordinator.tell(SetBlocks { blocks: all }).unwrap();
+    let chained = node0
+        .block_on(coordinator.ask(ChainByRef { x: 1 }))
+        .unwrap();
+    assert_eq!(chained, 30);
+    node0.shutdown();
+    node1.shutdown();
+    let _ = std::fs::remove_dir_all(checkpoint_dir(name, false));
+}
+
 fn wait_until_held(node: &Node, gate: &ActorRef<Gate>, count: usize) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while node.block_on(gate.ask(Held)).unwrap() != count {

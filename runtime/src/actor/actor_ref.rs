@@ -162,6 +162,11 @@ impl<A: Actor> ActorRef<A> {
         msg: M,
         reply: ReplyTo<M::Reply>,
     ) -> Result<(), SendError<M>> {
+        // A re-executed async handler does not send again what its checkpoint holds.
+        if crate::actor::reexecution::skips_effect() {
+            crate::actor::reexecution::drop_skipped((msg, reply));
+            return Ok(());
+        }
         match recovery_hooks::tell_hook(self.node_handle()) {
             TellHook::None => self.tell_direct(msg, reply),
             TellHook::Main(hooks) => self.main_tell(hooks, msg, reply),
@@ -268,7 +273,13 @@ impl<A: Actor> ActorRef<A> {
     /// The request times out after the node's default ask timeout unless
     /// [`Ask::timeout`] sets another. The future needs a Tokio runtime with timers, which
     /// [`crate::Node::block_on`] provides.
+    ///
+    /// Inside an `async fn` handler this is [`crate::Context::ask`]: the reply comes back
+    /// to the handler's actor as a result (recovered like one), and there is no timeout.
     pub fn ask<M: Message<A>>(&self, msg: M) -> Ask<A, M::Reply> {
+        if let Some((asker, awaits)) = crate::actor::awaits::asking_handler() {
+            return self.handler_ask(asker, awaits, msg);
+        }
         if let TellHook::Main(layer) = recovery_hooks::tell_hook(self.node_handle()) {
             if let Some(tr) = self.node_handle().transport() {
                 return self.main_ask(layer, tr, msg);
@@ -330,6 +341,57 @@ impl<A: Actor> ActorRef<A> {
                     _reply: PhantomData,
                 }
             }
+        }
+    }
+
+    /// An ask made inside an async handler: an await of the handler's actor, as
+    /// [`crate::Context::ask`] makes it.
+    fn handler_ask<M: Message<A>>(
+        &self,
+        asker: ActorId,
+        awaits: crate::actor::awaits::SharedAwaits,
+        msg: M,
+    ) -> Ask<A, M::Reply> {
+        let id = self.id();
+        let key = awaits.lock().unwrap_or_else(|e| e.into_inner()).ask(id);
+        let route = crate::actor::awaits::AwaitRoute {
+            to: asker,
+            asked: id,
+            key,
+        };
+        let mut result = crate::actor::awaits::ResultOf {
+            awaits,
+            to: id,
+            key,
+            done: false,
+        };
+        let slot = if self.is_local() {
+            ReplyTo::to_await(route, None)
+        } else {
+            ReplyTo::await_outgoing(route)
+        };
+        let state = match self.tell_with(msg, slot) {
+            Ok(()) => AskState::Await(result),
+            Err(e) => {
+                result.forget();
+                AskState::Failed(Some(match e {
+                    SendError::ActorStopped { id, .. } => AskError::ActorStopped(id),
+                    SendError::ActorFailed { id, .. } => AskError::ActorFailed(id),
+                    SendError::Unreachable { id, reason, .. } => {
+                        AskError::Unreachable { id, reason }
+                    }
+                }))
+            }
+        };
+        Ask {
+            id,
+            status: None,
+            timeout: None,
+            state,
+            sleep: None,
+            main_layer: None,
+            settled: false,
+            _reply: PhantomData,
         }
     }
 
@@ -549,6 +611,8 @@ enum AskState<R> {
         Arc<crate::transport::Transport>,
     ),
     Failed(Option<AskError>),
+    /// Made inside an async handler: the result of one of its actor's awaits.
+    Await(crate::actor::awaits::ResultOf),
 }
 
 /// A pending request: await it for the reply.
@@ -631,7 +695,7 @@ fn remote_error(id: ActorId, e: RemoteError) -> AskError {
 
 impl<A: Actor, R> Unpin for Ask<A, R> {}
 
-impl<A: Actor, R: serde::de::DeserializeOwned> Future for Ask<A, R> {
+impl<A: Actor, R: serde::de::DeserializeOwned + 'static> Future for Ask<A, R> {
     type Output = Result<R, AskError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
@@ -640,6 +704,10 @@ impl<A: Actor, R: serde::de::DeserializeOwned> Future for Ask<A, R> {
         let ready =
             match &mut this.state {
                 AskState::Failed(err) => Some(Err(err.take().unwrap_or(AskError::NoReply(id)))),
+                AskState::Await(result) => match result.poll_result::<R>(cx.waker()) {
+                    Some(out) => Some(out),
+                    None => return Poll::Pending,
+                },
                 AskState::Local(rx) => match Pin::new(rx).poll(cx) {
                     Poll::Ready(Ok(r)) => Some(Ok(r)),
                     Poll::Ready(Err(_)) => Some(Err(this.closed_error())),

@@ -137,6 +137,32 @@ impl Awaits {
         }
     }
 
+    /// Asks made so far to each actor (what a checkpoint keeps).
+    pub(crate) fn asked(&self) -> Vec<(ActorId, u64)> {
+        let mut asked: Vec<_> = self.asked.iter().map(|(a, n)| (*a, *n)).collect();
+        asked.sort_unstable();
+        asked
+    }
+
+    /// Results that came and were not taken yet (for a checkpoint): those of awaits
+    /// made, and those whose await is not made yet.
+    pub(crate) fn untaken(&self) -> impl Iterator<Item = (ActorId, u64, &AwaitedValue)> {
+        let pending = self
+            .pending
+            .iter()
+            .filter_map(|(k, p)| p.value.as_ref().map(|v| (k.0, k.1, v)));
+        let early = self.early.iter().map(|(k, v)| (k.0, k.1, v));
+        pending.chain(early)
+    }
+
+    /// A restored actor's awaits: the asks its checkpoint counted. (Results it kept come
+    /// back as messages.)
+    pub(crate) fn restore(&mut self, asked: &[(ActorId, u64)]) {
+        self.asked = asked.iter().copied().collect();
+        self.pending.clear();
+        self.early.clear();
+    }
+
     /// The await (`to`, `key`) is given up on (its future dropped unanswered).
     fn forget(&mut self, to: ActorId, key: u64) {
         self.pending.remove(&(to, key));
@@ -145,6 +171,35 @@ impl Awaits {
 
 /// The awaits of one actor, shared by its cell and the futures of its asks.
 pub(crate) type SharedAwaits = Arc<Mutex<Awaits>>;
+
+thread_local! {
+    /// The actor whose async handler is being polled on this thread, and its awaits.
+    static ASKING: std::cell::RefCell<Option<(ActorId, SharedAwaits)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `poll` (a poll of actor `asker`'s async handler) with `ActorRef::ask` made into
+/// awaits of `asker`.
+pub(crate) fn polling_handler<T>(
+    asker: ActorId,
+    awaits: SharedAwaits,
+    poll: impl FnOnce() -> T,
+) -> T {
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            ASKING.with(|a| a.borrow_mut().take());
+        }
+    }
+    ASKING.with(|a| *a.borrow_mut() = Some((asker, awaits)));
+    let _clear = Clear;
+    poll()
+}
+
+/// The actor whose async handler is being polled on this thread, and its awaits.
+pub(crate) fn asking_handler() -> Option<(ActorId, SharedAwaits)> {
+    ASKING.with(|a| a.borrow().clone())
+}
 
 /// Wakes a suspended handler: marks it to be polled and queues its cell on its core.
 pub(crate) struct HandlerWaker {
@@ -183,6 +238,7 @@ impl ResultOf {
             .unwrap_or_else(|e| e.into_inner())
             .take(self.to, self.key, waker)?;
         self.done = true;
+        crate::actor::reexecution::took(self.to, self.key, &value);
         let id = self.to;
         Some(match value {
             AwaitedValue::Local(any) => {

@@ -4,6 +4,7 @@
 
 use crate::actor::actor_ref::ActorRef;
 use crate::actor::awaits::{AwaitDelivery, AwaitRoute, Awaited, AwaitedValue, ResultOf};
+use crate::actor::reexecution;
 use crate::actor::reply::{ActorRoute, LocalDelivery, ReplyTo};
 use crate::actor::timer::TimerId;
 use crate::actor::{type_tag, Actor, Message, ReplyMessage};
@@ -117,6 +118,12 @@ impl<A: Actor> Context<A> {
     /// only use timers there for what does not change the messages it sends.
     pub fn send_after<M: Message<A>>(&mut self, delay: Duration, msg: M) -> TimerId {
         let set = msg.into_set(ReplyTo::none());
+        // A re-executed async handler's timer armed before its checkpoint: the
+        // checkpoint holds it.
+        if let Some(seq) = reexecution::arm_skipped() {
+            reexecution::drop_skipped(set);
+            return TimerId(seq);
+        }
         match self.myself.local_cell() {
             Some(cell) => cell.arm_timer(delay, set),
             // A context always belongs to a local actor.
@@ -127,9 +134,13 @@ impl<A: Actor> Context<A> {
     /// Cancels a timer of this actor: true if its message had not been handled yet (it
     /// now never will be), false if it already was (or the id is not one of its timers).
     pub fn cancel_timer(&mut self, timer: TimerId) -> bool {
-        self.myself
-            .local_cell()
-            .is_some_and(|cell| cell.cancel_timer(timer))
+        reexecution::effect_read(|| {
+            u64::from(
+                self.myself
+                    .local_cell()
+                    .is_some_and(|cell| cell.cancel_timer(timer)),
+            )
+        }) != 0
     }
 
     /// Whether messages are waiting in this actor's mailbox: a probe, the try-receive of
@@ -146,10 +157,11 @@ impl<A: Actor> Context<A> {
             return false;
         };
         let mut fresh = || !cell.mailbox.is_empty();
-        match self.node.recovery() {
+        let mut probe = || match self.node.recovery() {
             Some(layer) if A::ORDER_SENSITIVE => layer.probe(self.myself.id(), &mut fresh),
             _ => fresh(),
-        }
+        };
+        reexecution::value(|| u64::from(probe())) != 0
     }
 
     /// Selective receive: from the next delivery on, handle only messages sent by
@@ -227,13 +239,15 @@ impl<A: Actor> Context<A> {
     }
 
     fn nondeterministic(&mut self, fresh: impl FnOnce() -> u64) -> u64 {
-        match self.node.recovery() {
+        // A suspended async handler's reads are in its record; others are logged by the
+        // recovery layer.
+        reexecution::value(|| match self.node.recovery() {
             Some(layer) => {
                 let mut fresh = Some(fresh);
                 layer.value(self.myself.id(), &mut || fresh.take().map_or(0, |f| f()))
             }
             None => fresh(),
-        }
+        })
     }
 }
 

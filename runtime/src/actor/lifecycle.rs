@@ -9,10 +9,12 @@
 
 use crate::actor::actor_ref::ActorRef;
 use crate::actor::awaits::{
-    AsyncTurn, Awaited, AwaitedValue, HandlerWaker, ResultPayload, SharedAwaits, RESULT_TAG,
+    polling_handler, AsyncTurn, Awaited, AwaitedValue, HandlerWaker, ResultPayload, SharedAwaits,
+    RESULT_TAG,
 };
 use crate::actor::context::Context;
 use crate::actor::mailbox::{Mailbox, Signal, Stamp, Status};
+use crate::actor::reexecution::{self, Before, Recorded, SuspendedImage};
 use crate::actor::supervision::{panic_text, FailureKind, SupervisionEvent};
 use crate::actor::timer::{TimerId, TimerTarget, Timers};
 use crate::actor::{type_tag, Actor, MessageEnum};
@@ -76,6 +78,16 @@ pub(crate) struct ActorImage {
     /// The core it runs on (where a restarted node rebuilds a child actor).
     #[serde(default)]
     pub(crate) core: usize,
+    /// Its async handler suspended at the checkpoint, if one was: an encoded
+    /// [`SuspendedImage`] (the state above is the actor's from before the handler).
+    #[serde(default)]
+    pub(crate) suspended: Option<crate::payload::Payload>,
+    /// Results that came for its awaits and were not taken yet, encoded.
+    #[serde(default)]
+    pub(crate) results: Vec<crate::payload::Payload>,
+    /// Asks its awaits made so far to each actor: later asks number on from these.
+    #[serde(default)]
+    pub(crate) asked: Vec<(ActorId, u64)>,
 }
 
 /// One actor: its mailbox, its state, and where it runs.
@@ -133,6 +145,11 @@ struct Suspended<A: Actor> {
     /// Stop and barrier signals that came meanwhile: they wait for the handler, like the
     /// messages enqueued before them.
     deferred: Vec<Signal<A::Msg>>,
+    /// With recovery on: what a checkpoint keeps of the handler, and what a restore
+    /// re-executes it from (`reexecution`).
+    recorded: Option<Box<Recorded>>,
+    /// Results that came while a re-execution hands back recorded ones: taken after.
+    held: Vec<Awaited>,
 }
 
 /// How a suspended handler's turn went.
@@ -216,7 +233,7 @@ impl<A: Actor> ActorCell<A> {
 
     /// Enqueues the result of an await that came encoded (from another node, or through
     /// an encoded reply slot).
-    fn result_encoded(self: &Arc<Self>, env: &Envelope) -> Result<(), RemoteError> {
+    fn result_encoded(self: &Arc<Self>, env: &Envelope, local: bool) -> Result<(), RemoteError> {
         let id = self.mailbox.id;
         let (asked, key, outcome): ResultPayload = crate::wire::decode(&env.payload)
             .map_err(|e| RemoteError::Undecodable(id, format!("result: {e}")))?;
@@ -229,11 +246,39 @@ impl<A: Actor> ActorCell<A> {
             key,
             value,
         };
-        if self.deliver_result(result) {
+        let delivered = if local {
+            self.deliver_local_result(result)
+        } else {
+            self.deliver_result(result)
+        };
+        if delivered {
             Ok(())
         } else {
             Err(RemoteError::ActorGone(id))
         }
+    }
+
+    /// Enqueues a result from an actor of this node: with recovery on, accounted like
+    /// a message between them ([`ActorCell::send`]): the receiver takes on the sender's
+    /// dependence, and the push is an event of the set.
+    fn deliver_local_result(self: &Arc<Self>, result: Awaited) -> bool {
+        let layer = if self.mailbox.recovers {
+            self.node.recovery()
+        } else {
+            None
+        };
+        let Some(layer) = layer else {
+            return self.deliver_result(result);
+        };
+        let sender = dependence::of_sender();
+        self.dependence.raise(sender);
+        if !self.deliver_result(result) {
+            return false;
+        }
+        if current_actor().is_some() {
+            layer.local_delivery(&self.node, &self.core, sender);
+        }
+        true
     }
 
     /// Whether the message with `stamp`, just taken out of the mailbox, is to be handled
@@ -395,26 +440,93 @@ impl<A: Actor> ActorCell<A> {
             let (Some(actor), Some(ctx)) = (state.actor.take(), state.ctx.take()) else {
                 return Some(Exit::Stopped);
             };
-            let weak = Arc::downgrade(self);
-            let waker = Arc::new(HandlerWaker {
-                // Polled at once.
-                woken: AtomicBool::new(true),
-                notify: Box::new(move || {
-                    if let Some(cell) = weak.upgrade() {
-                        cell.notify();
-                    }
-                }),
-            });
+            let recorded = match self.record_start(&actor, &msg) {
+                Ok(recorded) => recorded,
+                Err(e) => {
+                    let message_type = msg.type_name();
+                    state.actor = Some(actor);
+                    state.ctx = Some(ctx);
+                    return Some(Exit::Failed(
+                        FailureKind::HandlerPanicked { message_type },
+                        e,
+                    ));
+                }
+            };
+            let waker = self.handler_waker();
             let message_type = msg.type_name();
             state.suspended = Some(Box::new(Suspended {
                 future: A::handle_async(actor, msg, ctx),
                 waker,
                 message_type,
                 deferred: Vec::new(),
+                recorded,
+                held: Vec::new(),
             }));
         }
         state.rerun = true;
         None
+    }
+
+    /// The waker of an async handler that starts now (polled at once).
+    fn handler_waker(self: &Arc<Self>) -> Arc<HandlerWaker> {
+        let weak = Arc::downgrade(self);
+        Arc::new(HandlerWaker {
+            woken: AtomicBool::new(true),
+            notify: Box::new(move || {
+                if let Some(cell) = weak.upgrade() {
+                    cell.notify();
+                }
+            }),
+        })
+    }
+
+    /// With recovery on, the record of an async handler that starts now: the actor's
+    /// state and the message, encoded (a checkpoint keeps them while the handler is
+    /// suspended), and what its asks, spawns and timers count from.
+    fn record_start(&self, actor: &A, msg: &A::Msg) -> Result<Option<Box<Recorded>>, String> {
+        if !self.mailbox.recovers || self.node.recovery().is_none() {
+            return Ok(None);
+        }
+        if A::ORDER_SENSITIVE {
+            return Err(format!(
+                "actor {} ({}) is order-sensitive: its async handlers are not recovered yet \
+                 (run it without recovery, or make the handler synchronous with \
+                 `ctx.ask(..).reply_as`)",
+                self.mailbox.id,
+                A::NAME
+            ));
+        }
+        let (state, message) = crate::actor::reply::serializing_for_checkpoint(|| {
+            let state = crate::wire::encode(actor).map_err(|e| format!("state: {e}"))?;
+            let message = crate::wire::encode(msg).map_err(|e| format!("message: {e}"))?;
+            Ok::<_, String>((state, message))
+        })
+        .map_err(|e| {
+            format!(
+                "actor {} ({}): an async handler with recovery on keeps the state it started \
+                 from, which does not encode: {e}",
+                self.mailbox.id,
+                A::NAME
+            )
+        })?;
+        let before = Before {
+            asked: self
+                .awaits
+                .get()
+                .map(|a| a.lock().unwrap_or_else(|e| e.into_inner()).asked())
+                .unwrap_or_default(),
+            children: self.children.load(Ordering::Acquire),
+            timers: self
+                .timers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .armed(),
+        };
+        Ok(Some(Box::new(Recorded::live(
+            crate::payload::Payload(state),
+            crate::payload::Payload(message),
+            before,
+        ))))
     }
 
     /// Takes what arrived for an actor whose async handler is suspended (results to their
@@ -431,6 +543,9 @@ impl<A: Actor> ActorCell<A> {
             };
             taken += 1;
             match signal {
+                Signal::Result(r) if suspended.recorded.as_ref().is_some_and(|r| r.reexecuting) => {
+                    suspended.held.push(r)
+                }
                 Signal::Result(r) => self.deliver_to_awaits(r),
                 Signal::Msg(m) => state.stash.push_back((m, None)),
                 Signal::Stamped(m, stamp) => state.stash.push_back((m, Some(stamp))),
@@ -446,7 +561,55 @@ impl<A: Actor> ActorCell<A> {
         let waker = Waker::from(Arc::clone(&suspended.waker));
         let mut cx = std::task::Context::from_waker(&waker);
         let message_type = suspended.message_type;
-        let polled = catch_unwind(AssertUnwindSafe(|| suspended.future.as_mut().poll(&mut cx)));
+        // A restore's re-execution hands back the recorded results one at a time, each
+        // followed by a poll; then checks that the handler made again what its record
+        // holds, and goes on live.
+        let mut broken = None;
+        let polled = loop {
+            let future = &mut suspended.future;
+            let polled = reexecution::polling(&mut suspended.recorded, || {
+                polling_handler(self.mailbox.id, self.awaits(), || {
+                    catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)))
+                })
+            });
+            if !matches!(polled, Ok(Poll::Pending)) {
+                break polled;
+            }
+            let Some(recorded) = suspended.recorded.as_mut().filter(|r| r.reexecuting) else {
+                break polled;
+            };
+            suspended.waker.woken.store(false, Ordering::Release);
+            if recorded.replaying() {
+                match recorded.next_replayed() {
+                    Some(Ok(result)) => self.deliver_to_awaits(result),
+                    Some(Err(e)) => {
+                        broken = Some(e);
+                        break polled;
+                    }
+                    None => {}
+                }
+                continue;
+            }
+            let finished = recorded.finish_reexecution();
+            crate::telemetry::async_reexecution(finished.is_err());
+            if let Err(short) = finished {
+                broken = Some(short.to_string());
+                break polled;
+            }
+            for result in std::mem::take(&mut suspended.held) {
+                self.deliver_to_awaits(result);
+            }
+            if !suspended.waker.woken.swap(false, Ordering::AcqRel) {
+                break polled;
+            }
+        };
+        if let Some(e) = broken {
+            state.suspended = None;
+            return Drive::Exit(Exit::Failed(
+                FailureKind::HandlerPanicked { message_type },
+                format!("actor {} ({}): {e}", self.mailbox.id, A::NAME),
+            ));
+        }
         match polled {
             Err(p) => {
                 state.suspended = None;
@@ -460,11 +623,26 @@ impl<A: Actor> ActorCell<A> {
                 let stop = ctx.stop_requested();
                 state.actor = Some(actor);
                 state.ctx = Some(ctx);
-                if let Some(done) = state.suspended.take() {
+                if let Some(mut done) = state.suspended.take() {
                     // Behind everything already in the mailbox, as when they came: only
                     // results and refused sends can have come after them.
                     for signal in done.deferred {
                         self.mailbox.requeue(signal);
+                    }
+                    // Completed within its re-execution: it had not, when the record was
+                    // taken, so it did not make again what the record holds.
+                    if let Some(recorded) = done.recorded.as_mut().filter(|r| r.reexecuting) {
+                        let finished = recorded.finish_reexecution();
+                        crate::telemetry::async_reexecution(finished.is_err());
+                        if let Err(short) = finished {
+                            return Drive::Exit(Exit::Failed(
+                                FailureKind::HandlerPanicked { message_type },
+                                format!("actor {} ({}): {short}", self.mailbox.id, A::NAME),
+                            ));
+                        }
+                    }
+                    for result in done.held {
+                        self.deliver_to_awaits(result);
                     }
                 }
                 if stop {
@@ -842,7 +1020,7 @@ impl<A: Actor> Control for ActorCell<A> {
     ) -> Result<(), RemoteError> {
         let id = self.mailbox.id;
         if env.type_tag == RESULT_TAG {
-            return self.result_encoded(env);
+            return self.result_encoded(env, false);
         }
         if env.type_tag != type_tag::<A>() {
             return Err(RemoteError::WrongType(id));
@@ -869,7 +1047,7 @@ impl<A: Actor> Control for ActorCell<A> {
     fn tell_encoded(self: Arc<Self>, env: &Envelope) -> Result<(), RemoteError> {
         let id = self.mailbox.id;
         if env.type_tag == RESULT_TAG {
-            return self.result_encoded(env);
+            return self.result_encoded(env, true);
         }
         if env.type_tag != type_tag::<A>() {
             return Err(RemoteError::WrongType(id));
@@ -910,18 +1088,27 @@ impl<A: Actor> Control for ActorCell<A> {
 
     fn checkpoint_image(&self) -> Result<Option<ActorImage>, String> {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = &state.suspended {
-            return Err(format!(
-                "actor {} ({}): its async handler for {} is suspended, and checkpoints of \
-                 suspended async handlers are not implemented yet",
-                self.mailbox.id,
-                A::NAME,
-                s.message_type
-            ));
-        }
-        let Some(actor) = state.actor.as_ref() else {
-            return Ok(None);
+        // A suspended handler holds the actor: the image keeps the state it started
+        // from and its record instead.
+        let suspended = match &state.suspended {
+            Some(s) => match &s.recorded {
+                Some(r) => Some((r, &s.held)),
+                None => {
+                    return Err(format!(
+                        "actor {} ({}): its async handler for {} is suspended and keeps no \
+                         record (recovery was off when it started)",
+                        self.mailbox.id,
+                        A::NAME,
+                        s.message_type
+                    ))
+                }
+            },
+            None => None,
         };
+        let actor = state.actor.as_ref();
+        if actor.is_none() && suspended.is_none() {
+            return Ok(None);
+        }
         let started = match state.phase {
             Phase::NotStarted => false,
             Phase::Running => true,
@@ -937,7 +1124,16 @@ impl<A: Actor> Control for ActorCell<A> {
         let mut state_bytes =
             std::mem::take(&mut *self.image_buffer.lock().unwrap_or_else(|e| e.into_inner()));
         let encoded = crate::actor::reply::serializing_for_checkpoint(|| {
-            crate::wire::encode_into(actor, &mut state_bytes).map_err(|e| e.to_string())?;
+            match (actor, suspended) {
+                (_, Some((recorded, _))) => {
+                    state_bytes.clear();
+                    state_bytes.extend_from_slice(&recorded.record.before);
+                }
+                (Some(actor), None) => {
+                    crate::wire::encode_into(actor, &mut state_bytes).map_err(|e| e.to_string())?;
+                }
+                (None, None) => {}
+            }
             let mut mailbox = Vec::new();
             let mut stamps = Vec::new();
             // Held messages came out of the mailbox first: they stay ahead.
@@ -957,13 +1153,42 @@ impl<A: Actor> Control for ActorCell<A> {
                     crate::wire::encode(m).map(crate::payload::Payload)
                 })
                 .map_err(|e| e.to_string())?;
-            Ok::<_, String>((mailbox, stamps, timers))
+            // Results not taken yet: held by a re-execution, queued, or kept by the
+            // awaits.
+            let mut results = Vec::new();
+            let awaits = self
+                .awaits
+                .get()
+                .map(|a| a.lock().unwrap_or_else(|e| e.into_inner()));
+            let held = suspended.map_or(&[][..], |(_, held)| &held[..]);
+            let queued = signals.iter().filter_map(|s| match s {
+                Signal::Result(r) => Some(r),
+                _ => None,
+            });
+            for r in held.iter().chain(queued) {
+                results.push(reexecution::encode_result(r.from, r.key, &r.value)?);
+            }
+            if let Some(a) = &awaits {
+                for (from, key, value) in a.untaken() {
+                    results.push(reexecution::encode_result(from, key, value)?);
+                }
+            }
+            let (asked, suspended) = match suspended {
+                Some((recorded, _)) => (
+                    recorded.before.asked.clone(),
+                    Some(crate::payload::Payload(
+                        crate::wire::encode(&recorded.image()).map_err(|e| e.to_string())?,
+                    )),
+                ),
+                None => (awaits.map(|a| a.asked()).unwrap_or_default(), None),
+            };
+            Ok::<_, String>((mailbox, stamps, timers, results, asked, suspended))
         });
         for s in signals {
             self.mailbox.requeue(s);
         }
         drop(timers);
-        let (mailbox, stamps, timers) =
+        let (mailbox, stamps, timers, results, asked, suspended) =
             encoded.map_err(|e| format!("actor {} ({}): {e}", self.mailbox.id, A::NAME))?;
         Ok(Some(ActorImage {
             id: self.mailbox.id,
@@ -976,6 +1201,9 @@ impl<A: Actor> Control for ActorCell<A> {
             receive_only: state.ctx.as_ref().and_then(Context::receive_filter),
             children: self.children.load(Ordering::Acquire),
             core: self.core_id.0,
+            suspended,
+            results,
+            asked,
         }))
     }
 
@@ -989,6 +1217,32 @@ impl<A: Actor> Control for ActorCell<A> {
         }
         let actor: A = crate::wire::decode(&image.state)
             .map_err(|e| format!("actor {id} ({}): state: {e}", A::NAME))?;
+        // A handler suspended at the checkpoint: re-executed from its message and record.
+        let suspended = match &image.suspended {
+            Some(bytes) if image.started => {
+                let kept: SuspendedImage = crate::wire::decode(bytes)
+                    .map_err(|e| format!("actor {id} ({}): suspended handler: {e}", A::NAME))?;
+                let message: A::Msg = crate::wire::decode(&kept.record.message).map_err(|e| {
+                    format!("actor {id} ({}): suspended handler's message: {e}", A::NAME)
+                })?;
+                Some((Recorded::restored(kept, image.state.clone()), message))
+            }
+            Some(_) => {
+                return Err(format!(
+                    "actor {id} ({}): the checkpoint holds a suspended handler of an actor \
+                     that had not started",
+                    A::NAME
+                ))
+            }
+            None => None,
+        };
+        let mut results = Vec::with_capacity(image.results.len());
+        for r in &image.results {
+            results.push(
+                reexecution::decode_result(r)
+                    .map_err(|e| format!("actor {id} ({}): {e}", A::NAME))?,
+            );
+        }
         let mut msgs = Vec::with_capacity(image.mailbox.len());
         for m in &image.mailbox {
             msgs.push(
@@ -1014,8 +1268,14 @@ impl<A: Actor> Control for ActorCell<A> {
                 crate::actor::timer::schedule(deadline, seq, weak);
             }
         }
-        state.actor = Some(actor);
         self.children.store(image.children, Ordering::Release);
+        if !image.asked.is_empty() || suspended.is_some() {
+            self.awaits()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .restore(&image.asked);
+        }
+        state.actor = Some(actor);
         if image.started {
             let mut ctx = Context::new(
                 ActorRef::from_cell(Arc::clone(&self)),
@@ -1026,6 +1286,20 @@ impl<A: Actor> Control for ActorCell<A> {
             state.ctx = Some(ctx);
             state.phase = Phase::Running;
         }
+        if let Some((recorded, message)) = suspended {
+            let (Some(actor), Some(ctx)) = (state.actor.take(), state.ctx.take()) else {
+                unreachable!("set just above for a started actor")
+            };
+            let message_type = message.type_name();
+            state.suspended = Some(Box::new(Suspended {
+                future: A::handle_async(actor, message, ctx),
+                waker: self.handler_waker(),
+                message_type,
+                deferred: Vec::new(),
+                recorded: Some(Box::new(recorded)),
+                held: Vec::new(),
+            }));
+        }
         // Messages sent to it since it was spawned (none, the node was not running yet)
         // would go after the image's.
         let later: Vec<_> = std::iter::from_fn(|| self.mailbox.pop()).collect();
@@ -1034,6 +1308,9 @@ impl<A: Actor> Control for ActorCell<A> {
                 Some(stamp) => self.mailbox.requeue(Signal::Stamped(m, stamp)),
                 None => self.mailbox.requeue(Signal::Msg(m)),
             }
+        }
+        for r in results {
+            self.mailbox.requeue(Signal::Result(r));
         }
         for s in later {
             self.mailbox.requeue(s);

@@ -18,6 +18,7 @@ pub mod context;
 pub(crate) mod exited_actors;
 pub(crate) mod lifecycle;
 pub(crate) mod mailbox;
+pub(crate) mod reexecution;
 pub(crate) mod registry;
 pub mod reply;
 pub mod supervision;

@@ -155,6 +155,11 @@ impl<R: Serialize> ReplyTo<R> {
     /// Answers the request. Returns `false` if nobody was waiting any more (the asker timed
     /// out or went away) or the message came from `tell`.
     pub fn send(mut self, reply: R) -> bool {
+        if self.answers() && crate::actor::reexecution::skips_effect() {
+            // A re-executed async handler answered before its checkpoint.
+            crate::actor::reexecution::drop_skipped(self);
+            return true;
+        }
         match std::mem::replace(&mut self.slot, Slot::Empty) {
             Slot::Local(tx) => tx.send(reply).is_ok(),
             Slot::Remote { rank, request } => {
@@ -315,8 +320,30 @@ fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError
     }
 }
 
+impl<R> ReplyTo<R> {
+    /// Whether answering (or dropping) this slot sends something.
+    fn answers(&self) -> bool {
+        match &self.slot {
+            Slot::Empty | Slot::Outgoing { .. } | Slot::AwaitOutgoing(_) => false,
+            Slot::Await { left, .. } => !left.load(Ordering::Acquire),
+            Slot::Local(_) | Slot::Remote { .. } | Slot::Actor { .. } => true,
+        }
+    }
+}
+
 impl<R> Drop for ReplyTo<R> {
     fn drop(&mut self) {
+        if crate::actor::reexecution::dropping_skipped() {
+            return;
+        }
+        // Dropping it unanswered tells the asker (most kinds): an effect of a handler,
+        // which a re-executed async handler does not make again.
+        if !matches!(self.slot, Slot::Empty | Slot::Actor { .. })
+            && self.answers()
+            && crate::actor::reexecution::skips_effect()
+        {
+            return;
+        }
         if matches!(&self.slot, Slot::Await { left, .. } if !left.load(Ordering::Acquire))
             && !crate::recovery::hooks::drop_replies_silenced()
         {

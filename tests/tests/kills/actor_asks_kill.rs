@@ -1,10 +1,12 @@
-//! Asks between actors of different nodes survive SIGKILLs of either side: `power
-//! --coordinator actor` on 4 nodes under `lazarus run --ft on`, where an actor on node 0
-//! asks every row block (most of them remote) for its part of `A·x` at every step with
-//! `ctx.ask(..).reply_as::<Part>()`, and each reply comes back as a message. Nodes are
-//! SIGKILLed by PID from outside mid-run; the run must end with the failure-free answer,
-//! every ask handled once, and the regenerated asks and replies compared with the
-//! delivered ones by the contract checker (docs/recovery.md, "Asks between actors").
+//! Asks between actors of different nodes survive SIGKILLs of either side: `power` on 4
+//! nodes under `lazarus run --ft on`, where an actor on node 0 asks every row block (most
+//! of them remote) for its part of `A·x` at every step. With `--coordinator actor` it asks
+//! with `ctx.ask(..).reply_as::<Part>()` and each reply comes back as a message; with
+//! `--coordinator async` one async handler per step awaits all eight replies, and a
+//! checkpoint mostly finds it suspended. Nodes are SIGKILLed by PID from outside mid-run;
+//! the run must end with the failure-free answer, every ask handled once, and the
+//! regenerated asks and replies compared with the delivered ones by the contract checker
+//! (docs/recovery.md, "Asks between actors" and "Suspended async handlers").
 //!
 //! Runs go one at a time (4-node clusters on a 2-core machine are already
 //! oversubscribed).
@@ -31,6 +33,11 @@ fn launch(ft: bool) -> Launched {
     launch_with(ft, &["--steps", STEPS])
 }
 
+/// The coordinator as an actor with one async handler per step.
+fn launch_async(ft: bool, failpoint: Option<&str>) -> Launched {
+    launch_coordinated(ft, "async", failpoint, &["--steps", STEPS])
+}
+
 /// Blocks answering from a later handler, their slots kept in checkpointed state.
 fn launch_delayed(ft: bool) -> Launched {
     launch_with(
@@ -40,16 +47,29 @@ fn launch_delayed(ft: bool) -> Launched {
 }
 
 fn launch_with(ft: bool, app: &[&str]) -> Launched {
+    launch_coordinated(ft, "actor", None, app)
+}
+
+/// `power` with coordinator `coordinator`, `LAZARUS_FAILPOINT` set to `failpoint`.
+fn launch_coordinated(
+    ft: bool,
+    coordinator: &str,
+    failpoint: Option<&str>,
+    app: &[&str],
+) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
     // `power` reports at info when a restored block answers a slot its image held.
     cmd.env("RUST_LOG", "warn,power=info");
+    if let Some(point) = failpoint {
+        cmd.env("LAZARUS_FAILPOINT", point);
+    }
     cmd.args(["run", "-n", "4"]);
     if ft {
         cmd.args(["--ft", "on", "--checkpoint-every", "500ms"]);
     }
     cmd.arg("--")
         .arg(bin("power"))
-        .args(["--n", ORDER, "--coordinator", "actor"])
+        .args(["--n", ORDER, "--coordinator", coordinator])
         .args(app);
     Launched::spawn(cmd, 4)
 }
@@ -173,4 +193,83 @@ fn slots_held_in_checkpointed_state_are_answered_after_the_asking_and_an_asked_n
     let _one = support::one_at_a_time();
     let f = kill_after_second_checkpoints(launch_delayed(true), &[0, 2]);
     assert_same_answer(&f, delayed_reference(), &[0, 2]);
+}
+
+/// Kills `victims` together once node 0 has committed a checkpoint, its second or later,
+/// that keeps the coordinator's async handler suspended (the state from before the step,
+/// the step's message, the replies taken so far).
+fn kill_after_a_suspended_checkpoint(victims: &[u16]) -> Finished {
+    let mut run = launch_async(true, None);
+    run.wait_started();
+    run.wait_for_checkpoints(victims, 2);
+    run.wait_for("a checkpoint of node 0 with the handler suspended", |l| {
+        l.contains("node 0: checkpoint committed") && l.contains(" suspended_handlers=1 ")
+    });
+    for &v in victims {
+        run.kill(v);
+    }
+    run.finish()
+}
+
+/// How many suspended async handlers node `rank`'s restore re-executes.
+fn reexecuted_on(f: &Finished, rank: u16) -> u64 {
+    f.lines
+        .iter()
+        .filter(|l| l.contains(&format!("node {rank}: actors restored")))
+        .filter_map(|l| l.split("suspended_handlers=").nth(1))
+        .filter_map(|v| v.split_whitespace().next()?.parse().ok())
+        .next()
+        .unwrap_or_else(|| panic!("node {rank} was not restored:\n{}", f.lines.join("\n")))
+}
+
+#[test]
+fn an_async_handler_suspended_when_its_node_is_killed_is_re_executed_and_the_result_is_the_failure_free_one(
+) {
+    let _one = support::one_at_a_time();
+    let f = kill_after_a_suspended_checkpoint(&[0]);
+    assert_failure_free_answer(&f, &[0]);
+    assert_eq!(
+        reexecuted_on(&f, 0),
+        1,
+        "the restore re-executed the coordinator's suspended step"
+    );
+    let resent: u64 = (1..4).map(|r| f.finals()[&r]["replayed"]).sum();
+    assert!(
+        resent > 0,
+        "the blocks' nodes resent their logged replies to the restored coordinator"
+    );
+}
+
+#[test]
+fn a_node_an_async_handler_awaits_killed_mid_run_answers_after_its_restore() {
+    let _one = support::one_at_a_time();
+    let mut run = launch_async(true, None);
+    run.wait_started();
+    run.wait_for_checkpoints(&[2], 2);
+    run.wait_for_a_survivors_checkpoint(&[2]);
+    run.kill(2);
+    let f = run.finish();
+    assert_failure_free_answer(&f, &[2]);
+    assert!(
+        f.finals()[&0]["replayed"] > 0,
+        "node 0 resent its logged asks to the restored node"
+    );
+}
+
+#[test]
+fn an_async_handlers_node_and_a_node_it_awaits_killed_together_end_with_the_failure_free_answer() {
+    let _one = support::one_at_a_time();
+    let f = kill_after_a_suspended_checkpoint(&[0, 2]);
+    assert_failure_free_answer(&f, &[0, 2]);
+    assert_eq!(reexecuted_on(&f, 0), 1);
+}
+
+#[test]
+fn an_async_handlers_node_killed_during_a_checkpoint_restores_the_one_before() {
+    let _one = support::one_at_a_time();
+    // Node 0 dies in the middle of its third checkpoint (its set read, nothing stored):
+    // it comes back from the second.
+    let f = launch_async(true, Some("checkpoint:0:3")).finish();
+    assert!(f.has("failpoint: SIGKILL during checkpoint 3"));
+    assert_failure_free_answer(&f, &[0]);
 }

@@ -302,10 +302,14 @@ impl RecoveryLayer {
         // States hold actor references: they resolve against this node.
         let current = crate::node::CurrentNode::enter(node);
         let mut restored = 0;
+        let mut suspended = 0;
         for cell in &deferred {
             if let Some(image) = images.remove(&cell.id()) {
                 match Arc::clone(cell).restore_image(&image) {
-                    Ok(()) => restored += 1,
+                    Ok(()) => {
+                        restored += 1;
+                        suspended += u64::from(image.suspended.is_some());
+                    }
                     Err(e) => {
                         tracing::error!("cannot restore actor {}: {e}", cell.id());
                         event(self.rank, &format!("restore-error actor={} {e}", cell.id()));
@@ -334,7 +338,8 @@ impl RecoveryLayer {
         event(
             self.rank,
             &format!(
-                "resumed actors={restored} skipped_driver_sends={} restore_ms={}",
+                "resumed actors={restored} suspended_handlers={suspended} \
+                 skipped_driver_sends={} restore_ms={}",
                 state.main_replay.replayed_upto,
                 started.elapsed().as_millis()
             ),
@@ -429,6 +434,9 @@ mod tests {
             receive_only: None,
             children,
             core: 0,
+            suspended: None,
+            results: Vec::new(),
+            asked: Vec::new(),
         }
     }
 

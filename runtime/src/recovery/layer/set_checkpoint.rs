@@ -273,6 +273,8 @@ impl RecoveryLayer {
         span.record("id", id.0);
         crate::failpoint::during_checkpoint(id.0);
         let n_actors = actors.len();
+        // Actors whose image keeps a suspended async handler instead of their state.
+        let suspended = actors.iter().filter(|a| a.suspended.is_some()).count();
         let events_snapshot = events.snapshot;
         let journal_len = main_replay.journal_len;
         let image = SetImage {
@@ -356,7 +358,8 @@ impl RecoveryLayer {
         event(
             self.rank,
             &format!(
-                "checkpoint id={} actors={n_actors} bytes={} journal_bytes={journal_len} pause_us={} gate_us={} total_ms={}",
+                "checkpoint id={} actors={n_actors} suspended_handlers={suspended} bytes={} \
+                 journal_bytes={journal_len} pause_us={} gate_us={} total_ms={}",
                 id.0,
                 bytes,
                 pause.as_micros(),
