@@ -211,17 +211,6 @@ fn kill_after_a_suspended_checkpoint(victims: &[u16]) -> Finished {
     run.finish()
 }
 
-/// How many suspended async handlers node `rank`'s restore re-executes.
-fn reexecuted_on(f: &Finished, rank: u16) -> u64 {
-    f.lines
-        .iter()
-        .filter(|l| l.contains(&format!("node {rank}: actors restored")))
-        .filter_map(|l| l.split("suspended_handlers=").nth(1))
-        .filter_map(|v| v.split_whitespace().next()?.parse().ok())
-        .next()
-        .unwrap_or_else(|| panic!("node {rank} was not restored:\n{}", f.lines.join("\n")))
-}
-
 #[test]
 fn an_async_handler_suspended_when_its_node_is_killed_is_re_executed_and_the_result_is_the_failure_free_one(
 ) {
@@ -229,7 +218,7 @@ fn an_async_handler_suspended_when_its_node_is_killed_is_re_executed_and_the_res
     let f = kill_after_a_suspended_checkpoint(&[0]);
     assert_failure_free_answer(&f, &[0]);
     assert_eq!(
-        reexecuted_on(&f, 0),
+        f.reexecuted_handlers(0),
         1,
         "the restore re-executed the coordinator's suspended step"
     );
@@ -261,7 +250,7 @@ fn an_async_handlers_node_and_a_node_it_awaits_killed_together_end_with_the_fail
     let _one = support::one_at_a_time();
     let f = kill_after_a_suspended_checkpoint(&[0, 2]);
     assert_failure_free_answer(&f, &[0, 2]);
-    assert_eq!(reexecuted_on(&f, 0), 1);
+    assert_eq!(f.reexecuted_handlers(0), 1);
 }
 
 #[test]

@@ -15,3 +15,4 @@ mod kvstore_kill;
 mod log_quota;
 mod logger_nodes;
 mod spawned_actors_kill;
+mod transfer_kill;

@@ -422,6 +422,19 @@ impl Finished {
             .collect()
     }
 
+    /// How many suspended async handlers node `rank`'s restore re-executed (its
+    /// `actors restored` line); panics if the node was not restored.
+    #[allow(dead_code)]
+    pub fn reexecuted_handlers(&self, rank: u16) -> u64 {
+        self.lines
+            .iter()
+            .filter(|l| l.contains(&format!("node {rank}: actors restored")))
+            .filter_map(|l| l.split("suspended_handlers=").nth(1))
+            .filter_map(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .next()
+            .unwrap_or_else(|| panic!("node {rank} was not restored:\n{}", self.lines.join("\n")))
+    }
+
     /// Whether any line contains `needle`.
     pub fn has(&self, needle: &str) -> bool {
         self.lines.iter().any(|l| l.contains(needle))
