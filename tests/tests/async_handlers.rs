@@ -145,6 +145,30 @@ impl Coordinator {
     }
 }
 
+/// Sleeps in its handler; records what it handled, in order.
+#[derive(Actor, Serialize, Deserialize, Default)]
+struct Sleeper {
+    handled: Vec<String>,
+}
+
+#[messages]
+impl Sleeper {
+    /// Sleeps `ms`, then returns how long it slept.
+    #[message]
+    async fn nap(&mut self, ms: u64, ctx: &mut Context<Self>) -> Duration {
+        let start = Instant::now();
+        ctx.sleep(Duration::from_millis(ms)).await;
+        self.handled.push("nap".into());
+        start.elapsed()
+    }
+
+    #[message]
+    fn note(&mut self) -> Vec<String> {
+        self.handled.push("note".into());
+        self.handled.clone()
+    }
+}
+
 /// Awaits a gate: whatever it gets, or the error.
 #[derive(Actor, Serialize, Deserialize, Default)]
 struct Waiter {
@@ -279,6 +303,21 @@ fn an_async_handler_awaits_actors_on_another_node() {
 }
 
 /// Waits until `gate` holds `count` slots.
+#[test]
+fn a_sleeping_handler_wakes_after_its_delay_and_its_actor_takes_nothing_meanwhile() {
+    let node = Node::builder().cores(1).build().unwrap();
+    let sleeper = node.spawn(Sleeper::default()).unwrap();
+    let nap = sleeper.ask(Nap { ms: 50 });
+    let note = sleeper.ask(Note);
+    let slept = node.block_on(nap).unwrap();
+    assert!(slept >= Duration::from_millis(50), "slept {slept:?}");
+    assert_eq!(
+        node.block_on(note).unwrap(),
+        vec!["nap", "note"],
+        "the message sent during the sleep was handled after it"
+    );
+}
+
 #[test]
 fn actor_ref_ask_awaited_in_an_async_handler_is_an_await_of_its_actor() {
     // Outside a handler `ActorRef::ask` waits on a Tokio timer for its timeout; a core

@@ -7,7 +7,8 @@
 //! ctx.ask(&to, Put {..}).await?`), the two ledgers on any nodes. A client's `async fn
 //! batch` makes its transfers through the teller of the next node, a few at a time
 //! (`join_all`), and awaits each: a client's handler awaits a teller's handler, which
-//! awaits the ledgers. Node 0's `main` asks every client for a batch at a time, then
+//! awaits the ledgers. With `--think-us`, a teller also sleeps between the take and the
+//! put (`ctx.sleep(..).await`). Node 0's `main` asks every client for a batch at a time, then
 //! audits the ledgers.
 //!
 //! Each client draws its transfers from its own seed, so the ledgers' final balances are
@@ -23,6 +24,7 @@ use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Context,
 use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// Money transfers by async handlers across nodes.
 #[derive(Parser, Debug)]
@@ -40,6 +42,10 @@ struct Args {
     /// Transfers per client in each of `main`'s asks.
     #[arg(long, default_value_t = 100)]
     batch: u64,
+    /// A teller sleeps this many microseconds between the take and the put
+    /// (`ctx.sleep`): its think time, with the money taken and not yet put.
+    #[arg(long, default_value_t = 0)]
+    think_us: u64,
 }
 
 /// What every account holds at the start.
@@ -94,6 +100,7 @@ impl Ledger {
 #[derive(Actor, Serialize, Deserialize)]
 struct Teller {
     ledgers: Vec<ActorRef<Ledger>>,
+    think: Duration,
 }
 
 #[messages]
@@ -116,6 +123,9 @@ impl Teller {
             amount,
         };
         let taken = ctx.ask(&source, take).await.map_err(|e| e.to_string())??;
+        if !self.think.is_zero() {
+            ctx.sleep(self.think).await;
+        }
         let put = Put {
             account: to.1,
             amount: taken,
@@ -223,7 +233,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let ledgers = (0..size)
         .map(|r| Ok(cluster.handle().actor_ref::<Ledger>(id(r, 0)?)?))
         .collect::<Result<Vec<_>, Box<dyn std::error::Error>>>()?;
-    let teller = cluster.spawn(Teller { ledgers })?;
+    let teller = cluster.spawn(Teller {
+        ledgers,
+        think: Duration::from_micros(args.think_us),
+    })?;
     expect_id(teller, id(rank, 1)?, "teller")?;
     // Each client goes through the next node's teller: every transfer crosses nodes.
     let next_teller = cluster
@@ -285,6 +298,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .field("nodes", size)
             .field("accounts", accounts)
             .field("transfers", transfers)
+            .field("think_us", args.think_us)
             .field("made", made)
             .field("failed", failed)
             .field("takes", takes)

@@ -82,6 +82,18 @@ pub(crate) struct Awaits {
     early: HashMap<(ActorId, u64), AwaitedValue>,
     /// Results for awaits given up on (their future was dropped).
     pub(crate) stale: u64,
+    /// Sleeps not over yet, by key (their results come from the actor's timer
+    /// channel, [`sleep_source`]): their deadlines.
+    pub(crate) sleeps: HashMap<u64, std::time::Instant>,
+}
+
+/// Timer-thread sequence numbers with this bit set are an actor's sleeps (the rest is
+/// the sleep's key), not its timers.
+pub(crate) const SLEEP_BIT: u64 = 1 << 63;
+
+/// The asked actor a sleep's result is keyed by: the actor's timer channel.
+pub(crate) fn sleep_source(actor: ActorId) -> ActorId {
+    crate::actor::timer::source_of(actor)
 }
 
 #[derive(Default)]
@@ -156,11 +168,26 @@ impl Awaits {
     }
 
     /// A restored actor's awaits: the asks its checkpoint counted. (Results it kept come
-    /// back as messages.)
+    /// back as messages, its sleeps are armed again by the caller.)
     pub(crate) fn restore(&mut self, asked: &[(ActorId, u64)]) {
         self.asked = asked.iter().copied().collect();
         self.pending.clear();
         self.early.clear();
+        self.sleeps.clear();
+    }
+
+    /// Sleeps not over yet, for a checkpoint: each key with the nanoseconds left.
+    pub(crate) fn sleeps_left(&self, now: std::time::Instant) -> Vec<(u64, u64)> {
+        let mut left: Vec<_> = self
+            .sleeps
+            .iter()
+            .map(|(k, d)| {
+                let ns = d.saturating_duration_since(now).as_nanos();
+                (*k, u64::try_from(ns).unwrap_or(u64::MAX))
+            })
+            .collect();
+        left.sort_unstable();
+        left
     }
 
     /// The await (`to`, `key`) is given up on (its future dropped unanswered).

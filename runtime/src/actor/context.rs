@@ -3,7 +3,9 @@
 //! nondeterministic inputs (time, random numbers) that recovery logs and replays.
 
 use crate::actor::actor_ref::ActorRef;
-use crate::actor::awaits::{AwaitDelivery, AwaitRoute, Awaited, AwaitedValue, ResultOf};
+use crate::actor::awaits::{
+    sleep_source, AwaitDelivery, AwaitRoute, Awaited, AwaitedValue, ResultOf,
+};
 use crate::actor::reexecution;
 use crate::actor::reply::{ActorRoute, LocalDelivery, ReplyTo};
 use crate::actor::timer::TimerId;
@@ -104,6 +106,24 @@ impl<A: Actor> Context<A> {
             asker: &self.myself,
             to,
             msg: Some(msg),
+            result: None,
+        }
+    }
+
+    /// In an `async fn` handler: waits `delay` (at least), then goes on.
+    ///
+    /// ```ignore
+    /// ctx.sleep(Duration::from_millis(10)).await;
+    /// ```
+    ///
+    /// The handler is suspended meanwhile like in an await of an ask (its actor takes no
+    /// other message). With recovery on a sleep survives a failure: a checkpoint holds it
+    /// with the time it had left, and a restore that re-executes the handler arms it
+    /// again with that time (or hands back its end, if it was over).
+    pub fn sleep(&self, delay: Duration) -> ActorSleep<'_, A> {
+        ActorSleep {
+            actor: &self.myself,
+            delay,
             result: None,
         }
     }
@@ -248,6 +268,53 @@ impl<A: Actor> Context<A> {
             }
             None => fresh(),
         })
+    }
+}
+
+/// A sleep of an async handler ([`Context::sleep`]).
+#[must_use = "a sleep does nothing unless awaited"]
+pub struct ActorSleep<'a, A: Actor> {
+    actor: &'a ActorRef<A>,
+    delay: Duration,
+    /// Once started by a poll: the result it waits for.
+    result: Option<ResultOf>,
+}
+
+impl<A: Actor> Unpin for ActorSleep<'_, A> {}
+
+impl<A: Actor> Future for ActorSleep<'_, A> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        if this.result.is_none() {
+            // A context always belongs to a local actor.
+            let Some(cell) = this.actor.local_cell() else {
+                return Poll::Ready(());
+            };
+            let awaits = cell.awaits();
+            let source = sleep_source(this.actor.id());
+            let key = awaits.lock().unwrap_or_else(|e| e.into_inner()).ask(source);
+            // A re-executed handler's sleep started before the checkpoint: the checkpoint
+            // holds it (pending, or its end).
+            if !reexecution::skips_effect() {
+                cell.start_sleep(key, this.delay);
+            }
+            this.result = Some(ResultOf {
+                awaits,
+                to: source,
+                key,
+                done: false,
+            });
+        }
+        match this
+            .result
+            .as_mut()
+            .map(|r| r.poll_result::<()>(cx.waker()))
+        {
+            Some(None) => Poll::Pending,
+            _ => Poll::Ready(()),
+        }
     }
 }
 

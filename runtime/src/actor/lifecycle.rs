@@ -9,8 +9,8 @@
 
 use crate::actor::actor_ref::ActorRef;
 use crate::actor::awaits::{
-    polling_handler, AsyncTurn, Awaited, AwaitedValue, HandlerWaker, ResultPayload, SharedAwaits,
-    RESULT_TAG,
+    polling_handler, sleep_source, AsyncTurn, Awaited, AwaitedValue, HandlerWaker, ResultPayload,
+    SharedAwaits, RESULT_TAG, SLEEP_BIT,
 };
 use crate::actor::context::Context;
 use crate::actor::mailbox::{Mailbox, Signal, Stamp, Status};
@@ -88,6 +88,9 @@ pub(crate) struct ActorImage {
     /// Asks its awaits made so far to each actor: later asks number on from these.
     #[serde(default)]
     pub(crate) asked: Vec<(ActorId, u64)>,
+    /// Its async handler's sleeps not over yet: key and nanoseconds left.
+    #[serde(default)]
+    pub(crate) sleeps: Vec<(u64, u64)>,
 }
 
 /// One actor: its mailbox, its state, and where it runs.
@@ -291,6 +294,39 @@ impl<A: Actor> ActorCell<A> {
                 .unwrap_or_else(|e| e.into_inner())
                 .handle(s.index),
             _ => true,
+        }
+    }
+
+    /// Starts sleep `key` of an async handler: its result comes after `delay`.
+    pub(crate) fn start_sleep(self: &Arc<Self>, key: u64, delay: Duration) {
+        let deadline = Instant::now() + delay;
+        self.awaits()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .sleeps
+            .insert(key, deadline);
+        let weak: Weak<dyn TimerTarget> = Arc::downgrade(self) as Weak<dyn TimerTarget>;
+        crate::actor::timer::schedule(deadline, SLEEP_BIT | key, weak);
+    }
+
+    /// Sleep `key` is over: its result goes to the actor, unless a restore replaced it.
+    fn sleep_over(self: &Arc<Self>, key: u64) {
+        let awaits = self.awaits();
+        // The push happens under the awaits' lock: a checkpoint holds each sleep either
+        // pending or as a result (see `checkpoint_image`).
+        let mut a = awaits.lock().unwrap_or_else(|e| e.into_inner());
+        if a.sleeps.remove(&key).is_none() {
+            return;
+        }
+        let result = Awaited {
+            from: sleep_source(self.mailbox.id),
+            key,
+            value: AwaitedValue::Encoded(Vec::new()),
+        };
+        let pushed = self.mailbox.push_result(result);
+        drop(a);
+        if pushed {
+            self.notify();
         }
     }
 
@@ -947,6 +983,9 @@ impl<A: Actor> Runnable for ActorCell<A> {
 
 impl<A: Actor> TimerTarget for ActorCell<A> {
     fn fire(self: Arc<Self>, seq: u64) {
+        if seq & SLEEP_BIT != 0 {
+            return self.sleep_over(seq & !SLEEP_BIT);
+        }
         // The push happens under the timers lock (see `checkpoint_image`).
         let mut timers = self.timers.lock().unwrap_or_else(|e| e.into_inner());
         let Some(msg) = timers.take_fired(seq) else {
@@ -1117,6 +1156,11 @@ impl<A: Actor> Control for ActorCell<A> {
         // Timers first: the timer thread pushes a fired one under this lock, so the image
         // holds each timer either pending or in the mailbox, never both or neither.
         let timers = self.timers.lock().unwrap_or_else(|e| e.into_inner());
+        // Likewise the awaits: a sleep's result is pushed under their lock.
+        let awaits = self
+            .awaits
+            .get()
+            .map(|a| a.lock().unwrap_or_else(|e| e.into_inner()));
         let mut signals = Vec::with_capacity(self.mailbox.len());
         while let Some(s) = self.mailbox.pop() {
             signals.push(s);
@@ -1156,10 +1200,6 @@ impl<A: Actor> Control for ActorCell<A> {
             // Results not taken yet: held by a re-execution, queued, or kept by the
             // awaits.
             let mut results = Vec::new();
-            let awaits = self
-                .awaits
-                .get()
-                .map(|a| a.lock().unwrap_or_else(|e| e.into_inner()));
             let held = suspended.map_or(&[][..], |(_, held)| &held[..]);
             let queued = signals.iter().filter_map(|s| match s {
                 Signal::Result(r) => Some(r),
@@ -1180,15 +1220,20 @@ impl<A: Actor> Control for ActorCell<A> {
                         crate::wire::encode(&recorded.image()).map_err(|e| e.to_string())?,
                     )),
                 ),
-                None => (awaits.map(|a| a.asked()).unwrap_or_default(), None),
+                None => (awaits.as_ref().map(|a| a.asked()).unwrap_or_default(), None),
             };
-            Ok::<_, String>((mailbox, stamps, timers, results, asked, suspended))
+            let sleeps = awaits
+                .as_ref()
+                .map(|a| a.sleeps_left(Instant::now()))
+                .unwrap_or_default();
+            Ok::<_, String>((mailbox, stamps, timers, results, asked, suspended, sleeps))
         });
         for s in signals {
             self.mailbox.requeue(s);
         }
+        drop(awaits);
         drop(timers);
-        let (mailbox, stamps, timers, results, asked, suspended) =
+        let (mailbox, stamps, timers, results, asked, suspended, sleeps) =
             encoded.map_err(|e| format!("actor {} ({}): {e}", self.mailbox.id, A::NAME))?;
         Ok(Some(ActorImage {
             id: self.mailbox.id,
@@ -1204,6 +1249,7 @@ impl<A: Actor> Control for ActorCell<A> {
             suspended,
             results,
             asked,
+            sleeps,
         }))
     }
 
@@ -1274,6 +1320,9 @@ impl<A: Actor> Control for ActorCell<A> {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .restore(&image.asked);
+        }
+        for &(key, left) in &image.sleeps {
+            self.start_sleep(key, Duration::from_nanos(left));
         }
         state.actor = Some(actor);
         if image.started {

@@ -27,6 +27,11 @@ use support::launched::{
 const TRANSFERS: &str = "10000";
 
 fn launch() -> Launched {
+    launch_with(TRANSFERS, &[])
+}
+
+/// `transfer` with `transfers` per client and more options (`app`).
+fn launch_with(transfers: &str, app: &[&str]) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
     cmd.args([
         "run",
@@ -39,7 +44,8 @@ fn launch() -> Launched {
     ])
     .arg("--")
     .arg(bin("transfer"))
-    .args(["--transfers", TRANSFERS]);
+    .args(["--transfers", transfers])
+    .args(app);
     Launched::spawn(cmd, 4)
 }
 
@@ -84,6 +90,24 @@ fn a_node_killed_with_its_handlers_suspended_re_executes_them_and_every_balance_
         f.reexecuted_handlers(2) > 0,
         "the restore re-executed the handlers its checkpoint kept suspended"
     );
+}
+
+#[test]
+fn a_node_killed_while_a_handler_sleeps_ends_the_sleep_after_its_restore() {
+    // Tellers sleep 300 µs between the take and the put, the money in flight: a
+    // checkpoint keeps a sleep with the time it had left, and the restore arms it again.
+    let _one = support::one_at_a_time();
+    let mut run = launch_with("4000", &["--think-us", "300"]);
+    run.wait_started();
+    run.wait_for_checkpoints(&[1], 2);
+    run.wait_for("a checkpoint of node 1 holding a sleep", |l| {
+        l.contains("node 1: checkpoint committed") && !l.contains(" sleeps=0 ")
+    });
+    run.kill(1);
+    let f = run.finish();
+    assert_invariants(&f);
+    assert_only_restarted(&f, &[1]);
+    assert!(f.reexecuted_handlers(1) > 0);
 }
 
 #[test]

@@ -437,6 +437,7 @@ mod tests {
             suspended: None,
             results: Vec::new(),
             asked: Vec::new(),
+            sleeps: Vec::new(),
         }
     }
 

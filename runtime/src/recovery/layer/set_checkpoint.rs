@@ -275,6 +275,8 @@ impl RecoveryLayer {
         let n_actors = actors.len();
         // Actors whose image keeps a suspended async handler instead of their state.
         let suspended = actors.iter().filter(|a| a.suspended.is_some()).count();
+        // Their sleeps not over yet.
+        let sleeps: usize = actors.iter().map(|a| a.sleeps.len()).sum();
         let events_snapshot = events.snapshot;
         let journal_len = main_replay.journal_len;
         let image = SetImage {
@@ -358,7 +360,8 @@ impl RecoveryLayer {
         event(
             self.rank,
             &format!(
-                "checkpoint id={} actors={n_actors} suspended_handlers={suspended} bytes={} \
+                "checkpoint id={} actors={n_actors} suspended_handlers={suspended} \
+                 sleeps={sleeps} bytes={} \
                  journal_bytes={journal_len} pause_us={} gate_us={} total_ms={}",
                 id.0,
                 bytes,
