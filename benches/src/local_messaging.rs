@@ -13,6 +13,8 @@ use std::time::SystemTime;
 pub const TELLS: u64 = 10_000;
 /// Actors per round of the spawn scenario.
 pub const SPAWNS: u64 = 100;
+/// Asks per round of the actor-ask scenario.
+pub const ACTOR_ASKS: u64 = 1_000;
 
 /// Contender: Lazarus (criterion bench ids, so directory names, and table rows).
 pub const LAZARUS: &str = "lazarus";
@@ -30,6 +32,9 @@ pub const LAZARUS_NO_TIMEOUT: &str = "lazarus_no_timeout";
 pub const LAZARUS_NO_SPIN: &str = "lazarus_no_spin";
 /// Diagnostic variant of the ask scenario: a Tokio ponger that spins like Lazarus's cores.
 pub const TOKIO_SPIN: &str = "tokio_mpsc_spin";
+/// Contender of the actor-ask scenario: Lazarus's synchronous continuation
+/// (`ctx.ask(..).reply_as::<H>()`, the reply a message of the asker).
+pub const LAZARUS_REPLY_AS: &str = "lazarus_reply_as";
 
 /// The contenders that are other runtimes or the baseline (not diagnostic variants), in
 /// the order tables and plots show them.
@@ -43,6 +48,11 @@ pub const TELL_CROSS_CORE: &str = "tell_cross_core";
 pub const ASK_ROUNDTRIP: &str = "ask_roundtrip_cross_core";
 /// Scenario: [`SPAWNS`] actors spawned, messaged and stopped.
 pub const SPAWN: &str = "spawn";
+/// Scenario: an actor's handler asks an actor on the other core [`ACTOR_ASKS`] times,
+/// one after the other, awaiting each reply (Lazarus: an `async fn` handler awaiting
+/// `ctx.ask`; kameo: an async handler awaiting `ActorRef::ask`), or continuing in the
+/// reply's handler (`lazarus_reply_as`).
+pub const ACTOR_ASK: &str = "actor_ask_cross_core";
 
 /// A criterion group: every contender doing the same rounds.
 pub struct Scenario {
@@ -91,6 +101,12 @@ pub const SCENARIOS: &[Scenario] = &[
         unit: "actor",
         contenders: &MAIN_CONTENDERS,
     },
+    Scenario {
+        group: ACTOR_ASK,
+        elements: ACTOR_ASKS,
+        unit: "ask",
+        contenders: &[LAZARUS, LAZARUS_REPLY_AS, KAMEO],
+    },
 ];
 
 /// A target of the issue: Lazarus's median time at most `max_ratio` times `other`'s.
@@ -119,6 +135,18 @@ const TARGETS: &[Target] = &[
         other: TOKIO,
         max_ratio: 1.5,
         text: "round trip ≤ 1.5× tokio",
+    },
+    Target {
+        group: ACTOR_ASK,
+        other: LAZARUS_REPLY_AS,
+        max_ratio: 1.2,
+        text: "awaited ask ≤ 1.2× the reply_as continuation",
+    },
+    Target {
+        group: ACTOR_ASK,
+        other: KAMEO,
+        max_ratio: 1.0,
+        text: "awaited ask faster than kameo's",
     },
 ];
 

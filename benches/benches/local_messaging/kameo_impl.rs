@@ -2,7 +2,7 @@
 //! mailboxes, each actor spawned onto the pinned runtime of its core (`Handle::enter`).
 
 use crate::support::{Cores, Counter};
-use crate::{Workload, SPAWNS, TELLS};
+use crate::{Workload, ACTOR_ASKS, SPAWNS, TELLS};
 use kameo::actor::{ActorRef, Spawn as _};
 use kameo::error::Infallible;
 use kameo::mailbox;
@@ -195,6 +195,51 @@ impl Workload for Spawn {
             }
             self.expected += SPAWNS;
             expect(&self.cores, &self.sink, self.expected);
+        })
+    }
+}
+
+/// Asks the ponger again and again from one async handler, awaiting each reply.
+struct Asker {
+    ponger: ActorRef<Ponger>,
+}
+kameo_actor!(Asker);
+
+struct Awaits(u64);
+
+impl Message<Awaits> for Asker {
+    type Reply = u64;
+    async fn handle(&mut self, msg: Awaits, _: &mut Context<Self, u64>) -> u64 {
+        let mut sum = 0;
+        for i in 0..msg.0 {
+            sum += self.ponger.ask(Ping(i)).await.expect("ponger answers");
+        }
+        sum
+    }
+}
+
+struct ActorAsk {
+    asker: ActorRef<Asker>,
+    cores: Cores,
+}
+
+/// The actor-ask scenario: the asker on core 0, the ponger on core 1.
+pub fn actor_ask() -> Box<dyn Workload> {
+    let cores = Cores::new("kameo");
+    let ponger = spawn_on(&cores, 1, Ponger);
+    let asker = spawn_on(&cores, 0, Asker { ponger });
+    Box::new(ActorAsk { asker, cores })
+}
+
+impl Workload for ActorAsk {
+    fn run(&mut self, iters: u64) -> Duration {
+        let expected = ACTOR_ASKS * (ACTOR_ASKS - 1) / 2;
+        crate::support::timed(iters, || {
+            let sum = self
+                .cores
+                .client
+                .block_on(async { self.asker.ask(Awaits(ACTOR_ASKS)).await });
+            assert_eq!(sum.ok(), Some(expected));
         })
     }
 }

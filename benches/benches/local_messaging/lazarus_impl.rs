@@ -2,7 +2,7 @@
 //! default node (pinned cores), driven from the client with `tell` and `Node::block_on`.
 
 use crate::support::Counter;
-use crate::{Workload, SPAWNS, TELLS};
+use crate::{Workload, ACTOR_ASKS, SPAWNS, TELLS};
 use lazarus::{messages, Actor, ActorRef, Context, CoreId, Node, NodeBuilder, ReplyTo};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -224,6 +224,103 @@ impl Workload for Spawn {
                 target: self.expected,
             });
             node.block_on(ask).expect("collector answers");
+        })
+    }
+}
+
+/// Asks the ponger again and again from its handlers: awaiting each ask in one `async fn`
+/// handler, or continuing in the handler of each reply (`reply_as`).
+#[derive(Actor, Serialize, Deserialize)]
+struct Asker {
+    ponger: ActorRef<Ponger>,
+    /// The continuation's progress: asks made, their sum, and who waits for it.
+    made: u64,
+    sum: u64,
+    done: Option<ReplyTo<u64>>,
+    left_after: u64,
+}
+
+#[messages]
+impl Asker {
+    /// `n` asks, each awaited; returns the sum of the replies.
+    #[message]
+    async fn awaits(&mut self, n: u64, ctx: &mut Context<Self>) -> u64 {
+        let mut sum = 0;
+        for i in 0..n {
+            sum += ctx
+                .ask(&self.ponger, Ping { v: i })
+                .await
+                .expect("ponger answers");
+        }
+        sum
+    }
+
+    /// `n` asks, each made by the handler of the previous one's reply; answers `reply`
+    /// with the sum.
+    #[message]
+    fn continued(&mut self, n: u64, reply: ReplyTo<u64>, ctx: &mut Context<Self>) {
+        (self.made, self.sum) = (0, 0);
+        if n == 0 {
+            reply.send(0);
+            return;
+        }
+        self.done = Some(reply);
+        self.made = 1;
+        let ask = ctx.ask(&self.ponger, Ping { v: 0 });
+        assert!(ask.reply_as::<Pong>().is_ok(), "ponger gone");
+        self.left_after = n;
+    }
+
+    #[message]
+    fn pong(&mut self, v: u64, ctx: &mut Context<Self>) {
+        self.sum += v;
+        if self.made < self.left_after {
+            let ask = ctx.ask(&self.ponger, Ping { v: self.made });
+            self.made += 1;
+            assert!(ask.reply_as::<Pong>().is_ok(), "ponger gone");
+        } else if let Some(reply) = self.done.take() {
+            reply.send(self.sum);
+        }
+    }
+}
+
+struct ActorAsk {
+    asker: ActorRef<Asker>,
+    awaited: bool,
+    node: Running,
+}
+
+/// The actor-ask scenario: awaited asks (`awaited`) or the `reply_as` continuation.
+pub fn actor_ask(awaited: bool) -> Box<dyn Workload> {
+    let node = Running::start();
+    let ponger = node.node().spawn_on(CoreId(1), Ponger).expect("spawn");
+    let asker = Asker {
+        ponger,
+        made: 0,
+        sum: 0,
+        done: None,
+        left_after: 0,
+    };
+    let asker = node.node().spawn_on(CoreId(0), asker).expect("spawn");
+    Box::new(ActorAsk {
+        asker,
+        awaited,
+        node,
+    })
+}
+
+impl Workload for ActorAsk {
+    fn run(&mut self, iters: u64) -> Duration {
+        let expected = ACTOR_ASKS * (ACTOR_ASKS - 1) / 2;
+        crate::support::timed(iters, || {
+            let sum = if self.awaited {
+                let ask = self.asker.ask(Awaits { n: ACTOR_ASKS });
+                self.node.node().block_on(ask)
+            } else {
+                let ask = self.asker.ask(Continued { n: ACTOR_ASKS });
+                self.node.node().block_on(ask)
+            };
+            assert_eq!(sum, Ok(expected));
         })
     }
 }

@@ -11,6 +11,12 @@
 //! - `spawn`: the client spawns [`SPAWNS`] actors on core 1 and sends each one message,
 //!   which it forwards to a collector before stopping itself; the collector answers once
 //!   all have arrived. Element: one actor's whole life.
+//! - `actor_ask_cross_core`: the client asks an actor on core 0 to make [`ACTOR_ASKS`]
+//!   asks of an actor on core 1, one after the other, and answers with their sum: an
+//!   `async fn` handler awaiting each `ctx.ask` (Lazarus), the same with kameo's async
+//!   handler awaiting `ActorRef::ask`, and Lazarus's synchronous continuation
+//!   (`lazarus_reply_as`: each reply is a message whose handler makes the next ask).
+//!   Element: one ask and its reply, actor to actor.
 //!
 //! Fairness. Every contender runs on the layout of a Lazarus node: one OS thread per core,
 //! pinned with Lazarus's own hwloc binding. Lazarus runs its own executors there; the
@@ -41,13 +47,14 @@ mod tokio_impl;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use lazarus_benches::criterion_data::criterion_dir;
 use lazarus_benches::local_messaging::{
-    self as spec, ACTIX, ASK_ROUNDTRIP, KAMEO, LAZARUS, LAZARUS_NO_SPIN, LAZARUS_NO_TIMEOUT,
-    RACTOR, SCENARIOS, SPAWN, TELL_CROSS_CORE, TELL_SAME_CORE, TOKIO, TOKIO_SPIN,
+    self as spec, ACTIX, ACTOR_ASK, ASK_ROUNDTRIP, KAMEO, LAZARUS, LAZARUS_NO_SPIN,
+    LAZARUS_NO_TIMEOUT, LAZARUS_REPLY_AS, RACTOR, SCENARIOS, SPAWN, TELL_CROSS_CORE,
+    TELL_SAME_CORE, TOKIO, TOKIO_SPIN,
 };
 use lazarus_impl::AskVariant;
 use std::time::{Duration, SystemTime};
 
-pub use spec::{SPAWNS, TELLS};
+pub use spec::{ACTOR_ASKS, SPAWNS, TELLS};
 
 /// One contender set up for one scenario. Dropping it stops its actors and threads.
 pub trait Workload {
@@ -83,6 +90,9 @@ fn workload(group: &str, contender: &str) -> Option<Box<dyn Workload>> {
         (SPAWN, ACTIX) => actix_impl::spawn(),
         (SPAWN, KAMEO) => kameo_impl::spawn(),
         (SPAWN, RACTOR) => ractor_impl::spawn(),
+        (ACTOR_ASK, LAZARUS) => lazarus_impl::actor_ask(true),
+        (ACTOR_ASK, LAZARUS_REPLY_AS) => lazarus_impl::actor_ask(false),
+        (ACTOR_ASK, KAMEO) => kameo_impl::actor_ask(),
         _ => return None,
     })
 }
@@ -145,7 +155,8 @@ fn summary(since: SystemTime) {
     let machine = lazarus_benches::machine::Machine::this();
     let text = format!(
         "# Lazarus local messaging\n\n\
-         Machine: {}. Round: {TELLS} messages (tell), 1 ask, {SPAWNS} spawns. Ratio: \
+         Machine: {}. Round: {TELLS} messages (tell), 1 ask, {SPAWNS} spawns, \
+         {ACTOR_ASKS} asks actor to actor. Ratio: \
          Lazarus's median time over the contender's (below 1, Lazarus is faster).\n\n{}",
         machine.describe(),
         spec::table(&measured)

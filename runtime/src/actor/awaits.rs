@@ -16,7 +16,7 @@
 use crate::actor_id::ActorId;
 use crate::error::AskError;
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -70,21 +70,24 @@ pub(crate) type AwaitDelivery<R> = Box<dyn FnOnce(Result<R, AskError>) -> bool +
 pub(crate) type ResultPayload = (ActorId, u64, Result<Vec<u8>, AskError>);
 
 /// The awaits of one actor: asks made, results waiting for their future.
+///
+/// Ordered maps and a short list rather than hash maps: an await costs a few of these
+/// operations, and hashing its key was a tenth of an awaited ask's CPU time.
 #[derive(Default)]
 pub(crate) struct Awaits {
     /// Asks made so far to each actor: the last key.
-    asked: HashMap<ActorId, u64>,
+    asked: BTreeMap<ActorId, u64>,
     /// Awaits not answered yet, by (asked actor, key): the result once it came, and the
-    /// waker of the future that waits for it.
-    pending: HashMap<(ActorId, u64), Pending>,
+    /// waker of the future that waits for it. As many as the handler awaits at once.
+    pending: Vec<((ActorId, u64), Pending)>,
     /// Results whose await has not been made yet (a restored actor's peer resent them
     /// before its re-executed handler asked again), kept until it is.
-    early: HashMap<(ActorId, u64), AwaitedValue>,
+    early: BTreeMap<(ActorId, u64), AwaitedValue>,
     /// Results for awaits given up on (their future was dropped).
     pub(crate) stale: u64,
     /// Sleeps not over yet, by key (their results come from the actor's timer
     /// channel, [`sleep_source`]): their deadlines.
-    pub(crate) sleeps: HashMap<u64, std::time::Instant>,
+    pub(crate) sleeps: BTreeMap<u64, std::time::Instant>,
 }
 
 /// Timer-thread sequence numbers with this bit set are an actor's sleeps (the rest is
@@ -112,34 +115,45 @@ impl Awaits {
             value: self.early.remove(&(to, key)),
             waker: None,
         };
-        self.pending.insert((to, key), pending);
+        self.pending.push(((to, key), pending));
         key
     }
 
+    fn pending_mut(&mut self, at: (ActorId, u64)) -> Option<(usize, &mut Pending)> {
+        self.pending
+            .iter_mut()
+            .enumerate()
+            .find(|(_, (k, _))| *k == at)
+            .map(|(i, (_, p))| (i, p))
+    }
+
     /// A result arrived: handed to its await (whose future is woken), kept if its await
-    /// is not made yet, dropped if it was given up on.
-    pub(crate) fn deliver(&mut self, result: Awaited) {
+    /// is not made yet, dropped if it was given up on. Returns whether it woke `own` (the
+    /// caller's waker, not woken here: the caller polls next).
+    pub(crate) fn deliver(&mut self, result: Awaited, own: Option<&Waker>) -> bool {
         let at = (result.from, result.key);
-        match self.pending.get_mut(&at) {
-            Some(p) => {
-                p.value = Some(result.value);
-                if let Some(w) = p.waker.take() {
-                    w.wake();
+        if let Some((_, p)) = self.pending_mut(at) {
+            p.value = Some(result.value);
+            if let Some(w) = p.waker.take() {
+                if own.is_some_and(|own| w.will_wake(own)) {
+                    return true;
                 }
+                w.wake();
             }
-            None if self.asked.get(&result.from).copied().unwrap_or(0) < result.key => {
-                self.early.insert(at, result.value);
-            }
-            None => self.stale += 1,
+        } else if self.asked.get(&result.from).copied().unwrap_or(0) < result.key {
+            self.early.insert(at, result.value);
+        } else {
+            self.stale += 1;
         }
+        false
     }
 
     /// The result of await (`to`, `key`) if it came; else `waker` is woken when it does.
     fn take(&mut self, to: ActorId, key: u64, waker: &Waker) -> Option<AwaitedValue> {
-        let p = self.pending.get_mut(&(to, key))?;
+        let (i, p) = self.pending_mut((to, key))?;
         match p.value.take() {
             Some(v) => {
-                self.pending.remove(&(to, key));
+                self.pending.swap_remove(i);
                 Some(v)
             }
             None => {
@@ -151,9 +165,7 @@ impl Awaits {
 
     /// Asks made so far to each actor (what a checkpoint keeps).
     pub(crate) fn asked(&self) -> Vec<(ActorId, u64)> {
-        let mut asked: Vec<_> = self.asked.iter().map(|(a, n)| (*a, *n)).collect();
-        asked.sort_unstable();
-        asked
+        self.asked.iter().map(|(a, n)| (*a, *n)).collect()
     }
 
     /// Results that came and were not taken yet (for a checkpoint): those of awaits
@@ -178,21 +190,20 @@ impl Awaits {
 
     /// Sleeps not over yet, for a checkpoint: each key with the nanoseconds left.
     pub(crate) fn sleeps_left(&self, now: std::time::Instant) -> Vec<(u64, u64)> {
-        let mut left: Vec<_> = self
-            .sleeps
+        self.sleeps
             .iter()
             .map(|(k, d)| {
                 let ns = d.saturating_duration_since(now).as_nanos();
                 (*k, u64::try_from(ns).unwrap_or(u64::MAX))
             })
-            .collect();
-        left.sort_unstable();
-        left
+            .collect()
     }
 
     /// The await (`to`, `key`) is given up on (its future dropped unanswered).
     fn forget(&mut self, to: ActorId, key: u64) {
-        self.pending.remove(&(to, key));
+        if let Some((i, _)) = self.pending_mut((to, key)) {
+            self.pending.swap_remove(i);
+        }
     }
 }
 
@@ -323,14 +334,14 @@ mod tests {
         let b = ActorId::new(1, 0).unwrap();
         let mut awaits = Awaits::default();
         // A restored asker's peer resends the result of ask 1 before it asks again.
-        awaits.deliver(result(b, 1, 7));
+        awaits.deliver(result(b, 1, 7), None);
         assert_eq!(awaits.ask(b), 1);
         let waker = Waker::noop();
         assert!(awaits.take(b, 1, waker).is_some(), "kept for the ask");
         // Ask 2 given up on: its late result is not kept.
         assert_eq!(awaits.ask(b), 2);
         awaits.forget(b, 2);
-        awaits.deliver(result(b, 2, 8));
+        awaits.deliver(result(b, 2, 8), None);
         assert_eq!(awaits.stale, 1);
         assert!(awaits.early.is_empty());
     }

@@ -144,6 +144,8 @@ struct State<A: Actor> {
 struct Suspended<A: Actor> {
     future: AsyncTurn<A>,
     waker: Arc<HandlerWaker>,
+    /// `waker` as the future sees it.
+    waker_handle: Waker,
     message_type: &'static str,
     /// Stop and barrier signals that came meanwhile: they wait for the handler, like the
     /// messages enqueued before them.
@@ -342,11 +344,23 @@ impl<A: Actor> ActorCell<A> {
 
     /// Hands a result taken out of the mailbox to the awaits.
     fn deliver_to_awaits(&self, result: Awaited) {
+        self.deliver_to_handler(result, None);
+    }
+
+    /// Hands a result taken out of the mailbox to the awaits of the suspended handler
+    /// `suspended`: marked woken directly if it waits for it (the caller polls it next).
+    fn deliver_to_handler(&self, result: Awaited, suspended: Option<&Suspended<A>>) {
         let awaits = self.awaits.get_or_init(SharedAwaits::default);
-        awaits
+        let own = suspended.map(|s| &s.waker_handle);
+        let woke = awaits
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .deliver(result);
+            .deliver(result, own);
+        if woke {
+            if let Some(s) = suspended {
+                s.waker.woken.store(true, Ordering::Release);
+            }
+        }
     }
 
     /// Enqueues the result of an await and wakes the actor; false if it has stopped.
@@ -492,6 +506,7 @@ impl<A: Actor> ActorCell<A> {
             let message_type = msg.type_name();
             state.suspended = Some(Box::new(Suspended {
                 future: A::handle_async(actor, msg, ctx),
+                waker_handle: Waker::from(Arc::clone(&waker)),
                 waker,
                 message_type,
                 deferred: Vec::new(),
@@ -582,7 +597,7 @@ impl<A: Actor> ActorCell<A> {
                 Signal::Result(r) if suspended.recorded.as_ref().is_some_and(|r| r.reexecuting) => {
                     suspended.held.push(r)
                 }
-                Signal::Result(r) => self.deliver_to_awaits(r),
+                Signal::Result(r) => self.deliver_to_handler(r, Some(suspended)),
                 Signal::Msg(m) => state.stash.push_back((m, None)),
                 Signal::Stamped(m, stamp) => state.stash.push_back((m, Some(stamp))),
                 other => suspended.deferred.push(other),
@@ -594,8 +609,7 @@ impl<A: Actor> ActorCell<A> {
         if !suspended.waker.woken.swap(false, Ordering::AcqRel) {
             return Drive::Pending;
         }
-        let waker = Waker::from(Arc::clone(&suspended.waker));
-        let mut cx = std::task::Context::from_waker(&waker);
+        let mut cx = std::task::Context::from_waker(&suspended.waker_handle);
         let message_type = suspended.message_type;
         // A restore's re-execution hands back the recorded results one at a time, each
         // followed by a poll; then checks that the handler made again what its record
@@ -1340,9 +1354,11 @@ impl<A: Actor> Control for ActorCell<A> {
                 unreachable!("set just above for a started actor")
             };
             let message_type = message.type_name();
+            let waker = self.handler_waker();
             state.suspended = Some(Box::new(Suspended {
                 future: A::handle_async(actor, message, ctx),
-                waker: self.handler_waker(),
+                waker_handle: Waker::from(Arc::clone(&waker)),
+                waker,
                 message_type,
                 deferred: Vec::new(),
                 recorded: Some(Box::new(recorded)),

@@ -122,6 +122,8 @@ impl Recorded {
 }
 
 thread_local! {
+    /// Whether a record is installed: the one check every send and reply makes.
+    static INSTALLED: Cell<bool> = const { Cell::new(false) };
     /// The record of the handler being polled on this thread, if recovery keeps one.
     static POLLING: RefCell<Option<Box<Recorded>>> = const { RefCell::new(None) };
     /// A skipped effect's message is being dropped: its reply slots answer nothing.
@@ -133,6 +135,7 @@ pub(crate) fn polling<T>(record: &mut Option<Box<Recorded>>, poll: impl FnOnce()
     struct Uninstall<'a>(&'a mut Option<Box<Recorded>>);
     impl Drop for Uninstall<'_> {
         fn drop(&mut self) {
+            INSTALLED.with(|i| i.set(false));
             *self.0 = POLLING.with(|p| p.borrow_mut().take());
         }
     }
@@ -140,11 +143,15 @@ pub(crate) fn polling<T>(record: &mut Option<Box<Recorded>>, poll: impl FnOnce()
         return poll();
     };
     POLLING.with(|p| *p.borrow_mut() = Some(r));
+    INSTALLED.with(|i| i.set(true));
     let _uninstall = Uninstall(record);
     poll()
 }
 
 fn with_record<T>(f: impl FnOnce(&mut Recorded) -> T) -> Option<T> {
+    if !INSTALLED.with(Cell::get) {
+        return None;
+    }
     POLLING.with(|p| p.borrow_mut().as_mut().map(|r| f(r)))
 }
 
