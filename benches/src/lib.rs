@@ -8,6 +8,7 @@
 pub mod coordination;
 pub mod criterion_data;
 pub mod error;
+pub mod interleaved;
 pub mod local_messaging;
 pub mod machine;
 pub mod paired;

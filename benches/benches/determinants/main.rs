@@ -30,20 +30,12 @@
 //! the repetitions (default 5).
 
 use lazarus_benches::criterion_data::criterion_dir;
+use lazarus_benches::interleaved::{measure, Variant};
 use lazarus_benches::machine::Machine;
-use lazarus_benches::runs::{run, Launch};
-use lazarus_benches::stats::median;
+use lazarus_benches::runs::Launch;
 use lazarus_benches::target::{build_release, Bins};
 use lazarus_benches::Result;
 use std::time::Duration;
-
-/// One configuration of a comparison.
-struct Variant {
-    name: &'static str,
-    launch: Launch,
-    /// The RESULT field measured.
-    field: &'static str,
-}
 
 fn pingpong(order_sensitive: bool, loggers: &str) -> Launch {
     let mut args = vec!["--min-size", "8", "--max-size", "8", "--iters", "4000"];
@@ -77,42 +69,6 @@ fn bank(recovery: bool) -> Launch {
     let mut l = Launch::new("bank", 4, &["--transfers", "2000", "--measure"]);
     l.recovery = recovery.then_some(Duration::from_secs(1));
     l
-}
-
-/// The values of every variant of a comparison, one per repetition (the repetitions
-/// aligned: value `r` of each variant comes from the same round).
-struct Samples(Vec<Vec<f64>>);
-
-impl Samples {
-    /// The median of variant `i`'s values.
-    fn median(&self, i: usize) -> f64 {
-        median(&self.0[i]).unwrap_or(f64::NAN)
-    }
-
-    /// The median over repetitions of variant `a`'s value / variant `b`'s value.
-    fn ratio(&self, a: usize, b: usize) -> f64 {
-        let ratios: Vec<f64> = self.0[a]
-            .iter()
-            .zip(&self.0[b])
-            .map(|(x, y)| x / y)
-            .collect();
-        median(&ratios).unwrap_or(f64::NAN)
-    }
-}
-
-/// Runs every variant `reps` times, interleaved (each repetition runs them all in turn);
-/// returns every value of `field`.
-fn measure(bins: &Bins, variants: &[Variant], reps: usize) -> Result<Samples> {
-    let mut samples = vec![Vec::new(); variants.len()];
-    for rep in 0..reps {
-        for (i, v) in variants.iter().enumerate() {
-            let r = run(bins, &v.launch, |_| None)?;
-            let value = r.result()?.number(v.field)?;
-            println!("rep {rep} {:<48} {} = {value}", v.name, v.field);
-            samples[i].push(value);
-        }
-    }
-    Ok(Samples(samples))
 }
 
 fn main() -> Result<()> {
