@@ -24,7 +24,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="${SOAK_DIR:-$(mktemp -d /tmp/lazarus-soak.XXXXXX)}"
 mkdir -p "$DIR/bin"
 (cd "$ROOT" && cargo build --release --quiet -p lazarus-cli -p lazarus-apps) || exit 1
-for b in lazarus bank jacobi2d kvstore master-worker npb-cg pingpong power spawn-ring; do
+for b in lazarus bank jacobi2d kvstore master-worker npb-cg pingpong power spawn-ring transfer; do
     cp "$ROOT/target/release/$b" "$DIR/bin/"
 done
 B="$DIR/bin"
@@ -47,6 +47,8 @@ if [ "$MODE" = plain ]; then
         "4|5|bank --transfers 12000"
         "4|3|power --coordinator actor --steps 6000"
         "4|3|power --steps 6000"
+        "4|3|power --coordinator async --steps 6000"
+        "4|5|transfer --transfers 12000 --think-us 50"
         "4|4|npb-cg --class A"
     )
 else

@@ -1,5 +1,6 @@
-//! A first actor: a counter on one node, told and asked. The README shows this file;
-//! `cargo run --example first_actor` runs it, and `cargo test` runs it too.
+//! A first actor: a counter on one node, told and asked, and a second actor whose async
+//! handler awaits the counter's replies. The README shows this file; `cargo run --example
+//! first_actor` runs it, and `cargo test` runs it too.
 
 use lazarus::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -25,6 +26,25 @@ impl Counter {
     }
 }
 
+#[derive(Actor, Serialize, Deserialize)]
+struct Teller {
+    counter: ActorRef<Counter>,
+}
+
+#[messages]
+impl Teller {
+    /// An async handler awaits other actors' replies; its actor takes no other message
+    /// until it returns, while the core runs other actors. With recovery on, one that a
+    /// failure interrupts is re-executed from the checkpoint, and sends nothing twice.
+    #[message]
+    async fn add_twice(&mut self, amount: u64, ctx: &mut Context<Self>) -> u64 {
+        let first = ctx.ask(&self.counter, Add { amount }).await.unwrap_or(0);
+        ctx.ask(&self.counter, Add { amount: first })
+            .await
+            .unwrap_or(0)
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let node = Node::builder().build()?; // one pinned executor per core
     let c = node.spawn(Counter::default())?; // or spawn_on(CoreId(k), ..)
@@ -33,7 +53,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(total, 5);
     let later = node.block_on(c.ask(Later {}))?; // answered through the kept slot
     assert_eq!(later, 5);
-    println!("the counter holds {total}");
+    let t = node.spawn(Teller { counter: c.clone() })?;
+    let twice = node.block_on(t.ask(AddTwice { amount: 1 }))?; // 5+1 = 6, then 6+6
+    assert_eq!(twice, 12);
+    println!("the counter holds {twice}");
     node.shutdown(); // drains mailboxes, stops actors
     Ok(())
 }
