@@ -211,6 +211,9 @@ impl Awaits {
 pub(crate) type SharedAwaits = Arc<Mutex<Awaits>>;
 
 thread_local! {
+    /// Whether an async handler is being polled on this thread: the one check every
+    /// `ActorRef::ask` makes.
+    static POLLED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// The actor whose async handler is being polled on this thread, and its awaits.
     static ASKING: std::cell::RefCell<Option<(ActorId, SharedAwaits)>> =
         const { std::cell::RefCell::new(None) };
@@ -226,16 +229,21 @@ pub(crate) fn polling_handler<T>(
     struct Clear;
     impl Drop for Clear {
         fn drop(&mut self) {
+            POLLED.with(|p| p.set(false));
             ASKING.with(|a| a.borrow_mut().take());
         }
     }
     ASKING.with(|a| *a.borrow_mut() = Some((asker, awaits)));
+    POLLED.with(|p| p.set(true));
     let _clear = Clear;
     poll()
 }
 
 /// The actor whose async handler is being polled on this thread, and its awaits.
 pub(crate) fn asking_handler() -> Option<(ActorId, SharedAwaits)> {
+    if !POLLED.with(std::cell::Cell::get) {
+        return None;
+    }
     ASKING.with(|a| a.borrow().clone())
 }
 
