@@ -162,16 +162,38 @@ impl<A: Actor> ActorRef<A> {
         msg: M,
         reply: ReplyTo<M::Reply>,
     ) -> Result<(), SendError<M>> {
-        // A re-executed async handler does not send again what its checkpoint holds.
-        if crate::actor::reexecution::skips_effect() {
-            crate::actor::reexecution::drop_skipped((msg, reply));
-            return Ok(());
+        use crate::actor::reexecution::{self, Made};
+        // A re-executed async handler does not send again what its checkpoint holds; it
+        // gets the outcome the send had.
+        if let Made::Skip(code) = reexecution::effect_seen() {
+            reexecution::drop_skipped(reply);
+            let id = self.id();
+            return match code {
+                0 => {
+                    reexecution::drop_skipped(msg);
+                    Ok(())
+                }
+                1 => Err(SendError::ActorStopped { id, message: msg }),
+                2 => Err(SendError::ActorFailed { id, message: msg }),
+                _ => Err(SendError::Unreachable {
+                    id,
+                    reason: "refused before the checkpoint this handler was restored from".into(),
+                    message: msg,
+                }),
+            };
         }
-        match recovery_hooks::tell_hook(self.node_handle()) {
+        let sent = reexecution::making(|| match recovery_hooks::tell_hook(self.node_handle()) {
             TellHook::None => self.tell_direct(msg, reply),
             TellHook::Main(hooks) => self.main_tell(hooks, msg, reply),
             TellHook::LogAll(hooks, from) => self.logged_local_tell(hooks, from, msg, reply),
-        }
+        });
+        reexecution::outcome(match &sent {
+            Ok(()) => 0,
+            Err(SendError::ActorStopped { .. }) => 1,
+            Err(SendError::ActorFailed { .. }) => 2,
+            Err(SendError::Unreachable { .. }) => 3,
+        });
+        sent
     }
 
     #[inline]

@@ -204,6 +204,10 @@ impl Awaits {
         if let Some((i, _)) = self.pending_mut((to, key)) {
             self.pending.swap_remove(i);
         }
+        // A sleep given up on (a select with a timeout): not kept by checkpoints either.
+        if crate::actor::timer::is_source(to) {
+            self.sleeps.remove(&key);
+        }
     }
 }
 

@@ -217,7 +217,7 @@ impl<A: Actor> ActorCell<A> {
 
     /// Arms a timer that sends `msg` to this actor after `delay`.
     pub(crate) fn arm_timer(self: &Arc<Self>, delay: Duration, msg: A::Msg) -> TimerId {
-        let deadline = Instant::now() + delay;
+        let deadline = deadline_after(delay);
         let seq = self
             .timers
             .lock()
@@ -301,7 +301,7 @@ impl<A: Actor> ActorCell<A> {
 
     /// Starts sleep `key` of an async handler: its result comes after `delay`.
     pub(crate) fn start_sleep(self: &Arc<Self>, key: u64, delay: Duration) {
-        let deadline = Instant::now() + delay;
+        let deadline = deadline_after(delay);
         self.awaits()
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -628,7 +628,8 @@ impl<A: Actor> ActorCell<A> {
             let Some(recorded) = suspended.recorded.as_mut().filter(|r| r.reexecuting) else {
                 break polled;
             };
-            suspended.waker.woken.store(false, Ordering::Release);
+            // (`woken` is left as it is: the loop polls again anyway, and a wake-up from
+            // another thread during the poll must not be lost.)
             if recorded.replaying() {
                 match recorded.next_replayed() {
                     Some(Ok(result)) => self.deliver_to_awaits(result),
@@ -895,6 +896,15 @@ impl<A: Actor> ActorCell<A> {
         drain_dead_letters::<A>(&self.mailbox, &mut state.stats, usize::MAX);
         self.node.deregister(self.mailbox.id);
     }
+}
+
+/// `delay` from now; a delay past what the clock can count (`Duration::MAX`: "never")
+/// is a century.
+fn deadline_after(delay: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(delay)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(now)
 }
 
 /// Whether an order-sensitive actor may handle the message with `stamp` now: from the

@@ -128,6 +128,9 @@ thread_local! {
     static POLLING: RefCell<Option<Box<Recorded>>> = const { RefCell::new(None) };
     /// A skipped effect's message is being dropped: its reply slots answer nothing.
     static DROPPING_SKIPPED: Cell<bool> = const { Cell::new(false) };
+    /// An effect is being made: what it does in turn (a reply delivered as a tell, the
+    /// slot of a refused message dropped) is part of it, not an effect of its own.
+    static MAKING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `poll` (one poll of a suspended handler's future) with its record installed.
@@ -156,9 +159,50 @@ fn with_record<T>(f: impl FnOnce(&mut Recorded) -> T) -> Option<T> {
 }
 
 /// The handler being polled makes an effect: whether to make it or skip it (a
-/// re-execution, and the checkpoint holds it).
+/// re-execution, and the checkpoint holds it). Inside an effect being made
+/// ([`making`]), always made and not counted.
 pub(crate) fn effect() -> Effect {
+    if MAKING.with(Cell::get) {
+        return Effect::Make;
+    }
     with_record(|r| r.record.effect()).unwrap_or(Effect::Make)
+}
+
+/// Makes an effect: whatever `make` does in turn is part of it.
+pub(crate) fn making<T>(make: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            MAKING.with(|m| m.set(self.0));
+        }
+    }
+    let _restore = Restore(MAKING.with(|m| m.replace(true)));
+    make()
+}
+
+/// An effect whose outcome the handler sees (a send's success or refusal): `Skip(code)`
+/// with the outcome recorded the first time, during a re-execution; else `Make`, and
+/// the caller makes it and records its outcome with [`outcome`].
+pub(crate) enum Made {
+    /// Make it, then record its outcome.
+    Make,
+    /// Skipped: the recorded outcome.
+    Skip(u64),
+}
+
+/// The handler makes an effect whose outcome it sees (see [`Made`]).
+pub(crate) fn effect_seen() -> Made {
+    match effect() {
+        Effect::Make => Made::Make,
+        Effect::Skip => Made::Skip(value(|| 0)),
+    }
+}
+
+/// Records the outcome of an effect made after [`effect_seen`] said `Make`.
+pub(crate) fn outcome(code: u64) {
+    if !MAKING.with(Cell::get) {
+        value(|| code);
+    }
 }
 
 /// Whether the effect the handler makes now is one to skip.
@@ -282,4 +326,75 @@ pub(crate) fn decode_result(bytes: &[u8]) -> Result<Awaited, String> {
             Err(e) => AwaitedValue::Failed(e),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live() -> Option<Box<Recorded>> {
+        let empty = Payload::default();
+        Some(Box::new(Recorded::live(
+            empty.clone(),
+            empty,
+            Before::default(),
+        )))
+    }
+
+    fn reexecution_of(recorded: Option<Box<Recorded>>) -> Option<Box<Recorded>> {
+        let image = recorded.expect("a record").image();
+        Some(Box::new(Recorded::restored(image, Payload::default())))
+    }
+
+    #[test]
+    fn what_an_effect_does_in_turn_is_part_of_it_and_not_counted() {
+        // A reply to a local asker is delivered as a tell; a refused message drops its
+        // slot: one effect each, whether the slot is local (first execution) or was
+        // decoded from a checkpoint (re-execution).
+        let mut first = live();
+        polling(&mut first, || {
+            assert!(matches!(effect_seen(), Made::Make));
+            making(|| {
+                assert_eq!(effect(), Effect::Make);
+                assert!(matches!(effect_seen(), Made::Make));
+                outcome(7);
+            });
+            outcome(0);
+        });
+        assert_eq!(first.as_ref().map(|r| r.record.effects()), Some(1));
+        let mut again = reexecution_of(first);
+        polling(&mut again, || {
+            assert!(matches!(effect_seen(), Made::Skip(0)), "the outer outcome");
+        });
+        assert!(again
+            .map(|mut r| r.finish_reexecution())
+            .expect("a record")
+            .is_ok());
+    }
+
+    #[test]
+    fn a_skipped_send_gets_the_outcome_the_first_one_had() {
+        let mut first = live();
+        polling(&mut first, || {
+            assert!(matches!(effect_seen(), Made::Make));
+            outcome(1); // refused: the actor had stopped
+            assert!(matches!(effect_seen(), Made::Make));
+            outcome(0);
+        });
+        let mut again = reexecution_of(first);
+        polling(&mut again, || {
+            assert!(matches!(effect_seen(), Made::Skip(1)));
+            assert!(matches!(effect_seen(), Made::Skip(0)));
+            assert!(matches!(effect_seen(), Made::Make), "past the record: live");
+        });
+    }
+
+    #[test]
+    fn outside_a_poll_every_effect_is_made_and_nothing_recorded() {
+        assert!(matches!(effect_seen(), Made::Make));
+        outcome(3);
+        assert_eq!(value(|| 9), 9);
+        assert_eq!(spawn_skipped(), None);
+        assert_eq!(arm_skipped(), None);
+    }
 }

@@ -154,12 +154,23 @@ impl<R> ReplyTo<R> {
 impl<R: Serialize> ReplyTo<R> {
     /// Answers the request. Returns `false` if nobody was waiting any more (the asker timed
     /// out or went away) or the message came from `tell`.
-    pub fn send(mut self, reply: R) -> bool {
-        if self.answers() && crate::actor::reexecution::skips_effect() {
-            // A re-executed async handler answered before its checkpoint.
-            crate::actor::reexecution::drop_skipped(self);
-            return true;
+    pub fn send(self, reply: R) -> bool {
+        use crate::actor::reexecution::{self, Made};
+        if !self.kept() {
+            return self.answer(reply);
         }
+        // A re-executed async handler answered before its checkpoint: it gets the
+        // outcome it had.
+        if let Made::Skip(code) = reexecution::effect_seen() {
+            reexecution::drop_skipped(self);
+            return code == 0;
+        }
+        let answered = reexecution::making(|| self.answer(reply));
+        reexecution::outcome(u64::from(!answered));
+        answered
+    }
+
+    fn answer(mut self, reply: R) -> bool {
         match std::mem::replace(&mut self.slot, Slot::Empty) {
             Slot::Local(tx) => tx.send(reply).is_ok(),
             Slot::Remote { rank, request } => {
@@ -321,12 +332,15 @@ fn send_remote(rank: u16, request: u64, mut outcome: Result<Vec<u8>, RemoteError
 }
 
 impl<R> ReplyTo<R> {
-    /// Whether answering (or dropping) this slot sends something.
-    fn answers(&self) -> bool {
+    /// Whether a checkpoint keeps this slot, so that answering or dropping it is an
+    /// effect of an async handler (a slot it answered before its checkpoint is in a
+    /// re-execution's message again, decoded). A local asker's slot is not kept: its
+    /// asker asks again after a restart.
+    fn kept(&self) -> bool {
         match &self.slot {
-            Slot::Empty | Slot::Outgoing { .. } | Slot::AwaitOutgoing(_) => false,
+            Slot::Empty | Slot::Outgoing { .. } | Slot::AwaitOutgoing(_) | Slot::Local(_) => false,
             Slot::Await { left, .. } => !left.load(Ordering::Acquire),
-            Slot::Local(_) | Slot::Remote { .. } | Slot::Actor { .. } => true,
+            Slot::Remote { .. } | Slot::Actor { .. } => true,
         }
     }
 }
@@ -338,8 +352,8 @@ impl<R> Drop for ReplyTo<R> {
         }
         // Dropping it unanswered tells the asker (most kinds): an effect of a handler,
         // which a re-executed async handler does not make again.
-        if !matches!(self.slot, Slot::Empty | Slot::Actor { .. })
-            && self.answers()
+        if !matches!(self.slot, Slot::Actor { .. })
+            && self.kept()
             && crate::actor::reexecution::skips_effect()
         {
             return;
