@@ -239,7 +239,10 @@ impl<A: Actor> ActorRef<A> {
     ) -> Result<(), SendError<M>> {
         if let Route::Local(cell) = &self.route {
             let set = msg.into_set(reply);
-            if let Ok(bytes) = crate::wire::encode(&set) {
+            // A copy for the log, not a message that leaves: its slots stay live here.
+            let logged =
+                crate::actor::reply::serializing_for_checkpoint(|| crate::wire::encode(&set));
+            if let Ok(bytes) = logged {
                 layer.log_local(from, cell.mailbox.id, bytes.into());
             }
             return cell

@@ -43,8 +43,9 @@ pub(crate) fn blocked_state(state: &super::LayerState, node: &NodeHandle) -> Str
 /// Version of the layout of a node's checkpoint image (`SetImage`). 6: actor images
 /// record their core and their count of children. 7: the actors `main` spawned that
 /// have exited. 8: every actor that has exited. 9: the logger processes the node knew.
-/// 10: the exited actors `main` spawned as ranges of ids.
-pub const SET_IMAGE_FORMAT: u16 = 10;
+/// 10: the exited actors `main` spawned as ranges of ids. 11: actor images keep a
+/// suspended async handler, the results not taken yet, the ask counters and the sleeps.
+pub const SET_IMAGE_FORMAT: u16 = 11;
 
 /// Everything a node's checkpoint holds.
 #[derive(Debug, Serialize, Deserialize)]
