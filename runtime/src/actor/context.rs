@@ -382,11 +382,14 @@ impl<A: Actor, B: Actor, M: Message<B>> ActorAsk<'_, A, B, M> {
                     Ok(v) => AwaitedValue::Local(Box::new(v)),
                     Err(e) => AwaitedValue::Failed(e),
                 };
-                asker.deliver_result(Awaited {
-                    from: asked,
-                    key,
-                    value,
-                })
+                asker.deliver_result(
+                    Awaited {
+                        from: asked,
+                        key,
+                        value,
+                    },
+                    None,
+                )
             }) as AwaitDelivery<M::Reply>
         });
         self.result = Some(ResultOf {

@@ -91,6 +91,11 @@ pub(crate) struct ActorImage {
     /// Its async handler's sleeps not over yet: key and nanoseconds left.
     #[serde(default)]
     pub(crate) sleeps: Vec<(u64, u64)>,
+    /// For each of `results`: the channel stamp of one the delivery order has not admitted
+    /// yet (an order-sensitive actor's, recovery on), none for one already handed to the
+    /// awaits.
+    #[serde(default)]
+    pub(crate) result_stamps: Vec<Option<Stamp>>,
 }
 
 /// One actor: its mailbox, its state, and where it runs.
@@ -129,15 +134,25 @@ struct State<A: Actor> {
     actor: Option<A>,
     ctx: Option<Context<A>>,
     stats: ActorStats,
-    /// Order-sensitive actors: messages taken out of the mailbox that cannot be delivered
-    /// yet (the logged delivery order of a replay does not allow them, or a selective
-    /// receive waits for another sender), in arrival order.
-    stash: VecDeque<(A::Msg, Option<Stamp>)>,
+    /// Order-sensitive actors: messages (and, with recovery on, results) taken out of the
+    /// mailbox that cannot be delivered yet (the logged delivery order of a replay does not
+    /// allow them, a selective receive waits for another sender, or an async handler
+    /// awaits), in arrival order.
+    stash: VecDeque<(Held<A::Msg>, Option<Stamp>)>,
     /// The last turn ended with held messages it had no time for: run again even if the
     /// mailbox is empty.
     rerun: bool,
     /// An async handler that awaits: it holds the actor and its context meanwhile.
     suspended: Option<Box<Suspended<A>>>,
+}
+
+/// What waits in an actor's stash.
+enum Held<M> {
+    /// A message.
+    Msg(M),
+    /// A result for an await of an order-sensitive actor (recovery on): handed to its
+    /// awaits once the delivery order admits it, as a message would be handled.
+    Result(Awaited),
 }
 
 /// An async handler awaiting a result.
@@ -236,9 +251,21 @@ impl<A: Actor> ActorCell<A> {
             .cancel(id.0)
     }
 
-    /// Enqueues the result of an await that came encoded (from another node, or through
-    /// an encoded reply slot).
-    fn result_encoded(self: &Arc<Self>, env: &Envelope, local: bool) -> Result<(), RemoteError> {
+    /// Whether results for this actor's awaits are deliveries its recovery layer orders
+    /// (logged as determinants): an order-sensitive actor with recovery on.
+    fn orders_results(&self) -> bool {
+        A::ORDER_SENSITIVE && self.mailbox.recovers && self.node.recovery().is_some()
+    }
+
+    /// Enqueues the result of an await that came encoded (from another node, with its
+    /// channel stamp if it came through the recovery layer, or through an encoded reply
+    /// slot on this node).
+    fn result_encoded(
+        self: &Arc<Self>,
+        env: &Envelope,
+        local: bool,
+        stamp: Option<Stamp>,
+    ) -> Result<(), RemoteError> {
         let id = self.mailbox.id;
         let (asked, key, outcome): ResultPayload = crate::wire::decode(&env.payload)
             .map_err(|e| RemoteError::Undecodable(id, format!("result: {e}")))?;
@@ -252,9 +279,9 @@ impl<A: Actor> ActorCell<A> {
             value,
         };
         let delivered = if local {
-            self.deliver_local_result(result)
+            self.deliver_local_result(result, env.from)
         } else {
-            self.deliver_result(result)
+            self.deliver_result(result, stamp.filter(|_| self.orders_results()))
         };
         if delivered {
             Ok(())
@@ -263,21 +290,23 @@ impl<A: Actor> ActorCell<A> {
         }
     }
 
-    /// Enqueues a result from an actor of this node: with recovery on, accounted like
-    /// a message between them ([`ActorCell::send`]): the receiver takes on the sender's
-    /// dependence, and the push is an event of the set.
-    fn deliver_local_result(self: &Arc<Self>, result: Awaited) -> bool {
+    /// Enqueues a result from `from`, an actor of this node: with recovery on, accounted
+    /// like a message between them ([`ActorCell::send`]): the receiver takes on the
+    /// sender's dependence, an order-sensitive one gets the channel's stamp, and the push
+    /// is an event of the set.
+    fn deliver_local_result(self: &Arc<Self>, result: Awaited, from: ActorId) -> bool {
         let layer = if self.mailbox.recovers {
             self.node.recovery()
         } else {
             None
         };
         let Some(layer) = layer else {
-            return self.deliver_result(result);
+            return self.deliver_result(result, None);
         };
         let sender = dependence::of_sender();
         self.dependence.raise(sender);
-        if !self.deliver_result(result) {
+        let stamp = A::ORDER_SENSITIVE.then(|| layer.stamp_local(from, self.mailbox.id));
+        if !self.deliver_result(result, stamp) {
             return false;
         }
         if current_actor().is_some() {
@@ -320,12 +349,18 @@ impl<A: Actor> ActorCell<A> {
         if a.sleeps.remove(&key).is_none() {
             return;
         }
+        let from = sleep_source(self.mailbox.id);
         let result = Awaited {
-            from: sleep_source(self.mailbox.id),
+            from,
             key,
             value: AwaitedValue::Encoded(Vec::new()),
         };
-        let pushed = self.mailbox.push_result(result);
+        // On the actor's timer channel, numbered apart from its timers.
+        let stamp = self.orders_results().then_some(Stamp {
+            from,
+            index: SLEEP_BIT | key,
+        });
+        let pushed = self.mailbox.push_result(result, stamp);
         drop(a);
         if pushed {
             self.notify();
@@ -363,9 +398,10 @@ impl<A: Actor> ActorCell<A> {
         }
     }
 
-    /// Enqueues the result of an await and wakes the actor; false if it has stopped.
-    pub(crate) fn deliver_result(self: &Arc<Self>, result: Awaited) -> bool {
-        if !self.mailbox.push_result(result) {
+    /// Enqueues the result of an await (with its channel stamp if the delivery order
+    /// admits it) and wakes the actor; false if it has stopped.
+    pub(crate) fn deliver_result(self: &Arc<Self>, result: Awaited, stamp: Option<Stamp>) -> bool {
+        if !self.mailbox.push_result(result, stamp) {
             return false;
         }
         self.notify();
@@ -538,15 +574,6 @@ impl<A: Actor> ActorCell<A> {
         if !self.mailbox.recovers || self.node.recovery().is_none() {
             return Ok(None);
         }
-        if A::ORDER_SENSITIVE {
-            return Err(format!(
-                "actor {} ({}) is order-sensitive: its async handlers are not recovered yet \
-                 (run it without recovery, or make the handler synchronous with \
-                 `ctx.ask(..).reply_as`)",
-                self.mailbox.id,
-                A::NAME
-            ));
-        }
         let (state, message) = crate::actor::reply::serializing_for_checkpoint(|| {
             let state = crate::wire::encode(actor).map_err(|e| format!("state: {e}"))?;
             let message = crate::wire::encode(msg).map_err(|e| format!("message: {e}"))?;
@@ -582,115 +609,106 @@ impl<A: Actor> ActorCell<A> {
 
     /// Takes what arrived for an actor whose async handler is suspended (results to their
     /// awaits, messages to the stash, stop and barrier signals deferred) and polls the
-    /// handler if something woke it.
+    /// handler if something woke it. An order-sensitive actor with recovery on takes its
+    /// results as deliveries: one at a time, in the order its delivery order admits
+    /// (recorded, or replayed from the log), each followed by a poll, so what the handler
+    /// does depends on that order alone.
     fn drive_suspended(self: &Arc<Self>, state: &mut State<A>) -> Drive {
-        let Some(suspended) = state.suspended.as_mut() else {
-            return Drive::Done;
+        let id = self.mailbox.id;
+        let layer = if self.orders_results() {
+            self.node.recovery()
+        } else {
+            None
         };
-        let mut taken = 0;
-        while taken < BATCH {
-            let Some(signal) = self.mailbox.pop() else {
-                break;
+        let polled = {
+            let State {
+                suspended, stash, ..
+            } = &mut *state;
+            let Some(suspended) = suspended.as_mut() else {
+                return Drive::Done;
             };
-            taken += 1;
-            match signal {
-                Signal::Result(r) if suspended.recorded.as_ref().is_some_and(|r| r.reexecuting) => {
-                    suspended.held.push(r)
-                }
-                Signal::Result(r) => self.deliver_to_handler(r, Some(suspended)),
-                Signal::Msg(m) => state.stash.push_back((m, None)),
-                Signal::Stamped(m, stamp) => state.stash.push_back((m, Some(stamp))),
-                other => suspended.deferred.push(other),
-            }
-        }
-        if taken == BATCH {
-            state.rerun = true;
-        }
-        if !suspended.waker.woken.swap(false, Ordering::AcqRel) {
-            return Drive::Pending;
-        }
-        let mut cx = std::task::Context::from_waker(&suspended.waker_handle);
-        let message_type = suspended.message_type;
-        // A restore's re-execution hands back the recorded results one at a time, each
-        // followed by a poll; then checks that the handler made again what its record
-        // holds, and goes on live.
-        let mut broken = None;
-        let polled = loop {
-            let future = &mut suspended.future;
-            let polled = reexecution::polling(&mut suspended.recorded, || {
-                polling_handler(self.mailbox.id, self.awaits(), || {
-                    catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)))
-                })
-            });
-            if !matches!(polled, Ok(Poll::Pending)) {
-                break polled;
-            }
-            let Some(recorded) = suspended.recorded.as_mut().filter(|r| r.reexecuting) else {
-                break polled;
-            };
-            // (`woken` is left as it is: the loop polls again anyway, and a wake-up from
-            // another thread during the poll must not be lost.)
-            if recorded.replaying() {
-                match recorded.next_replayed() {
-                    Some(Ok(result)) => self.deliver_to_awaits(result),
-                    Some(Err(e)) => {
-                        broken = Some(e);
-                        break polled;
+            let reexecuting = |s: &Suspended<A>| s.recorded.as_ref().is_some_and(|r| r.reexecuting);
+            let mut taken = 0;
+            while taken < BATCH {
+                let Some(signal) = self.mailbox.pop() else {
+                    break;
+                };
+                taken += 1;
+                match signal {
+                    Signal::Result(r, Some(stamp)) if layer.is_some() => {
+                        stash.push_back((Held::Result(r), Some(stamp)))
                     }
-                    None => {}
+                    Signal::Result(r, _) if reexecuting(suspended) => suspended.held.push(r),
+                    Signal::Result(r, _) => self.deliver_to_handler(r, Some(suspended)),
+                    Signal::Msg(m) => stash.push_back((Held::Msg(m), None)),
+                    Signal::Stamped(m, stamp) => stash.push_back((Held::Msg(m), Some(stamp))),
+                    other => suspended.deferred.push(other),
                 }
-                continue;
             }
-            let finished = recorded.finish_reexecution();
-            crate::telemetry::async_reexecution(finished.is_err());
-            if let Err(short) = finished {
-                broken = Some(short.to_string());
-                break polled;
+            let mut more = taken == BATCH;
+            let mut admitted = 0;
+            let polled = loop {
+                if suspended.waker.woken.swap(false, Ordering::AcqRel) {
+                    match self.poll_handler(suspended) {
+                        Ok(Poll::Pending) => {}
+                        done => break done,
+                    }
+                }
+                let Some(layer) = layer.filter(|_| !reexecuting(suspended)) else {
+                    break Ok(Poll::Pending);
+                };
+                if admitted == BATCH {
+                    more = true;
+                    break Ok(Poll::Pending);
+                }
+                match take_next(
+                    Some(&**layer),
+                    id,
+                    stash,
+                    None,
+                    Receiving::Results,
+                    &self.timers,
+                ) {
+                    Some((Held::Result(r), _)) => {
+                        admitted += 1;
+                        self.deliver_to_handler(r, Some(suspended));
+                    }
+                    // A timer cancelled after it rang: dropped (no other message is a
+                    // candidate while the handler awaits).
+                    Some((Held::Msg(m), stamp)) => {
+                        if self.handle_now(stamp) {
+                            stash.push_front((Held::Msg(m), stamp));
+                            break Ok(Poll::Pending);
+                        }
+                    }
+                    None => {
+                        if stash.iter().any(|(h, _)| matches!(h, Held::Result(_))) {
+                            layer.note_waiting(id);
+                        }
+                        break Ok(Poll::Pending);
+                    }
+                }
+            };
+            if more {
+                state.rerun = true;
             }
-            for result in std::mem::take(&mut suspended.held) {
-                self.deliver_to_awaits(result);
-            }
-            if !suspended.waker.woken.swap(false, Ordering::AcqRel) {
-                break polled;
-            }
+            polled
         };
-        if let Some(e) = broken {
-            state.suspended = None;
-            return Drive::Exit(Exit::Failed(
-                FailureKind::HandlerPanicked { message_type },
-                format!("actor {} ({}): {e}", self.mailbox.id, A::NAME),
-            ));
-        }
         match polled {
-            Err(p) => {
+            Err(exit) => {
                 state.suspended = None;
-                Drive::Exit(Exit::Failed(
-                    FailureKind::HandlerPanicked { message_type },
-                    panic_text(&*p),
-                ))
+                Drive::Exit(exit)
             }
             Ok(Poll::Pending) => Drive::Pending,
             Ok(Poll::Ready((actor, ctx))) => {
                 let stop = ctx.stop_requested();
                 state.actor = Some(actor);
                 state.ctx = Some(ctx);
-                if let Some(mut done) = state.suspended.take() {
+                if let Some(done) = state.suspended.take() {
                     // Behind everything already in the mailbox, as when they came: only
                     // results and refused sends can have come after them.
                     for signal in done.deferred {
                         self.mailbox.requeue(signal);
-                    }
-                    // Completed within its re-execution: it had not, when the record was
-                    // taken, so it did not make again what the record holds.
-                    if let Some(recorded) = done.recorded.as_mut().filter(|r| r.reexecuting) {
-                        let finished = recorded.finish_reexecution();
-                        crate::telemetry::async_reexecution(finished.is_err());
-                        if let Err(short) = finished {
-                            return Drive::Exit(Exit::Failed(
-                                FailureKind::HandlerPanicked { message_type },
-                                format!("actor {} ({}): {short}", self.mailbox.id, A::NAME),
-                            ));
-                        }
                     }
                     for result in done.held {
                         self.deliver_to_awaits(result);
@@ -700,6 +718,68 @@ impl<A: Actor> ActorCell<A> {
                     return Drive::Exit(Exit::Stopped);
                 }
                 Drive::Done
+            }
+        }
+    }
+
+    /// Polls a suspended handler that was woken. A restore's re-execution hands back the
+    /// recorded results one at a time, each followed by a poll; then checks that the
+    /// handler made again what its record holds, and goes on live. Pending only once
+    /// live.
+    fn poll_handler(&self, suspended: &mut Suspended<A>) -> Result<Poll<(A, Context<A>)>, Exit> {
+        let mut cx = std::task::Context::from_waker(&suspended.waker_handle);
+        let message_type = suspended.message_type;
+        let failed = |reason: String| {
+            Exit::Failed(
+                FailureKind::HandlerPanicked { message_type },
+                format!("actor {} ({}): {reason}", self.mailbox.id, A::NAME),
+            )
+        };
+        loop {
+            let future = &mut suspended.future;
+            let polled = reexecution::polling(&mut suspended.recorded, || {
+                polling_handler(self.mailbox.id, self.awaits(), || {
+                    catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)))
+                })
+            });
+            let polled = match polled {
+                Err(p) => {
+                    return Err(Exit::Failed(
+                        FailureKind::HandlerPanicked { message_type },
+                        panic_text(&*p),
+                    ))
+                }
+                Ok(p) => p,
+            };
+            let Some(recorded) = suspended.recorded.as_mut().filter(|r| r.reexecuting) else {
+                return Ok(polled);
+            };
+            if polled.is_pending() && recorded.replaying() {
+                // (`woken` is left as it is: the loop polls again anyway, and a wake-up
+                // from another thread during the poll must not be lost.)
+                match recorded.next_replayed() {
+                    Some(Ok(result)) => self.deliver_to_awaits(result),
+                    Some(Err(e)) => return Err(failed(e)),
+                    None => {}
+                }
+                continue;
+            }
+            // Completed within its re-execution (it had not, when the record was taken),
+            // or every recorded result is back: it must have made again what its record
+            // holds.
+            let finished = recorded.finish_reexecution();
+            crate::telemetry::async_reexecution(finished.is_err());
+            if let Err(short) = finished {
+                return Err(failed(short.to_string()));
+            }
+            if polled.is_ready() {
+                return Ok(polled);
+            }
+            for result in std::mem::take(&mut suspended.held) {
+                self.deliver_to_awaits(result);
+            }
+            if !suspended.waker.woken.swap(false, Ordering::AcqRel) {
+                return Ok(polled);
             }
         }
     }
@@ -737,13 +817,17 @@ impl<A: Actor> ActorCell<A> {
             let only = ctx.receive_filter();
             let holding = layer.is_some() || only.is_some() || !stash.is_empty();
             let stashed = if holding {
-                take_next(layer, id, stash, only, &self.timers)
+                take_next(layer, id, stash, only, receiving(only), &self.timers)
             } else {
                 None
             };
             let signal = match stashed {
-                Some((msg, Some(stamp))) => Signal::Stamped(msg, stamp),
-                Some((msg, None)) => Signal::Msg(msg),
+                Some((Held::Msg(msg), Some(stamp))) => Signal::Stamped(msg, stamp),
+                Some((Held::Msg(msg), None)) => Signal::Msg(msg),
+                Some((Held::Result(r), _)) => {
+                    self.deliver_to_awaits(r);
+                    continue;
+                }
                 None => {
                     let Some(signal) = self.mailbox.pop() else {
                         drained = true;
@@ -756,7 +840,7 @@ impl<A: Actor> ActorCell<A> {
                         // place. A cancelled timer goes on to be dropped.
                         Signal::Stamped(msg, stamp) if holding => {
                             let next = || {
-                                let alone = [stashed_of(&self.timers, Some(stamp))];
+                                let alone = [stashed_of(&self.timers, false, Some(stamp))];
                                 next_stashed(alone, receiving(only), |_, _| {
                                     may_deliver(layer, id, stamp, only)
                                 })
@@ -764,13 +848,29 @@ impl<A: Actor> ActorCell<A> {
                             if stash.is_empty() && next().is_some() {
                                 Signal::Stamped(msg, stamp)
                             } else {
-                                stash.push_back((msg, Some(stamp)));
+                                stash.push_back((Held::Msg(msg), Some(stamp)));
                                 continue;
                             }
                         }
+                        // A result the delivery order admits is handed to the awaits
+                        // (kept for an ask not made yet, dropped if given up on).
+                        Signal::Result(r, Some(stamp)) if layer.is_some() => {
+                            let alone = [Stashed::<ActorId>::Result];
+                            let next = || {
+                                next_stashed(alone, receiving(only), |_, _| {
+                                    may_deliver(layer, id, stamp, None)
+                                })
+                            };
+                            if stash.is_empty() && next().is_some() {
+                                self.deliver_to_awaits(r);
+                            } else {
+                                stash.push_back((Held::Result(r), Some(stamp)));
+                            }
+                            continue;
+                        }
                         // No sender known: never the one a filter waits for.
                         Signal::Msg(msg) if only.is_some() || !stash.is_empty() => {
-                            stash.push_back((msg, None));
+                            stash.push_back((Held::Msg(msg), None));
                             continue;
                         }
                         other => other,
@@ -842,7 +942,7 @@ impl<A: Actor> ActorCell<A> {
                 let _ = ack.send(stats.total_delivered);
                 None
             }
-            Signal::Result(r) => {
+            Signal::Result(r, _) => {
                 // No handler awaits it now: kept if its ask is not made yet.
                 self.deliver_to_awaits(r);
                 None
@@ -932,12 +1032,17 @@ fn receiving(only: Option<ActorId>) -> Receiving {
     }
 }
 
-/// A stashed message as `recovery::next_stashed` sees it. A timer cancelled after it rang is
-/// taken out (to be dropped) before any delivery decision, so it takes no tick of the
-/// event clock: whether it had rung before the cancel depends on timing, and a replay in
-/// which it had not (the cancel removed it while pending) must not wait for it.
-fn stashed_of<M>(timers: &Mutex<Timers<M>>, stamp: Option<Stamp>) -> Stashed<ActorId> {
+/// A stashed message (or result) as `recovery::next_stashed` sees it. A timer cancelled
+/// after it rang is taken out (to be dropped) before any delivery decision, so it takes no
+/// tick of the event clock: whether it had rung before the cancel depends on timing, and a
+/// replay in which it had not (the cancel removed it while pending) must not wait for it.
+fn stashed_of<M>(
+    timers: &Mutex<Timers<M>>,
+    result: bool,
+    stamp: Option<Stamp>,
+) -> Stashed<ActorId> {
     match stamp {
+        _ if result => Stashed::Result,
         None => Stashed::Unordered,
         Some(s) if crate::actor::timer::is_source(s.from) => Stashed::Timer {
             cancelled: timers
@@ -949,21 +1054,29 @@ fn stashed_of<M>(timers: &Mutex<Timers<M>>, stamp: Option<Stamp>) -> Stashed<Act
     }
 }
 
-/// The first stashed message of an order-sensitive actor that may be delivered now, or a
-/// timer cancelled after it rang (to drop): the rule of `recovery::next_stashed`, with the
-/// delivery order asked about each candidate.
+/// The first stashed message (or result) of an order-sensitive actor that may be delivered
+/// now, or a timer cancelled after it rang (to drop): the rule of `recovery::next_stashed`,
+/// with the delivery order asked about each candidate. A result is admitted whatever
+/// sender a selective receive names (`receiving` says when results are candidates).
 fn take_next<M>(
     layer: Option<&dyn RecoveryHooks>,
     id: ActorId,
-    stash: &mut VecDeque<(M, Option<Stamp>)>,
+    stash: &mut VecDeque<(Held<M>, Option<Stamp>)>,
     only: Option<ActorId>,
+    receiving: Receiving,
     timers: &Mutex<Timers<M>>,
-) -> Option<(M, Option<Stamp>)> {
-    let seen_as = stash.iter().map(|(_, stamp)| stashed_of(timers, *stamp));
-    let pos = next_stashed(seen_as, receiving(only), |pos, _| {
+) -> Option<(Held<M>, Option<Stamp>)> {
+    let seen_as = stash
+        .iter()
+        .map(|(held, stamp)| stashed_of(timers, matches!(held, Held::Result(_)), *stamp));
+    let pos = next_stashed(seen_as, receiving, |pos, seen| {
+        let filter = match seen {
+            Stashed::Result => None,
+            _ => only,
+        };
         stash[pos]
             .1
-            .is_some_and(|stamp| may_deliver(layer, id, stamp, only))
+            .is_some_and(|stamp| may_deliver(layer, id, stamp, filter))
     })?;
     stash.remove(pos)
 }
@@ -1083,7 +1196,7 @@ impl<A: Actor> Control for ActorCell<A> {
     ) -> Result<(), RemoteError> {
         let id = self.mailbox.id;
         if env.type_tag == RESULT_TAG {
-            return self.result_encoded(env, false);
+            return self.result_encoded(env, false, stamp);
         }
         if env.type_tag != type_tag::<A>() {
             return Err(RemoteError::WrongType(id));
@@ -1110,7 +1223,7 @@ impl<A: Actor> Control for ActorCell<A> {
     fn tell_encoded(self: Arc<Self>, env: &Envelope) -> Result<(), RemoteError> {
         let id = self.mailbox.id;
         if env.type_tag == RESULT_TAG {
-            return self.result_encoded(env, true);
+            return self.result_encoded(env, true, None);
         }
         if env.type_tag != type_tag::<A>() {
             return Err(RemoteError::WrongType(id));
@@ -1205,7 +1318,10 @@ impl<A: Actor> Control for ActorCell<A> {
             let mut mailbox = Vec::new();
             let mut stamps = Vec::new();
             // Held messages came out of the mailbox first: they stay ahead.
-            let held = state.stash.iter().map(|(m, s)| (m, *s));
+            let held = state.stash.iter().filter_map(|(h, s)| match h {
+                Held::Msg(m) => Some((m, *s)),
+                Held::Result(_) => None,
+            });
             let queued = signals.iter().filter_map(|s| match s {
                 Signal::Msg(m) => Some((m, None)),
                 Signal::Stamped(m, st) => Some((m, Some(*st))),
@@ -1221,20 +1337,27 @@ impl<A: Actor> Control for ActorCell<A> {
                     crate::wire::encode(m).map(crate::payload::Payload)
                 })
                 .map_err(|e| e.to_string())?;
-            // Results not taken yet: held by a re-execution, queued, or kept by the
-            // awaits.
+            // Results not taken yet: stashed until the delivery order admits them (with
+            // their stamps), held by a re-execution, queued, or kept by the awaits.
             let mut results = Vec::new();
+            let mut result_stamps = Vec::new();
+            let stashed = state.stash.iter().filter_map(|(h, s)| match h {
+                Held::Result(r) => Some((r, *s)),
+                Held::Msg(_) => None,
+            });
             let held = suspended.map_or(&[][..], |(_, held)| &held[..]);
             let queued = signals.iter().filter_map(|s| match s {
-                Signal::Result(r) => Some(r),
+                Signal::Result(r, stamp) => Some((r, *stamp)),
                 _ => None,
             });
-            for r in held.iter().chain(queued) {
+            for (r, stamp) in stashed.chain(held.iter().map(|r| (r, None))).chain(queued) {
                 results.push(reexecution::encode_result(r.from, r.key, &r.value)?);
+                result_stamps.push(stamp);
             }
             if let Some(a) = &awaits {
                 for (from, key, value) in a.untaken() {
                     results.push(reexecution::encode_result(from, key, value)?);
+                    result_stamps.push(None);
                 }
             }
             let (asked, suspended) = match suspended {
@@ -1250,6 +1373,7 @@ impl<A: Actor> Control for ActorCell<A> {
                 .as_ref()
                 .map(|a| a.sleeps_left(Instant::now()))
                 .unwrap_or_default();
+            let results = (results, result_stamps);
             Ok::<_, String>((mailbox, stamps, timers, results, asked, suspended, sleeps))
         });
         for s in signals {
@@ -1257,7 +1381,7 @@ impl<A: Actor> Control for ActorCell<A> {
         }
         drop(awaits);
         drop(timers);
-        let (mailbox, stamps, timers, results, asked, suspended, sleeps) =
+        let (mailbox, stamps, timers, (results, result_stamps), asked, suspended, sleeps) =
             encoded.map_err(|e| format!("actor {} ({}): {e}", self.mailbox.id, A::NAME))?;
         Ok(Some(ActorImage {
             id: self.mailbox.id,
@@ -1274,6 +1398,7 @@ impl<A: Actor> Control for ActorCell<A> {
             results,
             asked,
             sleeps,
+            result_stamps,
         }))
     }
 
@@ -1384,8 +1509,9 @@ impl<A: Actor> Control for ActorCell<A> {
                 None => self.mailbox.requeue(Signal::Msg(m)),
             }
         }
-        for r in results {
-            self.mailbox.requeue(Signal::Result(r));
+        for (i, r) in results.into_iter().enumerate() {
+            let stamp = image.result_stamps.get(i).copied().flatten();
+            self.mailbox.requeue(Signal::Result(r, stamp));
         }
         for s in later {
             self.mailbox.requeue(s);
@@ -1481,14 +1607,27 @@ mod tests {
         assert!(cell.image_buffer.lock().unwrap().capacity() < 1024);
     }
 
+    /// What `take_next` took, as a message's text and stamp (a result as "result").
+    fn taken(t: Option<(Held<&str>, Option<Stamp>)>) -> Option<(&str, Option<Stamp>)> {
+        t.map(|(h, stamp)| match h {
+            Held::Msg(m) => (m, stamp),
+            Held::Result(_) => ("result", stamp),
+        })
+    }
+
+    fn test_layer(name: &str) -> (std::path::PathBuf, Arc<RecoveryLayer>) {
+        let dir = std::env::temp_dir().join(format!("lazarus-{name}-{}", std::process::id()));
+        let layer = RecoveryLayer::new(0, 2, RecoveryConfig::for_tests(dir.clone()));
+        (dir, layer)
+    }
+
     #[test]
     fn a_timer_cancelled_after_it_fired_leaves_the_stash_without_a_tick_of_the_event_clock() {
         // Whether a timer fired before the handler that cancels it ran depends on timing.
         // A replay may cancel it while still pending, and then it never comes: had its
         // original drop taken a tick (a logged delivery), that replay would wait for it at
         // the logged tick forever.
-        let dir = std::env::temp_dir().join(format!("lazarus-cancelled-{}", std::process::id()));
-        let layer = RecoveryLayer::new(0, 2, RecoveryConfig::for_tests(dir.clone()));
+        let (dir, layer) = test_layer("cancelled");
         let actor = ActorId::new(0, 1).unwrap();
         let timers = Mutex::new(Timers::default());
         let stamp = |seq| {
@@ -1505,32 +1644,81 @@ mod tests {
             assert!(t.cancel(a));
             (a, b)
         };
-        let mut stash = VecDeque::from([("a", stamp(cancelled)), ("b", stamp(live))]);
+        let mut stash = VecDeque::from([
+            (Held::Msg("a"), stamp(cancelled)),
+            (Held::Msg("b"), stamp(live)),
+        ]);
         let clock = |layer: &RecoveryLayer| layer.lock().events.clocks.get(&actor).copied();
+        let hooks = Some(&*layer as &dyn RecoveryHooks);
 
-        let taken = take_next(
-            Some(&*layer as &dyn RecoveryHooks),
-            actor,
-            &mut stash,
-            None,
-            &timers,
-        );
+        let next = take_next(hooks, actor, &mut stash, None, Receiving::Anything, &timers);
         assert_eq!(
-            taken,
+            taken(next),
             Some(("a", stamp(cancelled))),
             "taken out, to be dropped"
         );
         assert_eq!(clock(&layer), None, "no tick, no determinant");
         // The live timer is a delivery like any other: one tick, recorded.
-        let taken = take_next(
-            Some(&*layer as &dyn RecoveryHooks),
+        let next = take_next(hooks, actor, &mut stash, None, Receiving::Anything, &timers);
+        assert_eq!(taken(next), Some(("b", stamp(live))));
+        assert_eq!(clock(&layer), Some(1));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn an_order_sensitive_actors_result_is_a_delivery_admitted_in_its_turn() {
+        // The order its results come in can change what an order-sensitive actor's handler
+        // does (the first of two asks to answer wins): each result's delivery takes a tick
+        // and is logged like a message's, so a replay hands them over in the same order.
+        let (dir, layer) = test_layer("results");
+        let actor = ActorId::new(0, 1).unwrap();
+        let (peer, other) = (ActorId::new(1, 0).unwrap(), ActorId::new(1, 1).unwrap());
+        let timers = Mutex::new(Timers::<&str>::default());
+        let result = |from, key| {
+            Held::Result(Awaited {
+                from,
+                key,
+                value: AwaitedValue::Encoded(Vec::new()),
+            })
+        };
+        let stamp = |from, index| Some(Stamp { from, index });
+        let clock = |layer: &RecoveryLayer| layer.lock().events.clocks.get(&actor).copied();
+        let hooks = Some(&*layer as &dyn RecoveryHooks);
+        let mut stash = VecDeque::from([
+            (Held::Msg("tell"), stamp(other, 1)),
+            (result(peer, 1), stamp(peer, 3)),
+        ]);
+
+        // A selective receive (of `other`'s messages) leaves results for the handler that
+        // awaits them: its deliveries are not logged, a result's is.
+        let only = Some(other);
+        let next = take_next(
+            hooks,
             actor,
             &mut stash,
-            None,
+            only,
+            Receiving::Selective,
             &timers,
         );
-        assert_eq!(taken, Some(("b", stamp(live))));
-        assert_eq!(clock(&layer), Some(1));
+        assert_eq!(taken(next), Some(("tell", stamp(other, 1))));
+        assert_eq!(stash.len(), 1, "the result waits");
+        // A suspended handler takes its results only, each with a tick of its own.
+        stash.push_front((Held::Msg("later"), stamp(other, 2)));
+        let next = take_next(hooks, actor, &mut stash, None, Receiving::Results, &timers);
+        assert_eq!(taken(next), Some(("result", stamp(peer, 3))));
+        assert_eq!(clock(&layer), Some(2), "a tick for the result");
+        assert_eq!(
+            taken(take_next(
+                hooks,
+                actor,
+                &mut stash,
+                None,
+                Receiving::Results,
+                &timers
+            )),
+            None,
+            "a message waits for the handler to complete"
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 }

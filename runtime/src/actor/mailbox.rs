@@ -33,8 +33,10 @@ pub(crate) enum Signal<M> {
     /// Answer with the number of messages delivered so far once everything enqueued before
     /// this signal has been handled (used to detect quiescence at shutdown).
     Barrier(oneshot::Sender<u64>),
-    /// The result of an await of the actor's async handler.
-    Result(crate::actor::awaits::Awaited),
+    /// The result of an await of the actor's async handler; with its channel stamp when
+    /// the actor is order-sensitive with recovery on (its delivery is then a determinant,
+    /// like a message's). A result without one is handed to the awaits as it comes.
+    Result(crate::actor::awaits::Awaited, Option<Stamp>),
 }
 
 /// Life stage of an actor, as senders see it.
@@ -127,10 +129,14 @@ impl<M> Mailbox<M> {
 
     /// Enqueues the result of an await unless the actor has stopped (a stopping actor
     /// still completes its suspended handler).
-    pub(crate) fn push_result(&self, result: crate::actor::awaits::Awaited) -> bool {
+    pub(crate) fn push_result(
+        &self,
+        result: crate::actor::awaits::Awaited,
+        stamp: Option<Stamp>,
+    ) -> bool {
         match self.status() {
             Status::Running | Status::Stopping => {
-                self.queue.push(Signal::Result(result));
+                self.queue.push(Signal::Result(result, stamp));
                 true
             }
             _ => false,
@@ -143,13 +149,13 @@ impl<M> Mailbox<M> {
         self.queue.push(signal);
     }
 
-    /// Control signals ever pushed.
     /// Puts back a signal taken out to read the mailbox for a checkpoint (not a new send:
     /// not counted).
     pub(crate) fn requeue(&self, signal: Signal<M>) {
         self.queue.push(signal);
     }
 
+    /// Control signals ever pushed.
     pub(crate) fn signals_pushed(&self) -> u64 {
         self.signals_pushed.load(Ordering::Acquire)
     }

@@ -14,5 +14,6 @@ mod driver_asks_kill;
 mod kvstore_kill;
 mod log_quota;
 mod logger_nodes;
+mod payments_kill;
 mod spawned_actors_kill;
 mod transfer_kill;

@@ -11,7 +11,9 @@
 //! replier sent before it), and a timer cancelled after it rang is taken out at once,
 //! before any delivery decision (it takes no tick: a replay may cancel it before it
 //! rings, and then it never comes). While a handler is suspended only results are
-//! candidates.
+//! candidates; during a selective receive results wait (a delivery it makes is not
+//! logged, a result's delivery is: the two must not share a tick a replay could see in
+//! another order).
 
 /// One stashed message, as the choice sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +43,8 @@ pub enum Receiving {
     /// Any: the delivery order (and `may_take`) decides.
     Anything,
     /// A selective receive waits for one sender (`may_take` names it): messages without a
-    /// sender wait too.
+    /// sender wait too, and so do results (taken once a handler awaits them, or the
+    /// receive is lifted).
     Selective,
     /// An async handler is suspended: only results, until it completes.
     Results,
@@ -60,11 +63,13 @@ pub fn next_stashed<K: PartialEq>(
     let mut seen: Vec<K> = Vec::new();
     for (pos, h) in stash.into_iter().enumerate() {
         let results_only = receiving == Receiving::Results;
+        let selective = receiving == Receiving::Selective;
         match &h {
             Stashed::Timer { cancelled: true } => return Some(pos),
+            Stashed::Result if selective => continue,
             Stashed::Result => {}
             _ if results_only => continue,
-            Stashed::Unordered if receiving == Receiving::Selective => continue,
+            Stashed::Unordered if selective => continue,
             Stashed::Unordered => return Some(pos),
             Stashed::Timer { cancelled: false } => {}
             Stashed::Message { from } if seen.contains(from) => continue,
@@ -131,6 +136,9 @@ mod tests {
             Some(1)
         );
         assert_eq!(next_stashed(stash, selective, |_, _| false), None);
+        // A result waits for a handler to await it.
+        let result_first = [Stashed::Result, from(3)];
+        assert_eq!(next_stashed(result_first, selective, |_, _| true), Some(1));
     }
 
     #[test]

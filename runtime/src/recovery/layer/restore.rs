@@ -438,6 +438,7 @@ mod tests {
             results: Vec::new(),
             asked: Vec::new(),
             sleeps: Vec::new(),
+            result_stamps: Vec::new(),
         }
     }
 

@@ -45,7 +45,7 @@ pub(crate) fn blocked_state(state: &super::LayerState, node: &NodeHandle) -> Str
 /// have exited. 8: every actor that has exited. 9: the logger processes the node knew.
 /// 10: the exited actors `main` spawned as ranges of ids. 11: actor images keep a
 /// suspended async handler, the results not taken yet, the ask counters and the sleeps.
-pub const SET_IMAGE_FORMAT: u16 = 11;
+pub const SET_IMAGE_FORMAT: u16 = 12;
 
 /// Everything a node's checkpoint holds.
 #[derive(Debug, Serialize, Deserialize)]
