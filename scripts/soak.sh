@@ -24,17 +24,17 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="${SOAK_DIR:-$(mktemp -d /tmp/lazarus-soak.XXXXXX)}"
 mkdir -p "$DIR/bin"
 (cd "$ROOT" && cargo build --release --quiet -p lazarus-cli -p lazarus-apps) || exit 1
-for b in lazarus bank jacobi2d kvstore master-worker npb-cg pingpong power spawn-ring transfer; do
+for b in lazarus bank jacobi2d kvstore master-worker npb-cg payments pingpong power spawn-ring transfer; do
     cp "$ROOT/target/release/$b" "$DIR/bin/"
 done
 B="$DIR/bin"
 
 # Fields that depend on timing or on the arrival order an order-sensitive app is free
 # to see (its checks, `consistent`, `history`, bank's `conserved` ... `no_duplicates`,
-# `verified`, stay).
+# payments' `journals_match`, `verified`, stay).
 norm() {
     grep '^RESULT' | tr ' ' '\n' |
-        grep -Ev '^(elapsed_s|mlups|mops|tasks_per_s|ops_per_s|transfers_per_s|tasks_per_worker|ledger|epochs|replies|store|puts|balances|applied|rejected|min_latency_us|max_bandwidth_MBps)=' |
+        grep -Ev '^(elapsed_s|mlups|mops|tasks_per_s|ops_per_s|transfers_per_s|payments_per_s|settled|refused|tasks_per_worker|ledger|epochs|replies|store|puts|balances|applied|rejected|min_latency_us|max_bandwidth_MBps)=' |
         tr '\n' ' '
 }
 # nodes|seconds a run lasts here (for the kill times)|app and arguments
@@ -49,6 +49,7 @@ if [ "$MODE" = plain ]; then
         "4|3|power --steps 6000"
         "4|3|power --coordinator async --steps 6000"
         "4|5|transfer --transfers 12000 --think-us 50"
+        "4|5|payments --payments 8000"
         "4|4|npb-cg --class A"
     )
 else
