@@ -6,6 +6,9 @@
 //!    blocks' replies (a join); time of the timed part.
 //! 2. `transfer`: clients' async handlers await tellers' async handlers on the next
 //!    node, which await a take and a put on two ledgers; transfers per second.
+//! 3. `payments`: order-sensitive payers' async handlers keep payments in flight and take
+//!    their outcomes in the order they come (logged as determinants with recovery on),
+//!    against order-sensitive banks; payments per second.
 //!
 //! With recovery on, every async handler that starts encodes its actor's state (what a
 //! checkpoint keeps while it is suspended), its awaited results are recorded, and the
@@ -39,6 +42,13 @@ fn transfer(recovery: bool) -> Launch {
     l
 }
 
+/// `payments`, 4 nodes, 3000 payments per payer.
+fn payments(recovery: bool) -> Launch {
+    let mut l = Launch::new("payments", 4, &["--payments", "3000"]);
+    l.recovery = recovery.then_some(Duration::from_secs(1));
+    l
+}
+
 fn main() -> Result<()> {
     build_release()?;
     let bins = Bins::release();
@@ -67,6 +77,16 @@ fn main() -> Result<()> {
             launch: transfer(true),
             field: "transfers_per_s",
         },
+        Variant {
+            name: "payments, recovery off",
+            launch: payments(false),
+            field: "payments_per_s",
+        },
+        Variant {
+            name: "payments, recovery on",
+            launch: payments(true),
+            field: "payments_per_s",
+        },
     ];
     let s = measure(&bins, &variants, reps)?;
     let summary = format!(
@@ -75,7 +95,8 @@ fn main() -> Result<()> {
          | 4 nodes | recovery off | recovery on | on/off |\n\
          |---|---|---|---|\n\
          | power --coordinator async, n=512, 2000 steps (time, s) | {:.3} | {:.3} | {:.2}× time |\n\
-         | transfer, 3000 transfers/client (transfers/s) | {:.0} | {:.0} | {:.2}× throughput |\n",
+         | transfer, 3000 transfers/client (transfers/s) | {:.0} | {:.0} | {:.2}× throughput |\n\
+         | payments (order-sensitive), 3000 payments/payer (payments/s) | {:.0} | {:.0} | {:.2}× throughput |\n",
         Machine::this().describe(),
         lazarus_benches::machine::git_commit(),
         s.median(0),
@@ -84,6 +105,9 @@ fn main() -> Result<()> {
         s.median(2),
         s.median(3),
         s.ratio(3, 2),
+        s.median(4),
+        s.median(5),
+        s.ratio(5, 4),
     );
     println!("\n{summary}");
     let path = criterion_dir().join("lazarus-async-handlers-summary.md");

@@ -1208,7 +1208,7 @@ impl World {
             TIMER => Stashed::Timer {
                 cancelled: timers.is_cancelled(*index),
             },
-            _ if is_result(payload) => Stashed::Result,
+            _ if is_result(payload) => Stashed::Result { given_up: false },
             from => Stashed::Message { from },
         });
         let suspended = self.nodes[usize::from(s)].actors[local].call.is_some();

@@ -148,6 +148,13 @@ impl Awaits {
         false
     }
 
+    /// Whether the await a result from `from` with `key` answers was made and given up
+    /// (its result is dropped when it comes). One not made yet is not.
+    pub(crate) fn given_up(&self, from: ActorId, key: u64) -> bool {
+        self.asked.get(&from).copied().unwrap_or(0) >= key
+            && !self.pending.iter().any(|(k, _)| *k == (from, key))
+    }
+
     /// The result of await (`to`, `key`) if it came; else `waker` is woken when it does.
     fn take(&mut self, to: ActorId, key: u64, waker: &Waker) -> Option<AwaitedValue> {
         let (i, p) = self.pending_mut((to, key))?;
@@ -352,7 +359,10 @@ mod tests {
         assert!(awaits.take(b, 1, waker).is_some(), "kept for the ask");
         // Ask 2 given up on: its late result is not kept.
         assert_eq!(awaits.ask(b), 2);
+        assert!(!awaits.given_up(b, 2), "awaited");
         awaits.forget(b, 2);
+        assert!(awaits.given_up(b, 2));
+        assert!(!awaits.given_up(b, 3), "not made yet: kept when it comes");
         awaits.deliver(result(b, 2, 8), None);
         assert_eq!(awaits.stale, 1);
         assert!(awaits.early.is_empty());

@@ -377,6 +377,15 @@ impl<A: Actor> ActorCell<A> {
         Arc::clone(self.awaits.get_or_init(SharedAwaits::default))
     }
 
+    /// Whether the await `result` answers was made and given up.
+    fn result_given_up(&self, result: &Awaited) -> bool {
+        self.awaits.get().is_some_and(|a| {
+            a.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .given_up(result.from, result.key)
+        })
+    }
+
     /// Hands a result taken out of the mailbox to the awaits.
     fn deliver_to_awaits(&self, result: Awaited) {
         self.deliver_to_handler(result, None);
@@ -661,14 +670,18 @@ impl<A: Actor> ActorCell<A> {
                     more = true;
                     break Ok(Poll::Pending);
                 }
-                match take_next(
+                let given_up = |r: &Awaited| self.result_given_up(r);
+                let next = take_next(
                     Some(&**layer),
                     id,
                     stash,
                     None,
                     Receiving::Results,
                     &self.timers,
-                ) {
+                    &given_up,
+                );
+                match next {
+                    // Admitted, or given up (dropped by the awaits).
                     Some((Held::Result(r), _)) => {
                         admitted += 1;
                         self.deliver_to_handler(r, Some(suspended));
@@ -676,10 +689,9 @@ impl<A: Actor> ActorCell<A> {
                     // A timer cancelled after it rang: dropped (no other message is a
                     // candidate while the handler awaits).
                     Some((Held::Msg(m), stamp)) => {
-                        if self.handle_now(stamp) {
-                            stash.push_front((Held::Msg(m), stamp));
-                            break Ok(Poll::Pending);
-                        }
+                        let live = self.handle_now(stamp);
+                        debug_assert!(!live, "only results are candidates while suspended");
+                        drop(m);
                     }
                     None => {
                         if stash.iter().any(|(h, _)| matches!(h, Held::Result(_))) {
@@ -817,7 +829,9 @@ impl<A: Actor> ActorCell<A> {
             let only = ctx.receive_filter();
             let holding = layer.is_some() || only.is_some() || !stash.is_empty();
             let stashed = if holding {
-                take_next(layer, id, stash, only, receiving(only), &self.timers)
+                let given_up = |r: &Awaited| self.result_given_up(r);
+                let receiving = receiving(only);
+                take_next(layer, id, stash, only, receiving, &self.timers, &given_up)
             } else {
                 None
             };
@@ -840,7 +854,7 @@ impl<A: Actor> ActorCell<A> {
                         // place. A cancelled timer goes on to be dropped.
                         Signal::Stamped(msg, stamp) if holding => {
                             let next = || {
-                                let alone = [stashed_of(&self.timers, false, Some(stamp))];
+                                let alone = [stashed_of(&self.timers, None, Some(stamp))];
                                 next_stashed(alone, receiving(only), |_, _| {
                                     may_deliver(layer, id, stamp, only)
                                 })
@@ -853,9 +867,10 @@ impl<A: Actor> ActorCell<A> {
                             }
                         }
                         // A result the delivery order admits is handed to the awaits
-                        // (kept for an ask not made yet, dropped if given up on).
+                        // (kept for an ask not made yet), one given up on is dropped.
                         Signal::Result(r, Some(stamp)) if layer.is_some() => {
-                            let alone = [Stashed::<ActorId>::Result];
+                            let given_up = self.result_given_up(&r);
+                            let alone = [Stashed::<ActorId>::Result { given_up }];
                             let next = || {
                                 next_stashed(alone, receiving(only), |_, _| {
                                     may_deliver(layer, id, stamp, None)
@@ -1032,17 +1047,21 @@ fn receiving(only: Option<ActorId>) -> Receiving {
     }
 }
 
-/// A stashed message (or result) as `recovery::next_stashed` sees it. A timer cancelled
-/// after it rang is taken out (to be dropped) before any delivery decision, so it takes no
-/// tick of the event clock: whether it had rung before the cancel depends on timing, and a
-/// replay in which it had not (the cancel removed it while pending) must not wait for it.
+/// A stashed message (or result) as `recovery::next_stashed` sees it; `result`: a result,
+/// and whether its await was given up. A timer cancelled after it rang, or a result whose
+/// await was given up, is taken out (to be dropped) before any delivery decision, so it
+/// takes no tick of the event clock: whether it came before the cancel (or the give-up)
+/// depends on timing, and a replay in which it had not (a cancel removed it while pending,
+/// a sleep given up never ends) must not wait for it.
 fn stashed_of<M>(
     timers: &Mutex<Timers<M>>,
-    result: bool,
+    result: Option<bool>,
     stamp: Option<Stamp>,
 ) -> Stashed<ActorId> {
+    if let Some(given_up) = result {
+        return Stashed::Result { given_up };
+    }
     match stamp {
-        _ if result => Stashed::Result,
         None => Stashed::Unordered,
         Some(s) if crate::actor::timer::is_source(s.from) => Stashed::Timer {
             cancelled: timers
@@ -1055,9 +1074,10 @@ fn stashed_of<M>(
 }
 
 /// The first stashed message (or result) of an order-sensitive actor that may be delivered
-/// now, or a timer cancelled after it rang (to drop): the rule of `recovery::next_stashed`,
-/// with the delivery order asked about each candidate. A result is admitted whatever
-/// sender a selective receive names (`receiving` says when results are candidates).
+/// now, or a timer cancelled after it rang or a result whose await was given up (to drop):
+/// the rule of `recovery::next_stashed`, with the delivery order asked about each
+/// candidate. A result is admitted whatever sender a selective receive names (`receiving`
+/// says when results are candidates); `given_up` says whether its await was given up.
 fn take_next<M>(
     layer: Option<&dyn RecoveryHooks>,
     id: ActorId,
@@ -1065,13 +1085,18 @@ fn take_next<M>(
     only: Option<ActorId>,
     receiving: Receiving,
     timers: &Mutex<Timers<M>>,
+    given_up: &dyn Fn(&Awaited) -> bool,
 ) -> Option<(Held<M>, Option<Stamp>)> {
-    let seen_as = stash
-        .iter()
-        .map(|(held, stamp)| stashed_of(timers, matches!(held, Held::Result(_)), *stamp));
+    let seen_as = stash.iter().map(|(held, stamp)| {
+        let result = match held {
+            Held::Result(r) => Some(given_up(r)),
+            Held::Msg(_) => None,
+        };
+        stashed_of(timers, result, *stamp)
+    });
     let pos = next_stashed(seen_as, receiving, |pos, seen| {
         let filter = match seen {
-            Stashed::Result => None,
+            Stashed::Result { .. } => None,
             _ => only,
         };
         stash[pos]
@@ -1651,7 +1676,15 @@ mod tests {
         let clock = |layer: &RecoveryLayer| layer.lock().events.clocks.get(&actor).copied();
         let hooks = Some(&*layer as &dyn RecoveryHooks);
 
-        let next = take_next(hooks, actor, &mut stash, None, Receiving::Anything, &timers);
+        let next = take_next(
+            hooks,
+            actor,
+            &mut stash,
+            None,
+            Receiving::Anything,
+            &timers,
+            &|_| false,
+        );
         assert_eq!(
             taken(next),
             Some(("a", stamp(cancelled))),
@@ -1659,7 +1692,15 @@ mod tests {
         );
         assert_eq!(clock(&layer), None, "no tick, no determinant");
         // The live timer is a delivery like any other: one tick, recorded.
-        let next = take_next(hooks, actor, &mut stash, None, Receiving::Anything, &timers);
+        let next = take_next(
+            hooks,
+            actor,
+            &mut stash,
+            None,
+            Receiving::Anything,
+            &timers,
+            &|_| false,
+        );
         assert_eq!(taken(next), Some(("b", stamp(live))));
         assert_eq!(clock(&layer), Some(1));
         let _ = std::fs::remove_dir_all(dir);
@@ -1699,12 +1740,21 @@ mod tests {
             only,
             Receiving::Selective,
             &timers,
+            &|_| false,
         );
         assert_eq!(taken(next), Some(("tell", stamp(other, 1))));
         assert_eq!(stash.len(), 1, "the result waits");
         // A suspended handler takes its results only, each with a tick of its own.
         stash.push_front((Held::Msg("later"), stamp(other, 2)));
-        let next = take_next(hooks, actor, &mut stash, None, Receiving::Results, &timers);
+        let next = take_next(
+            hooks,
+            actor,
+            &mut stash,
+            None,
+            Receiving::Results,
+            &timers,
+            &|_| false,
+        );
         assert_eq!(taken(next), Some(("result", stamp(peer, 3))));
         assert_eq!(clock(&layer), Some(2), "a tick for the result");
         assert_eq!(
@@ -1714,11 +1764,27 @@ mod tests {
                 &mut stash,
                 None,
                 Receiving::Results,
-                &timers
+                &timers,
+                &|_| false,
             )),
             None,
             "a message waits for the handler to complete"
         );
+        // A result whose await was given up (a sleep a `select` dropped) is taken out
+        // without a tick: a replay that gives the sleep up before it ends never gets it.
+        stash.push_back((result(peer, 2), stamp(peer, 4)));
+        let given_up = |r: &Awaited| r.key == 2;
+        let next = take_next(
+            hooks,
+            actor,
+            &mut stash,
+            None,
+            Receiving::Results,
+            &timers,
+            &given_up,
+        );
+        assert_eq!(taken(next), Some(("result", stamp(peer, 4))));
+        assert_eq!(clock(&layer), Some(2), "no tick, no determinant");
         let _ = std::fs::remove_dir_all(dir);
     }
 }

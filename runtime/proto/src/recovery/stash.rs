@@ -10,7 +10,8 @@
 //! arm order), every result is one (a handler awaits its reply, not the messages its
 //! replier sent before it), and a timer cancelled after it rang is taken out at once,
 //! before any delivery decision (it takes no tick: a replay may cancel it before it
-//! rings, and then it never comes). While a handler is suspended only results are
+//! rings, and then it never comes), and so is a result whose await was given up (a
+//! replay may give it up before the result is made, and then it never comes). While a handler is suspended only results are
 //! candidates; during a selective receive results wait (a delivery it makes is not
 //! logged, a result's delivery is: the two must not share a tick a replay could see in
 //! another order).
@@ -33,8 +34,13 @@ pub enum Stashed<K> {
     /// in arrival order unless a selective receive waits for a sender.
     Unordered,
     /// The result of an async handler's await (a reply to its ask, or its sleep's end):
-    /// a candidate whatever its sender sent before it.
-    Result,
+    /// a candidate whatever its sender sent before it. `given_up`: its await was made and
+    /// dropped unanswered (a `select` that took another branch), so it is dropped, never
+    /// delivered.
+    Result {
+        /// Its await was given up: dropped without a delivery.
+        given_up: bool,
+    },
 }
 
 /// Which stashed messages an actor may take at all now.
@@ -66,8 +72,9 @@ pub fn next_stashed<K: PartialEq>(
         let selective = receiving == Receiving::Selective;
         match &h {
             Stashed::Timer { cancelled: true } => return Some(pos),
-            Stashed::Result if selective => continue,
-            Stashed::Result => {}
+            Stashed::Result { given_up: true } => return Some(pos),
+            Stashed::Result { .. } if selective => continue,
+            Stashed::Result { .. } => {}
             _ if results_only => continue,
             Stashed::Unordered if selective => continue,
             Stashed::Unordered => return Some(pos),
@@ -91,6 +98,26 @@ mod tests {
 
     fn from(k: u8) -> Stashed<u8> {
         Stashed::Message { from: k }
+    }
+
+    const RESULT: Stashed<u8> = Stashed::Result { given_up: false };
+
+    #[test]
+    fn a_result_whose_await_was_given_up_is_taken_out_first_in_every_mode() {
+        let given_up = Stashed::Result { given_up: true };
+        for receiving in [
+            Receiving::Anything,
+            Receiving::Selective,
+            Receiving::Results,
+        ] {
+            let mut asked = 0;
+            let pick = next_stashed([RESULT, given_up], receiving, |_, _| {
+                asked += 1;
+                false
+            });
+            assert_eq!(pick, Some(1), "{receiving:?}");
+            assert!(asked <= 1, "only the live result is asked about");
+        }
     }
 
     #[test]
@@ -137,13 +164,13 @@ mod tests {
         );
         assert_eq!(next_stashed(stash, selective, |_, _| false), None);
         // A result waits for a handler to await it.
-        let result_first = [Stashed::Result, from(3)];
+        let result_first = [RESULT, from(3)];
         assert_eq!(next_stashed(result_first, selective, |_, _| true), Some(1));
     }
 
     #[test]
     fn a_suspended_handler_takes_only_results_and_a_result_passes_its_senders_messages() {
-        let stash = [from(1), Stashed::Unordered, Stashed::Result];
+        let stash = [from(1), Stashed::Unordered, RESULT];
         let mut asked = Vec::new();
         let pick = next_stashed(stash, Receiving::Results, |pos, _| {
             asked.push(pos);
@@ -155,7 +182,7 @@ mod tests {
             None
         );
         // Behind its sender's older stashed message, a result is still a candidate.
-        let behind = [from(1), Stashed::Result];
+        let behind = [from(1), RESULT];
         assert_eq!(
             next_stashed(behind, Receiving::Anything, |pos, _| pos == 1),
             Some(1)
