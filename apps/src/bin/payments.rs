@@ -7,7 +7,9 @@
 //! deposits into another and awaits that. Every outcome is mixed into the payer's draw
 //! state, so the next payment's accounts and amount depend on which earlier payments
 //! completed first; a bank's answer (paid or refused) depends on the order withdrawals
-//! and deposits reach it. Both actors are `#[actor(order_sensitive)]`: with recovery on,
+//! and deposits reach it. With `--patience-us`, a payer races each wait for an outcome
+//! against a sleep (`select`): when the sleep ends first it notes a wait (mixed into its
+//! draw state too) and waits again; the sleep that lost is given up. Both actors are `#[actor(order_sensitive)]`: with recovery on,
 //! the order a payer takes its results in is logged like its messages' (determinants),
 //! and a restored payer takes them again in that order. Node 0's `main` asks every payer
 //! for a round of payments at a time, then audits the banks.
@@ -20,11 +22,13 @@
 //! payments than its first life, already applied by surviving banks, breaks the last.
 
 use clap::Parser;
+use futures::future::{select, Either};
 use futures::stream::{FuturesUnordered, StreamExt};
 use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, ClusterSpec, Context, Node};
 use lazarus_apps::ending::{self, Verdict};
 use lazarus_apps::{expect_id, init_logging, mix, ResultLine};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// Payments by order-sensitive async handlers, against banks that refuse overdrafts.
 #[derive(Parser, Debug)]
@@ -42,6 +46,10 @@ struct Args {
     /// Payments per payer in each of `main`'s asks.
     #[arg(long, default_value_t = 250)]
     round: u64,
+    /// A payer waits this many microseconds for an outcome before it notes a wait and
+    /// waits again (`ctx.sleep` raced against the outcomes); 0: it just waits.
+    #[arg(long, default_value_t = 0)]
+    patience_us: u64,
 }
 
 /// What every account holds at the start; payments are up to a third of it, so some are
@@ -138,6 +146,10 @@ enum Outcome {
 struct Payer {
     banks: Vec<ActorRef<Bank>>,
     accounts: usize,
+    /// How long it waits for an outcome before it notes a wait (zero: no limit).
+    patience: Duration,
+    /// Waits that ended before an outcome came.
+    waits: u64,
     /// The draw state: mixed with every outcome, in the order they come.
     state: u64,
     settled: u64,
@@ -151,6 +163,7 @@ struct Payer {
 /// A payer's totals at the end.
 #[derive(Serialize, Deserialize, Debug)]
 struct Totals {
+    waits: u64,
     settled: u64,
     refused: u64,
     failed: u64,
@@ -173,7 +186,19 @@ impl Payer {
                 let payment = self.draw();
                 in_flight.push(settle(ctx, &banks, payment));
             }
-            let Some((payment, outcome)) = in_flight.next().await else {
+            let next = if self.patience.is_zero() || in_flight.is_empty() {
+                in_flight.next().await
+            } else {
+                match select(in_flight.next(), ctx.sleep(self.patience)).await {
+                    Either::Left((next, _sleep_given_up)) => next,
+                    Either::Right(((), _)) => {
+                        self.waits += 1;
+                        self.state = mix(self.state, 0x77a1);
+                        continue;
+                    }
+                }
+            };
+            let Some((payment, outcome)) = next else {
                 break;
             };
             let code = match outcome {
@@ -210,6 +235,7 @@ impl Payer {
     #[message]
     fn tally(&mut self) -> Totals {
         Totals {
+            waits: self.waits,
             settled: self.settled,
             refused: self.refused,
             failed: self.failed,
@@ -293,6 +319,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let payer = cluster.spawn(Payer {
         banks,
         accounts,
+        patience: Duration::from_micros(args.patience_us),
+        waits: 0,
         state: mix(0x7061_796d_656e_7473, rank as u64) | 1,
         settled: 0,
         refused: 0,
@@ -339,6 +367,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .field("settled", check.settled)
             .field("refused", check.refused)
             .field("failed", check.failed)
+            .field("waits", tallies.iter().map(|t| t.waits).sum::<u64>())
             .elapsed(elapsed)
             .field(
                 "payments_per_s",
@@ -425,6 +454,7 @@ mod tests {
     fn the_check_holds_for_consistent_books_and_fails_for_a_payment_the_journal_lacks() {
         // One settled payment of 10 from node 0's account 0 to node 1's account 1.
         let tally = Totals {
+            waits: 0,
             settled: 1,
             refused: 1,
             failed: 0,

@@ -5,8 +5,10 @@
 //! arrive. Both are order-sensitive: the order a payer took its results in is logged like
 //! its messages' (determinants), and a restored payer re-executes its suspended handler,
 //! then takes its results again in that order. Nodes are SIGKILLed by PID from outside
-//! mid-run: one node with its payer suspended, two at once, and random victims at random
-//! moments (the seed is printed; `LAZARUS_TEST_SEED=<seed>` replays the schedule).
+//! mid-run: one node with its payer suspended, one whose payer races sleeps against its
+//! outcomes (`--patience-us`: which came first is logged too, and the sleeps that lost are
+//! given up), two at once, and random victims at random moments (the seed is printed;
+//! `LAZARUS_TEST_SEED=<seed>` replays the schedule).
 //!
 //! Every run must end as a failure-free one would: a RESULT whose every invariant holds
 //! (`verified=true`: money conserved, no overdraft, every payment answered once, every
@@ -32,6 +34,11 @@ use support::launched::{
 const PAYMENTS: &str = "12000";
 
 fn launch() -> Launched {
+    launch_with(PAYMENTS, &[])
+}
+
+/// `payments` with `payments` per payer and more options (`app`).
+fn launch_with(payments: &str, app: &[&str]) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
     cmd.args([
         "run",
@@ -44,7 +51,8 @@ fn launch() -> Launched {
     ])
     .arg("--")
     .arg(bin("payments"))
-    .args(["--payments", PAYMENTS]);
+    .args(["--payments", payments])
+    .args(app);
     Launched::spawn(cmd, 4)
 }
 
@@ -90,6 +98,29 @@ fn a_node_killed_with_its_payer_suspended_takes_its_results_again_in_the_logged_
         "the restore re-executed the payer's handler its checkpoint kept suspended"
     );
     assert_replayed_determinants(&f, &[2], "payer and bank");
+}
+
+#[test]
+fn a_payer_racing_sleeps_against_its_outcomes_replays_which_came_first() {
+    // Payers wait 1 ms for an outcome before they note a wait: whether a sleep or a result
+    // came first is a logged delivery, and a sleep that lost is given up (its end, if it
+    // came, leaves without a delivery: a replay may give it up before it ends).
+    // Killed a while after a checkpoint, so the replay goes through many such races.
+    let _one = support::one_at_a_time();
+    let mut run = launch_with("4000", &["--patience-us", "1000"]);
+    run.wait_started();
+    run.wait_for_checkpoints(&[1], 2);
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    run.kill(1);
+    let f = run.finish();
+    assert_invariants(&f);
+    assert_ne!(
+        f.verified()["waits"],
+        "0",
+        "sleeps ended first now and then"
+    );
+    assert_only_restarted(&f, &[1]);
+    assert_replayed_determinants(&f, &[1], "payer and bank");
 }
 
 #[test]

@@ -138,6 +138,18 @@ impl Events {
                 Ok(ReplayDelivery::Forced {
                     channel,
                     send_index,
+                }) if crate::actor::timer::is_source(channel.from) => {
+                    let what = if send_index & crate::actor::awaits::SLEEP_BIT != 0 {
+                        let key = send_index & !crate::actor::awaits::SLEEP_BIT;
+                        format!("the end of its async handler's sleep #{key}")
+                    } else {
+                        format!("its timer #{send_index}")
+                    };
+                    out.push(format!("actor {actor} replays tick {tick}: waits for {what}"))
+                }
+                Ok(ReplayDelivery::Forced {
+                    channel,
+                    send_index,
                 }) => out.push(format!(
                     "actor {actor} replays tick {tick}: waits for message #{send_index} on \
                      channel {channel:?} from node {}",
