@@ -145,7 +145,9 @@ impl Events {
                     } else {
                         format!("its timer #{send_index}")
                     };
-                    out.push(format!("actor {actor} replays tick {tick}: waits for {what}"))
+                    out.push(format!(
+                        "actor {actor} replays tick {tick}: waits for {what}"
+                    ))
                 }
                 Ok(ReplayDelivery::Forced {
                     channel,
