@@ -138,20 +138,23 @@ pub fn is_result(payload: &[u8]) -> bool {
 }
 
 /// Whether actor state `st` may take message `payload` from `from` now: a suspended call
-/// takes only the results it awaits, and a result is taken only by the call that awaits
-/// it. A result can come before its ask is made again: a restored server's peers resend
-/// what they sent after its checkpoint, and a result does not wait for the request that
-/// led to it (the protocol promises no causal order to a restored set's deliveries whose
-/// requirement did not bind); it waits in the mailbox until the re-executed call awaits
-/// it.
+/// takes only results, and a result is taken by the call that awaits it, or, if its ask
+/// is not made yet, kept for it (`ActorState::early_results`), as the runtime's awaits
+/// keep it. A result can come before its ask is made again: a restored server's peers
+/// resend what they sent after its checkpoint, and a result does not wait for the request
+/// that led to it (the protocol promises no causal order to a restored set's deliveries
+/// whose requirement did not bind). Taking it then is a delivery like any other (a
+/// determinant for an order-sensitive server), as in the runtime.
 pub fn may_take(st: &ActorState, from: usize, payload: &[u8]) -> bool {
     match (&st.call, is_result(payload)) {
         (None, false) => true,
         (Some(_), false) => false,
         (call, true) => {
             let key = decode_service(payload).map_or(0, |(_, _, seq, _, _)| seq);
-            call.as_ref()
-                .is_some_and(|c| c.pending.contains(&(from, key)))
+            let awaited = call
+                .as_ref()
+                .is_some_and(|c| c.pending.contains(&(from, key)));
+            awaited || st.asked.get(&from).copied().unwrap_or(0) < key
         }
     }
 }
@@ -427,6 +430,7 @@ impl Program {
             seq: 0,
             outstanding: None,
             early: BTreeMap::new(),
+            early_results: BTreeMap::new(),
             call: None,
             asked: BTreeMap::new(),
             calls: 0,
@@ -760,10 +764,7 @@ impl Program {
             }
             self.ask(a, st, &mut call, to, out);
         }
-        st.call = Some(call);
-        if wanted == 0 {
-            self.complete(a, st, out);
-        }
+        self.await_stage(a, st, call, draw, out);
     }
 
     /// Servers a call of `a` may ask.
@@ -804,19 +805,40 @@ impl Program {
         draw: Draw<'_>,
         out: &mut Vec<(usize, Vec<u8>)>,
     ) {
+        let awaited = st
+            .call
+            .as_ref()
+            .is_some_and(|c| c.pending.contains(&(from, key)));
+        if !awaited {
+            // Its ask is not made yet: kept for it.
+            let made = st.asked.get(&from).copied().unwrap_or(0);
+            if key <= made || st.early_results.insert((from, key), value).is_some() {
+                st.violate(format!(
+                    "server {a} got the result of {from}#{key}, which no call awaits"
+                ));
+            }
+            return;
+        }
         let Some(mut call) = st.call.take() else {
-            st.violate(format!(
-                "server {a} got the result of {from}#{key} with no call"
-            ));
             return;
         };
-        if !call.pending.remove(&(from, key)) {
-            st.violate(format!(
-                "server {a} got the result of {from}#{key}, which its call does not await"
-            ));
+        call.pending.remove(&(from, key));
+        if self.took(a, st, &mut call, value, draw) {
             st.call = Some(call);
             return;
         }
+        self.next_stage(a, st, call, draw, out);
+    }
+
+    /// Call `call` of `a` takes a result: false once it awaits nothing more.
+    fn took(
+        &self,
+        a: usize,
+        st: &mut ActorState,
+        call: &mut Call,
+        value: u64,
+        draw: Draw<'_>,
+    ) -> bool {
         st.acc = st.acc.wrapping_add(value);
         if self.sensitive[a] {
             // Which result came first shows in everything it sends afterwards.
@@ -826,10 +848,18 @@ impl Program {
         } else {
             call.sum = call.sum.wrapping_add(mix(value));
         }
-        if !call.pending.is_empty() {
-            st.call = Some(call);
-            return;
-        }
+        !call.pending.is_empty()
+    }
+
+    /// Call `call` of `a` has every result of its stage: asks again or completes.
+    fn next_stage(
+        &self,
+        a: usize,
+        st: &mut ActorState,
+        mut call: Call,
+        draw: Draw<'_>,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
         let askable = self.askable(a);
         let again = mix(call.sum ^ 0x5EC0);
         if call.stage == 1 && !askable.is_empty() && again % 2 == 0 {
@@ -837,11 +867,49 @@ impl Program {
             call.stage = 2;
             let to = askable[((again >> 8) % askable.len() as u64) as usize];
             self.ask(a, st, &mut call, to, out);
-            st.call = Some(call);
+            self.await_stage(a, st, call, draw, out);
             return;
         }
         st.call = Some(call);
         self.complete(a, st, out);
+    }
+
+    /// Call `call` of `a` has made its stage's asks: it takes the results that came
+    /// before them (in ask key order), then suspends, or moves on if it has them all.
+    fn await_stage(
+        &self,
+        a: usize,
+        st: &mut ActorState,
+        mut call: Call,
+        draw: Draw<'_>,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
+        let came: Vec<(usize, u64)> = call
+            .pending
+            .iter()
+            .copied()
+            .filter(|k| st.early_results.contains_key(k))
+            .collect();
+        if came.is_empty() {
+            let done = call.pending.is_empty();
+            st.call = Some(call);
+            if done {
+                self.complete(a, st, out);
+            }
+            return;
+        }
+        for k in came {
+            let Some(value) = st.early_results.remove(&k) else {
+                continue;
+            };
+            call.pending.remove(&k);
+            self.took(a, st, &mut call, value, draw);
+        }
+        if call.pending.is_empty() {
+            self.next_stage(a, st, call, draw, out);
+        } else {
+            st.call = Some(call);
+        }
     }
 
     /// `a`'s call has every result: it answers its requester.
@@ -988,6 +1056,9 @@ pub struct ActorState {
     pub early: BTreeMap<u64, u64>,
     /// Async servers: the call awaiting results, if one is suspended.
     pub call: Option<Call>,
+    /// Async servers: results that came before their ask was made (again), by (asked
+    /// server, key): the ask takes it when it is made.
+    pub early_results: BTreeMap<(usize, u64), u64>,
     /// Async servers: asks made so far to each server (the last ask's key).
     pub asked: BTreeMap<usize, u64>,
     /// Async servers: calls completed.
