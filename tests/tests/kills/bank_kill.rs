@@ -24,12 +24,10 @@
 
 use crate::support;
 
-use std::process::Command;
 use std::time::Duration;
-use support::bin;
 use support::launched::{
-    assert_one_restart_per_kill, assert_only_restarted, assert_replayed_determinants, Finished,
-    Launched, TestRng,
+    assert_one_restart_per_kill, assert_only_restarted, assert_replayed_determinants,
+    four_nodes_recovering, Finished, Launched, TestRng,
 };
 
 /// Transfers per client (2 clients per node): about 6 s failure-free on this 2-core
@@ -43,20 +41,10 @@ const TRANSFERS: &str = "8000";
 const LONG_TRANSFERS: &str = "10000";
 
 fn launch(transfers: &str) -> Launched {
-    let mut cmd = Command::new(bin("lazarus"));
-    cmd.args([
-        "run",
-        "-n",
-        "4",
-        "--ft",
-        "on",
-        "--checkpoint-every",
-        "400ms",
-    ])
-    .arg("--")
-    .arg(bin("bank"))
-    .args(["--transfers", transfers]);
-    Launched::spawn(cmd, 4)
+    Launched::spawn(
+        four_nodes_recovering("bank", &["--transfers", transfers]),
+        4,
+    )
 }
 
 /// SIGKILLs `victims` together mid-run (see [`Launched::wait_mid_run`]).

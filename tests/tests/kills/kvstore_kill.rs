@@ -12,9 +12,9 @@
 
 use crate::support;
 
-use std::process::Command;
-use support::bin;
-use support::launched::{assert_only_restarted, assert_replayed_determinants, Finished, Launched};
+use support::launched::{
+    assert_only_restarted, assert_replayed_determinants, four_nodes_recovering, Finished, Launched,
+};
 
 /// Requests per client: a few seconds of work on this machine, so that a kill shortly
 /// after the first checkpoints lands mid-run.
@@ -29,20 +29,8 @@ fn launch(env: &[(&str, &str)]) -> Launched {
 }
 
 fn launch_with_ops(ops: &str, env: &[(&str, &str)]) -> Launched {
-    let mut cmd = Command::new(bin("lazarus"));
-    cmd.args([
-        "run",
-        "-n",
-        "4",
-        "--ft",
-        "on",
-        "--checkpoint-every",
-        "400ms",
-    ])
-    .arg("--")
-    .arg(bin("kvstore"))
-    .args(["--ops", ops, "--keys", "32"])
-    .envs(env.iter().copied());
+    let mut cmd = four_nodes_recovering("kvstore", &["--ops", ops, "--keys", "32"]);
+    cmd.envs(env.iter().copied());
     Launched::spawn(cmd, 4)
 }
 

@@ -22,11 +22,9 @@
 
 use crate::support;
 
-use std::process::Command;
-use support::bin;
 use support::launched::{
-    assert_one_restart_per_kill, assert_only_restarted, assert_replayed_determinants, Finished,
-    Launched, TestRng,
+    assert_one_restart_per_kill, assert_only_restarted, assert_replayed_determinants,
+    four_nodes_recovering, Finished, Launched, TestRng,
 };
 
 /// Payments per payer (one payer per node): a few seconds with recovery on, so that kills
@@ -39,21 +37,8 @@ fn launch() -> Launched {
 
 /// `payments` with `payments` per payer and more options (`app`).
 fn launch_with(payments: &str, app: &[&str]) -> Launched {
-    let mut cmd = Command::new(bin("lazarus"));
-    cmd.args([
-        "run",
-        "-n",
-        "4",
-        "--ft",
-        "on",
-        "--checkpoint-every",
-        "400ms",
-    ])
-    .arg("--")
-    .arg(bin("payments"))
-    .args(["--payments", payments])
-    .args(app);
-    Launched::spawn(cmd, 4)
+    let args = [&["--payments", payments][..], app].concat();
+    Launched::spawn(four_nodes_recovering("payments", &args), 4)
 }
 
 /// Kills `victims` together once each has committed its second checkpoint and the last

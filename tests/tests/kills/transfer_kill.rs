@@ -16,10 +16,9 @@
 
 use crate::support;
 
-use std::process::Command;
-use support::bin;
 use support::launched::{
-    assert_one_restart_per_kill, assert_only_restarted, Finished, Launched, TestRng,
+    assert_one_restart_per_kill, assert_only_restarted, four_nodes_recovering, Finished, Launched,
+    TestRng,
 };
 
 /// Transfers per client (one client per node): several seconds with recovery on, so that
@@ -32,21 +31,8 @@ fn launch() -> Launched {
 
 /// `transfer` with `transfers` per client and more options (`app`).
 fn launch_with(transfers: &str, app: &[&str]) -> Launched {
-    let mut cmd = Command::new(bin("lazarus"));
-    cmd.args([
-        "run",
-        "-n",
-        "4",
-        "--ft",
-        "on",
-        "--checkpoint-every",
-        "400ms",
-    ])
-    .arg("--")
-    .arg(bin("transfer"))
-    .args(["--transfers", transfers])
-    .args(app);
-    Launched::spawn(cmd, 4)
+    let args = [&["--transfers", transfers][..], app].concat();
+    Launched::spawn(four_nodes_recovering("transfer", &args), 4)
 }
 
 /// Kills `victims` together once each has committed its second checkpoint and the last

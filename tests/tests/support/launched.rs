@@ -27,6 +27,25 @@ pub struct Launched {
     started: Instant,
 }
 
+/// `lazarus run -n 4 --ft on --checkpoint-every 400ms -- <app> <args>`: the kill suites'
+/// cluster (checkpoints often enough that a kill lands a few hundred ms after one).
+pub fn four_nodes_recovering(app: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(super::bin("lazarus"));
+    cmd.args([
+        "run",
+        "-n",
+        "4",
+        "--ft",
+        "on",
+        "--checkpoint-every",
+        "400ms",
+    ])
+    .arg("--")
+    .arg(super::bin(app))
+    .args(args);
+    cmd
+}
+
 impl Launched {
     /// Starts `launcher` (a `lazarus run -n nodes ...` command) with its output piped.
     pub fn spawn(mut launcher: Command, nodes: u16) -> Launched {
