@@ -52,6 +52,8 @@ fn spec(rank: u16, addrs: &[SocketAddr], net: NetMode) -> ClusterSpec {
         core_offset: rank as usize,
         idle_spin: Some(Duration::ZERO),
         net: Some(net),
+        data_path: lazarus::transport::shm::DataPath::default(),
+        shm_ring_bytes: lazarus::transport::shm::DEFAULT_RING_BYTES,
         failure_timeout: None,
         recovery: None,
     }

@@ -57,6 +57,8 @@ fn spec(rank: u16, addrs: &[SocketAddr]) -> ClusterSpec {
         core_offset: rank as usize,
         idle_spin: Some(Duration::ZERO),
         net: None,
+        data_path: lazarus::transport::shm::DataPath::default(),
+        shm_ring_bytes: lazarus::transport::shm::DEFAULT_RING_BYTES,
         failure_timeout: None,
         recovery: None,
     }
@@ -105,6 +107,7 @@ async fn fake_member(addrs: &[SocketAddr]) -> FakeMember {
             rank: 2,
             size: 3,
             incarnation: 0,
+            shm: None,
         }))
         .await
         .unwrap();

@@ -116,6 +116,8 @@ fn lazarus_pair(recovery: bool) -> LazarusPair {
         core_offset: rank as usize,
         idle_spin: None,
         net: None,
+        data_path: lazarus::transport::shm::DataPath::default(),
+        shm_ring_bytes: lazarus::transport::shm::DEFAULT_RING_BYTES,
         failure_timeout: None,
         // The launcher's settings (checkpoint every second) and the runtime's defaults
         // for everything else, read the way a node reads them.

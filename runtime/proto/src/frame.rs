@@ -34,7 +34,7 @@ pub fn is_main_request(request: u64) -> bool {
 /// First two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"LZ";
 /// Wire protocol version; peers with another version are refused.
-pub const VERSION: u8 = 7;
+pub const VERSION: u8 = 8;
 /// Bytes of the fixed header.
 pub const HEADER_LEN: usize = 8;
 /// Default largest accepted body (64 MiB).
@@ -61,6 +61,9 @@ pub enum FrameBody {
         size: u16,
         /// The sender's incarnation: 0 at launch, one more at each restart of its rank.
         incarnation: u32,
+        /// The dialer's offer of a shared-memory data path, or the acceptor's answer
+        /// (`None`: the sender does not use one).
+        shm: Option<SharedMemoryHello>,
     },
     /// An application message for actor `to`.
     Envelope(Envelope),
@@ -91,6 +94,32 @@ pub enum FrameBody {
     /// A frame between the recovery layers of two nodes (recovery on only): the
     /// transport hands it to the layer without looking in.
     Recovery(RecoveryFrame),
+}
+
+/// The shared-memory part of a Hello: two nodes on one host move their frames through a
+/// shared segment instead of their QUIC streams once both Hellos agree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SharedMemoryHello {
+    /// The dialer created segment `segment` (a file name in `/dev/shm`) for this pair,
+    /// with `nonce` in its header, and rings its peers' sleepers from doorbell `doorbell`.
+    Offer {
+        /// The segment's file name.
+        segment: String,
+        /// The dialer's doorbell (an abstract socket name).
+        doorbell: String,
+        /// Written in the segment's header: the acceptor checks it.
+        nonce: [u8; 16],
+    },
+    /// The acceptor mapped the segment: frames go through it from now on both ways.
+    Accept {
+        /// The acceptor's doorbell.
+        doorbell: String,
+    },
+    /// The acceptor did not take the offer: the pair keeps its QUIC streams.
+    Decline {
+        /// Why, for the dialer's log.
+        reason: String,
+    },
 }
 
 /// What the recovery layers of two nodes send each other.
@@ -656,6 +685,11 @@ mod tests {
                 rank: 1,
                 size: 4,
                 incarnation: 0,
+                shm: Some(SharedMemoryHello::Offer {
+                    segment: "lazarus-0123".into(),
+                    doorbell: "lazarus-db".into(),
+                    nonce: [3; 16],
+                }),
             },
             envelope(vec![1, 2, 3]),
             FrameBody::Heartbeat,

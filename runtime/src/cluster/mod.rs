@@ -12,7 +12,8 @@
 //!
 //! Optional everywhere: `LAZARUS_CORES` (cores for this node), `LAZARUS_CORE_OFFSET`
 //! (first core), `LAZARUS_IDLE_SPIN_US`, `LAZARUS_NET` (`thread` or `core0`: see
-//! [`NetMode`]), `LAZARUS_FAILURE_TIMEOUT_MS` (see [`ClusterSpec::failure_timeout`]),
+//! [`NetMode`]), `LAZARUS_TRANSPORT` (`auto`, `shm` or `quic`: see [`DataPath`]),
+//! `LAZARUS_SHM_RING_KIB`, `LAZARUS_FAILURE_TIMEOUT_MS` (see [`ClusterSpec::failure_timeout`]),
 //! `LAZARUS_BASE_PORT` (Slurm). Under Slurm the
 //! secret comes from `LAZARUS_SECRET` if exported, else from `~/.lazarus/cluster-secret`
 //! (created on first use, mode 0600; on a cluster, home directories are shared).
@@ -24,6 +25,7 @@ pub mod supervisor_channel;
 use crate::node::{Node, NodeBuilder, NodeHandle, ShutdownReport};
 use crate::recovery::hooks::RecoveryHooks;
 use crate::recovery::layer::{RecoveryConfig, RecoveryLayer};
+use crate::transport::shm::{segment, DataPath};
 use crate::transport::{NetMode, NodeFailure, Transport, TransportConfig, TransportError};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -85,6 +87,11 @@ pub struct ClusterSpec {
     pub idle_spin: Option<Duration>,
     /// Where the network runs (`None`: [`NetMode::default_for`] the node's core count).
     pub net: Option<NetMode>,
+    /// Shared memory or QUIC between nodes of one host (`LAZARUS_TRANSPORT`: `auto`,
+    /// the default, `shm` or `quic`).
+    pub data_path: DataPath,
+    /// Size of each direction's shared-memory ring (`LAZARUS_SHM_RING_KIB`).
+    pub shm_ring_bytes: usize,
     /// Recovery settings (`LAZARUS_FT=on` and friends); `None` when recovery is off.
     pub recovery: Option<RecoveryConfig>,
     /// Silence after which a peer is declared failed (`LAZARUS_FAILURE_TIMEOUT_MS`; `None`:
@@ -149,6 +156,27 @@ impl ClusterSpec {
                 .map(|v| v.parse::<NetMode>())
                 .transpose()
                 .map_err(ClusterError::Environment)?,
+            data_path: var("LAZARUS_TRANSPORT")
+                .map(|v| v.parse::<DataPath>())
+                .transpose()
+                .map_err(ClusterError::Environment)?
+                .unwrap_or_default(),
+            shm_ring_bytes: match num("LAZARUS_SHM_RING_KIB")? {
+                None => crate::transport::shm::DEFAULT_RING_BYTES,
+                Some(kib) => {
+                    let bytes = kib.saturating_mul(1024);
+                    if !bytes.is_power_of_two()
+                        || !(segment::MIN_RING_BYTES..=segment::MAX_RING_BYTES).contains(&bytes)
+                    {
+                        return Err(ClusterError::Environment(format!(
+                            "LAZARUS_SHM_RING_KIB={kib}: expected a power of two from {} to {}",
+                            segment::MIN_RING_BYTES >> 10,
+                            segment::MAX_RING_BYTES >> 10
+                        )));
+                    }
+                    bytes
+                }
+            },
             recovery: RecoveryConfig::from_vars(&var).map_err(ClusterError::Environment)?,
             failure_timeout: num("LAZARUS_FAILURE_TIMEOUT_MS")?
                 .map(|ms| usable_failure_timeout(Duration::from_millis(ms as u64)))
@@ -523,6 +551,8 @@ impl Cluster {
             config.net_mode = spec
                 .net
                 .unwrap_or_else(|| NetMode::default_for(node.num_cores()));
+            config.data_path = spec.data_path;
+            config.shm_ring_bytes = spec.shm_ring_bytes;
             // The layer exists before the first frame can arrive.
             if let Some(fp) = std::env::var("LAZARUS_FAILPOINT")
                 .ok()

@@ -16,6 +16,7 @@
 
 pub mod credentials;
 pub use lazarus_proto::frame;
+pub mod shm;
 pub mod udp_socket;
 
 use crate::actor_id::ActorId;
@@ -24,8 +25,9 @@ use crate::node::NodeHandle;
 use bytes::Bytes;
 use credentials::Credentials;
 use dashmap::DashMap;
-use frame::{Envelope, FrameBody, FrameDecoder, RemoteError, SplitFrame};
+use frame::{Envelope, FrameBody, FrameDecoder, RemoteError, SharedMemoryHello, SplitFrame};
 use metrics::counter;
+use shm::{DataPath, SharedMemory};
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -133,6 +135,10 @@ pub struct TransportConfig {
     /// Recovery is on: a failed peer is expected back (its connection is re-established
     /// when its new incarnation appears) and a failure does not break barriers.
     pub reconnect: bool,
+    /// Shared memory or QUIC between nodes of one host (`LAZARUS_TRANSPORT`).
+    pub data_path: DataPath,
+    /// Size of each direction's shared-memory ring (a power of two, at least 64 KiB).
+    pub shm_ring_bytes: usize,
 }
 
 /// Where a node's network progress runs.
@@ -187,6 +193,8 @@ impl TransportConfig {
             net_mode: NetMode::Thread,
             incarnation: 0,
             reconnect: false,
+            data_path: DataPath::Auto,
+            shm_ring_bytes: shm::DEFAULT_RING_BYTES,
         }
     }
 
@@ -234,6 +242,9 @@ pub enum TransportError {
     /// The runtime thread could not start.
     #[error("network thread: {0}")]
     Runtime(String),
+    /// Shared memory is required (`LAZARUS_TRANSPORT=shm`) and cannot be set up.
+    #[error("{0}")]
+    SharedMemory(String),
     /// Cluster barrier broken by a failed node.
     #[error("barrier {epoch} broken: node {rank} failed")]
     BarrierBroken {
@@ -365,6 +376,8 @@ pub struct Transport {
     moved: Notify,
     /// The largest frame body the peers accept (they run with the same configuration).
     max_frame: usize,
+    /// The shared-memory data path to peers on this host (`None`: QUIC only).
+    shm: Option<SharedMemory>,
 }
 
 impl Transport {
@@ -379,6 +392,14 @@ impl Transport {
             return Err(TransportError::NoSuchRank { rank, size });
         }
         let creds = Credentials::for_node(&config.secret, rank)?;
+        let shm = SharedMemory::new(
+            config.data_path,
+            rank,
+            config.incarnation,
+            &config.secret,
+            config.shm_ring_bytes,
+        )
+        .map_err(TransportError::SharedMemory)?;
         let mut links = Vec::with_capacity(size);
         let mut outboxes = Vec::with_capacity(size);
         for r in 0..size {
@@ -418,6 +439,7 @@ impl Transport {
             addrs: Mutex::new(config.addrs.clone()),
             moved: Notify::new(),
             max_frame: config.max_frame,
+            shm,
         });
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), TransportError>>();
         let t = Arc::clone(&transport);
@@ -1184,6 +1206,34 @@ async fn net_main(
         }
     };
     *t.endpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(endpoint.clone());
+    if let Some(doorbell) = t.shm.as_ref().and_then(SharedMemory::take_doorbell) {
+        match doorbell.into_tokio() {
+            Ok(socket) => {
+                let t = Arc::clone(&t);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 64];
+                    while let Ok(n) = socket.recv(&mut buf).await {
+                        match shm::doorbell::decode(&buf[..n]) {
+                            Some((peer, incarnation)) => {
+                                if let Some(shm) = &t.shm {
+                                    shm.wake(peer, incarnation);
+                                }
+                            }
+                            None => {
+                                counter!(BAD_FRAMES, "kind" => "doorbell").increment(1);
+                            }
+                        }
+                    }
+                });
+            }
+            Err(e) => {
+                let _ = ready.send(Err(TransportError::SharedMemory(format!(
+                    "cannot poll the shared-memory doorbell: {e}"
+                ))));
+                return;
+            }
+        }
+    }
 
     let size = config.size();
     let rank = config.rank;
@@ -1507,17 +1557,16 @@ impl Rendezvous {
         }
     }
 
-    /// Starts the writer of `peer`'s queue on `conn`; with recovery on, the queue comes
-    /// back to the slot when the connection breaks.
+    /// Starts the writer of `peer`'s queue (`writing`, which returns the queue if its
+    /// connection broke); with recovery on, the queue comes back to the slot then.
     fn start_writer(
         self: &Arc<Self>,
-        send: quinn::SendStream,
-        outbox: mpsc::Receiver<SplitFrame>,
         peer: u16,
+        writing: impl std::future::Future<Output = Option<mpsc::Receiver<SplitFrame>>> + Send + 'static,
     ) {
         let rv = Arc::clone(self);
         let w = tokio::spawn(async move {
-            let back = write_loop(send, outbox).await;
+            let back = writing.await;
             if let Some(rx) = back.filter(|_| rv.t.reconnect) {
                 rv.outbox_slots
                     .lock()
@@ -1553,8 +1602,31 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         peer: dialed,
     };
     let mut dialer_stream = None;
+    // The dialer offers a shared segment in its Hello (kept until the answer comes).
+    let mut offer = None;
     if dialed != u16::MAX {
-        match open_with_hello(&conn, rank, size, rv.incarnation).await {
+        let shm_hello = match &t.shm {
+            Some(shm) => match shm.offer(dialed) {
+                Ok((o, hello)) => {
+                    offer = Some(o);
+                    Some(hello)
+                }
+                Err(e) if shm.required() => {
+                    tracing::error!(
+                        peer = dialed,
+                        "LAZARUS_TRANSPORT=shm, but no shared segment for node {dialed}: {e}"
+                    );
+                    conn.close(1u32.into(), b"no shared memory");
+                    return;
+                }
+                Err(e) => {
+                    tracing::info!(peer = dialed, "node {dialed} over QUIC: {e}");
+                    None
+                }
+            },
+            None => None,
+        };
+        match open_with_hello(&conn, rank, size, rv.incarnation, shm_hello).await {
             Ok(send) => dialer_stream = Some(send),
             Err(e) => {
                 tracing::debug!(peer = dialed, "cannot open stream: {e}");
@@ -1571,14 +1643,15 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         }
     };
     let mut decoder = FrameDecoder::new(max_frame);
-    let (peer, incarnation) = loop {
+    let (peer, incarnation, peer_shm) = loop {
         match decoder.next_frame() {
             Ok(Some(FrameBody::Hello {
                 rank: r,
                 size: s,
                 incarnation,
+                shm,
             })) if (r as usize) < size && s as usize == size && r != rank => {
-                break (r, incarnation)
+                break (r, incarnation, shm)
             }
             Ok(Some(other)) => {
                 tracing::warn!("peer did not start with a valid Hello: {other:?}");
@@ -1657,6 +1730,10 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         }
         _ => {}
     }
+    let Some((link, answer)) = shared_memory(t, peer, incarnation, offer, peer_shm) else {
+        conn.close(1u32.into(), b"no shared memory");
+        return;
+    };
     let Some(outbox) = rv.take_outbox(peer, handover).await else {
         tracing::warn!(peer, "duplicate connection from node {peer}; closing it");
         conn.close(1u32.into(), b"duplicate");
@@ -1664,7 +1741,7 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
     };
     let send = match dialer_stream {
         Some(send) => send,
-        None => match open_with_hello(&conn, rank, size, rv.incarnation).await {
+        None => match open_with_hello(&conn, rank, size, rv.incarnation, answer).await {
             Ok(send) => send,
             Err(e) => {
                 tracing::warn!(peer, "cannot open stream: {e}");
@@ -1691,7 +1768,30 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
             conn.close(2u32.into(), b"outdated incarnation");
             return;
         }
-        rv.start_writer(send, outbox, peer);
+        match &link {
+            Some(link) => {
+                tracing::info!(peer, incarnation, "node {peer} over shared memory");
+                if let Some(shm) = &t.shm {
+                    shm.register(link);
+                }
+                // The QUIC stream carried the Hello; it has nothing more to say.
+                drop(send);
+                let (link, c) = (Arc::clone(link), conn.clone());
+                let closed = {
+                    let c = conn.clone();
+                    async move {
+                        c.closed().await;
+                    }
+                };
+                rv.start_writer(
+                    peer,
+                    shm::write_loop(link, outbox, closed, move || {
+                        c.close(1u32.into(), b"corrupt ring")
+                    }),
+                );
+            }
+            None => rv.start_writer(peer, write_loop(send, outbox)),
+        }
         conns.insert(peer, (incarnation, conn.clone()));
     }
     // From here a crossed connection from the peer meets this one in `conns`.
@@ -1728,51 +1828,192 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         .insert(peer);
     inbound_notify.notify_waiters();
 
-    // Reader: frames already buffered after the Hello, then the rest of the stream.
-    loop {
-        loop {
-            match decoder.next_frame() {
-                Ok(Some(body)) => {
-                    t.detector
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .observe(peer, Instant::now());
-                    if let Some(full) = t.dispatch(peer, incarnation, body, node) {
-                        // Backpressure: stop reading this peer until the mailbox drains;
-                        // QUIC flow control then stalls the sender's stream and its queue.
-                        // Not while a send of this node waits for room (see
-                        // `sends_waiting`): two handlers bursting at each other would
-                        // otherwise wait for each other for ever.
-                        counter!(INBOUND_PAUSES).increment(1);
-                        while t.sends_waiting.load(Ordering::Acquire) == 0
-                            && node
-                                .mailbox_depth(full)
-                                .is_some_and(|d| d > INBOUND_LOW_WATER)
-                        {
-                            tokio::time::sleep(Duration::from_micros(200)).await;
-                            // Our own stalling is not the peer's silence.
-                            t.detector
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .observe(peer, Instant::now());
-                        }
-                    }
-                }
-                Ok(None) => break,
+    match link {
+        Some(link) => {
+            read_shm(t, node, peer, incarnation, &link, &conn, decoder).await;
+            if let Some(shm) = &t.shm {
+                shm.unregister(&link);
+            }
+        }
+        None => read_quic(t, node, peer, incarnation, &conn, recv, decoder).await,
+    }
+}
+
+/// Decides a connection's data path from the Hellos: `Some((link, answer))` with the
+/// shared-memory link if the pair uses one and, for an acceptor, the answer to put in its
+/// Hello; `None` if the connection must be refused (shared memory required and
+/// impossible; the reason is logged).
+fn shared_memory(
+    t: &Transport,
+    peer: u16,
+    incarnation: u32,
+    offer: Option<shm::Offer>,
+    peer_shm: Option<SharedMemoryHello>,
+) -> Option<(Option<Arc<shm::ShmLink>>, Option<SharedMemoryHello>)> {
+    let required = t.shm.as_ref().is_some_and(SharedMemory::required);
+    let refuse = |why: &str| {
+        tracing::error!(
+            peer,
+            "LAZARUS_TRANSPORT=shm, but node {peer} cannot use shared memory with this node: {why}"
+        );
+        None
+    };
+    match (&t.shm, offer, peer_shm) {
+        // Dialer: the acceptor's answer.
+        (Some(shm), Some(offer), Some(SharedMemoryHello::Accept { doorbell })) => {
+            match shm.accepted(offer, &doorbell, peer, incarnation) {
+                Ok(link) => Some((Some(link), None)),
+                // The acceptor reads the segment already: this connection cannot go on.
                 Err(e) => {
-                    counter!(BAD_FRAMES, "kind" => e.kind()).increment(1);
-                    tracing::warn!(peer, "rejected frame from node {peer}: {e}");
-                    if e.is_fatal() {
-                        conn.close(1u32.into(), b"bad stream");
-                        return;
-                    }
+                    tracing::warn!(peer, "shared memory with node {peer}: {e}");
+                    None
                 }
             }
         }
+        (Some(_), Some(_offer), answer) => {
+            let why = match answer {
+                Some(SharedMemoryHello::Decline { reason }) => reason,
+                _ => "it did not answer the offer (LAZARUS_TRANSPORT=quic there?)".into(),
+            };
+            if required {
+                return refuse(&why);
+            }
+            tracing::info!(peer, "node {peer} over QUIC: {why}");
+            Some((None, None))
+        }
+        // Acceptor: the dialer's offer.
+        (Some(shm), None, Some(offer @ SharedMemoryHello::Offer { .. })) => {
+            let (answer, link) = shm.answer(peer, incarnation, &offer);
+            match (&link, &answer) {
+                (None, SharedMemoryHello::Decline { reason }) if required => refuse(reason),
+                (None, SharedMemoryHello::Decline { reason }) => {
+                    tracing::info!(peer, "node {peer} over QUIC: {reason}");
+                    Some((None, Some(answer)))
+                }
+                _ => Some((link, Some(answer))),
+            }
+        }
+        (None, _, Some(SharedMemoryHello::Offer { .. })) => Some((
+            None,
+            Some(SharedMemoryHello::Decline {
+                reason: "this node uses QUIC only (LAZARUS_TRANSPORT=quic)".into(),
+            }),
+        )),
+        (_, _, Some(SharedMemoryHello::Accept { .. })) => {
+            tracing::warn!(
+                peer,
+                "node {peer} accepted a segment this node never offered"
+            );
+            None
+        }
+        (Some(_), None, _) if required => refuse("it offered no segment"),
+        _ => Some((None, None)),
+    }
+}
+
+/// Dispatches every complete frame `decoder` holds from `peer`. False if the stream must
+/// be abandoned (it cannot be framed any more).
+async fn dispatch_decoded(
+    t: &Arc<Transport>,
+    node: &NodeHandle,
+    peer: u16,
+    incarnation: u32,
+    decoder: &mut FrameDecoder,
+) -> bool {
+    loop {
+        match decoder.next_frame() {
+            Ok(Some(body)) => {
+                t.detector
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .observe(peer, Instant::now());
+                if let Some(full) = t.dispatch(peer, incarnation, body, node) {
+                    // Backpressure: stop reading this peer until the mailbox drains; QUIC
+                    // flow control (or a full ring) then stalls the sender's stream and
+                    // its queue. Not while a send of this node waits for room (see
+                    // `sends_waiting`): two handlers bursting at each other would
+                    // otherwise wait for each other for ever.
+                    counter!(INBOUND_PAUSES).increment(1);
+                    while t.sends_waiting.load(Ordering::Acquire) == 0
+                        && node
+                            .mailbox_depth(full)
+                            .is_some_and(|d| d > INBOUND_LOW_WATER)
+                    {
+                        tokio::time::sleep(Duration::from_micros(200)).await;
+                        // Our own stalling is not the peer's silence.
+                        t.detector
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .observe(peer, Instant::now());
+                    }
+                }
+            }
+            Ok(None) => return true,
+            Err(e) => {
+                counter!(BAD_FRAMES, "kind" => e.kind()).increment(1);
+                tracing::warn!(peer, "rejected frame from node {peer}: {e}");
+                if e.is_fatal() {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// Reads `peer`'s QUIC stream: frames already buffered after the Hello, then the rest.
+async fn read_quic(
+    t: &Arc<Transport>,
+    node: &NodeHandle,
+    peer: u16,
+    incarnation: u32,
+    conn: &quinn::Connection,
+    mut recv: quinn::RecvStream,
+    mut decoder: FrameDecoder,
+) {
+    loop {
+        if !dispatch_decoded(t, node, peer, incarnation, &mut decoder).await {
+            conn.close(1u32.into(), b"bad stream");
+            return;
+        }
         match recv.read_chunk(usize::MAX, true).await {
             Ok(Some(chunk)) => decoder.push(&chunk.bytes),
-            Ok(None) | Err(_) => {
-                // Stream ended: if it was not a goodbye, heartbeats will tell.
+            // Stream ended: if it was not a goodbye, heartbeats will tell.
+            Ok(None) | Err(_) => return,
+        }
+    }
+}
+
+/// Reads `peer`'s ring of `link` until its connection closes or its stream finishes.
+async fn read_shm(
+    t: &Arc<Transport>,
+    node: &NodeHandle,
+    peer: u16,
+    incarnation: u32,
+    link: &shm::ShmLink,
+    conn: &quinn::Connection,
+    mut decoder: FrameDecoder,
+) {
+    let closed = conn.closed();
+    tokio::pin!(closed);
+    loop {
+        if !dispatch_decoded(t, node, peer, incarnation, &mut decoder).await {
+            conn.close(1u32.into(), b"bad stream");
+            return;
+        }
+        let pulled = tokio::select! {
+            p = link.pull(&mut decoder) => p,
+            _ = &mut closed => return,
+        };
+        match pulled {
+            shm::Pulled::Bytes => {}
+            shm::Pulled::Finished => return,
+            shm::Pulled::Corrupt(e) => {
+                counter!(shm::SHM_CORRUPT).increment(1);
+                tracing::error!(
+                    peer,
+                    "the ring from node {peer}: {e}; its connection is dropped"
+                );
+                conn.close(1u32.into(), b"corrupt ring");
                 return;
             }
         }
@@ -1787,6 +2028,7 @@ async fn open_with_hello(
     rank: u16,
     size: usize,
     incarnation: u32,
+    shm: Option<SharedMemoryHello>,
 ) -> Result<quinn::SendStream, String> {
     let mut send = conn.open_uni().await.map_err(|e| e.to_string())?;
     let mut hello = Vec::new();
@@ -1795,6 +2037,7 @@ async fn open_with_hello(
             rank,
             size: size as u16,
             incarnation,
+            shm,
         },
         &mut hello,
     )

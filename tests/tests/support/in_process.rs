@@ -44,6 +44,8 @@ pub fn two_nodes_declared_failed_after(
         core_offset: rank as usize,
         idle_spin: None,
         net: None,
+        data_path: lazarus::transport::shm::DataPath::default(),
+        shm_ring_bytes: lazarus::transport::shm::DEFAULT_RING_BYTES,
         failure_timeout,
         recovery: recovery
             .then(|| {

@@ -1,0 +1,396 @@
+//! The shared segment of one pair of nodes on one host: a file in `/dev/shm` that both
+//! processes map, holding a header and one ring per direction.
+//!
+//! The dialing node creates it (owner-only permissions, a name derived from the cluster's
+//! secret and a fresh nonce) and names it in its Hello, which travels over the mutually
+//! authenticated QUIC connection. The accepting node opens it, checks that the header
+//! names the pair and the nonce of that Hello, and unlinks it: from then on only the two
+//! mappings keep it, and it disappears with the second of the two processes.
+//!
+//! Layout (offsets in bytes; the mapping is page-aligned):
+//!
+//! | offset | what |
+//! |---|---|
+//! | 0 | header: magic, layout version, ring size, dialer rank and incarnation, acceptor rank, nonce |
+//! | 512 | control words of the ring dialer → acceptor |
+//! | 1024 | control words of the ring acceptor → dialer |
+//! | 4096 | data of the ring dialer → acceptor (`ring_bytes`) |
+//! | 4096 + `ring_bytes` | data of the ring acceptor → dialer (`ring_bytes`) |
+
+use super::ring::{Ring, RingControl};
+use std::fs::OpenOptions;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// First word of every segment.
+const MAGIC: u64 = u64::from_le_bytes(*b"LZSHMSEG");
+/// Layout version: a node of another layout refuses the segment (and the pair uses QUIC).
+const LAYOUT: u32 = 1;
+const CONTROL_OFFSETS: [usize; 2] = [512, 1024];
+const DATA_OFFSET: usize = 4096;
+/// Smallest ring accepted.
+pub const MIN_RING_BYTES: usize = 64 << 10;
+/// Largest ring accepted (a frame larger than the ring streams through it in pieces).
+pub const MAX_RING_BYTES: usize = 1 << 30;
+
+/// Where segments live: the host's shared-memory file system.
+pub const SHM_DIR: &str = "/dev/shm";
+
+/// Who a segment is for, as its creator wrote it and its opener expects it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pair {
+    /// The node that created the segment (it dialed).
+    pub dialer: u16,
+    /// The dialer's incarnation.
+    pub dialer_incarnation: u32,
+    /// The node that opens it.
+    pub acceptor: u16,
+    /// Fresh for every segment; travels in the dialer's Hello.
+    pub nonce: [u8; 16],
+}
+
+/// Which end of a segment this process holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// Created the segment; writes ring 0, reads ring 1.
+    Dialer,
+    /// Opened it; writes ring 1, reads ring 0.
+    Acceptor,
+}
+
+/// A segment could not be created or was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SegmentError {
+    /// The file could not be created, opened, sized or mapped.
+    #[error("shared segment {path}: {source}")]
+    Io {
+        /// The segment's file.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// The file is not what a peer of this cluster creates.
+    #[error("shared segment {path} refused: {why}")]
+    Refused {
+        /// The segment's file.
+        path: PathBuf,
+        /// What did not match.
+        why: String,
+    },
+}
+
+/// A mapped segment. Dropping it unmaps it, and unlinks its file if this process still
+/// holds the name (a dialer whose offer was never taken up).
+pub struct Segment {
+    map: memmap2::MmapRaw,
+    ring_bytes: usize,
+    /// The file, while this process is responsible for unlinking it.
+    linked: std::sync::Mutex<Option<PathBuf>>,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment")
+            .field("ring_bytes", &self.ring_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SegmentError + '_ {
+    move |source| SegmentError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The file size of a segment with rings of `ring_bytes`.
+fn segment_len(ring_bytes: usize) -> usize {
+    DATA_OFFSET + 2 * ring_bytes
+}
+
+impl Segment {
+    /// Creates the segment file `dir/name` (it must not exist; mode 0600) with two rings
+    /// of `ring_bytes` (a power of two within [`MIN_RING_BYTES`]..=[`MAX_RING_BYTES`]) and
+    /// writes `pair` into its header.
+    pub fn create(
+        dir: &Path,
+        name: &str,
+        ring_bytes: usize,
+        pair: Pair,
+    ) -> Result<Segment, SegmentError> {
+        let path = dir.join(name);
+        if !ring_bytes.is_power_of_two() || !(MIN_RING_BYTES..=MAX_RING_BYTES).contains(&ring_bytes)
+        {
+            return Err(SegmentError::Refused {
+                path,
+                why: format!(
+                    "ring size {ring_bytes} is not a power of two in {MIN_RING_BYTES}..={MAX_RING_BYTES}"
+                ),
+            });
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(io(&path))?;
+        let segment = (|| {
+            file.set_len(segment_len(ring_bytes) as u64)?;
+            memmap2::MmapOptions::new().map_raw(&file)
+        })()
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&path);
+            io(&path)(e)
+        })?;
+        let segment = Segment {
+            map: segment,
+            ring_bytes,
+            linked: std::sync::Mutex::new(Some(path)),
+        };
+        // The file is new and zero-filled: every control word starts at 0. The header is
+        // complete before its name leaves this process (in the Hello), and the peer maps
+        // the file only after that.
+        let h = segment.map.as_mut_ptr();
+        // SAFETY: the mapping is `segment_len(ring_bytes)` >= 4096 bytes long and
+        // page-aligned, so every field below is in bounds and aligned for its type; no
+        // other process has the file's name yet, so nothing else writes it.
+        unsafe {
+            h.add(8).cast::<u32>().write(LAYOUT);
+            h.add(12).cast::<u32>().write(ring_bytes as u32);
+            h.add(16).cast::<u16>().write(pair.dialer);
+            h.add(18).cast::<u16>().write(pair.acceptor);
+            h.add(20).cast::<u32>().write(pair.dialer_incarnation);
+            h.add(32).copy_from_nonoverlapping(pair.nonce.as_ptr(), 16);
+            h.cast::<u64>().write(MAGIC);
+        }
+        Ok(segment)
+    }
+
+    /// Opens the segment file `dir/name` created by a peer, checks that it belongs to this
+    /// user alone and that its header names `pair`, and unlinks it.
+    pub fn open(dir: &Path, name: &str, pair: Pair) -> Result<Segment, SegmentError> {
+        let path = dir.join(name);
+        let refused = |why: String| SegmentError::Refused {
+            path: path.clone(),
+            why,
+        };
+        if name.contains('/') || name.starts_with('.') {
+            return Err(refused(format!("`{name}` is not a plain file name")));
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(io(&path))?;
+        let meta = file.metadata().map_err(io(&path))?;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if !meta.is_file() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+            return Err(refused(format!(
+                "not a regular file of this user with owner-only permissions (uid {}, mode {:o})",
+                meta.uid(),
+                meta.mode() & 0o7777
+            )));
+        }
+        let len = meta.len() as usize;
+        if len < DATA_OFFSET + 2 * MIN_RING_BYTES || len > segment_len(MAX_RING_BYTES) {
+            return Err(refused(format!("size {len} is no segment's")));
+        }
+        let map = memmap2::MmapOptions::new()
+            .len(len)
+            .map_raw(&file)
+            .map_err(io(&path))?;
+        let h = map.as_ptr();
+        // SAFETY: `len` >= 4096 bytes are mapped, page-aligned: the header fields are in
+        // bounds and aligned. The creator wrote them before sending the name and does not
+        // change them after.
+        let (magic, layout, ring_bytes, dialer, acceptor, dialer_incarnation, nonce) = unsafe {
+            let mut nonce = [0u8; 16];
+            h.add(32).copy_to_nonoverlapping(nonce.as_mut_ptr(), 16);
+            (
+                h.cast::<u64>().read(),
+                h.add(8).cast::<u32>().read(),
+                h.add(12).cast::<u32>().read() as usize,
+                h.add(16).cast::<u16>().read(),
+                h.add(18).cast::<u16>().read(),
+                h.add(20).cast::<u32>().read(),
+                nonce,
+            )
+        };
+        let _ = std::fs::remove_file(&path);
+        if magic != MAGIC {
+            return Err(refused("no segment magic".into()));
+        }
+        if layout != LAYOUT {
+            return Err(refused(format!(
+                "layout {layout}, this node reads layout {LAYOUT}"
+            )));
+        }
+        if !ring_bytes.is_power_of_two() || segment_len(ring_bytes) != len {
+            return Err(refused(format!(
+                "ring size {ring_bytes} does not match the file size {len}"
+            )));
+        }
+        let found = Pair {
+            dialer,
+            dialer_incarnation,
+            acceptor,
+            nonce,
+        };
+        if found != pair {
+            return Err(refused(format!(
+                "it is for nodes {dialer} (incarnation {dialer_incarnation}) -> {acceptor}, \
+                 or another Hello's nonce; expected {} (incarnation {}) -> {}",
+                pair.dialer, pair.dialer_incarnation, pair.acceptor
+            )));
+        }
+        Ok(Segment {
+            map,
+            ring_bytes,
+            linked: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// Removes the segment's name (the mappings stay). Idempotent.
+    pub fn unlink(&self) {
+        if let Some(path) = self.linked.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// Size of each ring in bytes.
+    pub fn ring_bytes(&self) -> usize {
+        self.ring_bytes
+    }
+
+    /// The ring this side writes and the ring it reads.
+    pub fn rings(&self, side: Side) -> (Ring<'_>, Ring<'_>) {
+        let (out, inn) = match side {
+            Side::Dialer => (0, 1),
+            Side::Acceptor => (1, 0),
+        };
+        (self.ring(out), self.ring(inn))
+    }
+
+    fn ring(&self, which: usize) -> Ring<'_> {
+        let base = self.map.as_mut_ptr();
+        // SAFETY: the control block (< 512 bytes) at 512 or 1024 and the data area at
+        // 4096 + which * ring_bytes lie inside the mapping of `segment_len(ring_bytes)`
+        // bytes, are 64-byte aligned (the mapping is page-aligned), and live as long as
+        // `self`, which the returned ring borrows.
+        unsafe {
+            let control = &*base.add(CONTROL_OFFSETS[which]).cast::<RingControl>();
+            let data = base.add(DATA_OFFSET + which * self.ring_bytes);
+            Ring::new(control, data, self.ring_bytes)
+        }
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        self.unlink();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> Pair {
+        Pair {
+            dialer: 3,
+            dialer_incarnation: 2,
+            acceptor: 1,
+            nonce: [7; 16],
+        }
+    }
+
+    fn dir() -> tempdir::Dir {
+        tempdir::Dir::new()
+    }
+
+    mod tempdir {
+        /// A fresh directory under the system's temporary directory, removed on drop.
+        pub struct Dir(pub std::path::PathBuf);
+        impl Dir {
+            pub fn new() -> Dir {
+                use std::sync::atomic::{AtomicUsize, Ordering};
+                static N: AtomicUsize = AtomicUsize::new(0);
+                let p = std::env::temp_dir().join(format!(
+                    "lazarus-seg-{}-{}",
+                    std::process::id(),
+                    N.fetch_add(1, Ordering::Relaxed)
+                ));
+                std::fs::create_dir_all(&p).unwrap();
+                Dir(p)
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    #[test]
+    fn the_acceptor_opens_the_dialers_segment_and_unlinks_it() {
+        let d = dir();
+        let made = Segment::create(&d.0, "seg", MIN_RING_BYTES, pair()).unwrap();
+        let mode = std::fs::metadata(d.0.join("seg")).unwrap().mode();
+        assert_eq!(mode & 0o777, 0o600, "owner-only permissions");
+        let opened = Segment::open(&d.0, "seg", pair()).unwrap();
+        assert!(!d.0.join("seg").exists(), "unlinked once mapped");
+        assert_eq!(opened.ring_bytes(), MIN_RING_BYTES);
+        // Both map the same memory: what the dialer writes, the acceptor reads.
+        let (mut out, _) = made.rings(Side::Dialer);
+        let (_, mut inn) = opened.rings(Side::Acceptor);
+        assert_eq!(out.push(b"hello").unwrap(), 5);
+        let mut got = Vec::new();
+        inn.pull(|s| got.extend_from_slice(s)).unwrap();
+        assert_eq!(got, b"hello");
+    }
+
+    #[test]
+    fn a_segment_for_another_pair_or_nonce_is_refused() {
+        let d = dir();
+        let _made = Segment::create(&d.0, "seg", MIN_RING_BYTES, pair()).unwrap();
+        let other = Pair {
+            nonce: [8; 16],
+            ..pair()
+        };
+        let err = Segment::open(&d.0, "seg", other).unwrap_err();
+        assert!(err.to_string().contains("nonce"), "{err}");
+    }
+
+    #[test]
+    fn a_file_others_can_read_or_garbage_is_refused() {
+        let d = dir();
+        let path = d.0.join("loose");
+        std::fs::write(&path, vec![0u8; DATA_OFFSET + 2 * MIN_RING_BYTES]).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
+        let err = Segment::open(&d.0, "loose", pair()).unwrap_err();
+        assert!(err.to_string().contains("owner-only"), "{err}");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let err = Segment::open(&d.0, "loose", pair()).unwrap_err();
+        assert!(err.to_string().contains("magic"), "{err}");
+        assert!(Segment::open(&d.0, "../etc", pair()).is_err());
+    }
+
+    #[test]
+    fn an_offer_never_taken_up_is_unlinked_when_dropped() {
+        let d = dir();
+        let made = Segment::create(&d.0, "seg", MIN_RING_BYTES, pair()).unwrap();
+        assert!(d.0.join("seg").exists());
+        drop(made);
+        assert!(!d.0.join("seg").exists());
+        assert!(
+            Segment::create(&d.0, "seg", MIN_RING_BYTES + 1, pair()).is_err(),
+            "ring sizes are powers of two"
+        );
+    }
+}
