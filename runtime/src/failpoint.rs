@@ -11,6 +11,7 @@
 //! | `after-final:RANK` | node `RANK` SIGKILLs itself right after it reported its final recovery totals (the supervisor has let it leave: every node had finished), in the first incarnation only |
 //! | `logger-full:INDEX:K` | logger node `INDEX`, in its `K`-th start (0 the first; the launcher restarts a logger that dies), declines every block as if it were full |
 //! | `slow-start:RANK:INCARNATION:MILLIS` | node `RANK`'s process of incarnation `INCARNATION` waits `MILLIS` ms before it joins the cluster (a replacement slow to come up: a cold host, a binary on a slow file system), printing `failpoint: node RANK incarnation I joins in MILLIS ms` and `failpoint: node RANK incarnation I joins now` |
+//! | `shm-write:RANK:K` | node `RANK` SIGKILLs itself halfway through writing its `K`-th frame of at least 64 KiB into a shared-memory ring (the first half committed, the peer's reader holding a frame that never completes), in the first incarnation only, printing `failpoint: node RANK SIGKILL halfway through a BYTES-byte frame to node PEER` |
 //! | `withhold:RANK:K` | node `RANK` (recovery on) drops the `K`-th logged message it receives, in the first incarnation only, and prints `failpoint: node RANK withholds logged message index=I channel=C from node F`: the channel waits for it for ever, a stall whose report must name it |
 //!
 //! Some faults cannot be hit from outside at a precise moment (a SIGKILL "during a
@@ -92,6 +93,13 @@ pub enum Failpoint {
         /// Which logged message (from 1).
         k: u64,
     },
+    /// Node `rank` dies halfway through writing its `k`-th large frame into a shared ring.
+    ShmWrite {
+        /// The node.
+        rank: u16,
+        /// Which frame of at least [`LARGE_FRAME`] bytes (from 1).
+        k: u64,
+    },
     /// Node `rank` stalls before handling its first message of type `message`.
     StallOn {
         /// The node.
@@ -131,6 +139,10 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
                 .map_err(|_| format!("failpoint `{spec}`: incarnation too large"))?,
             millis: num(millis)?,
         }),
+        ["shm-write", r, k] => Ok(Failpoint::ShmWrite {
+            rank: rank(r)?,
+            k: num(k)?,
+        }),
         ["withhold", r, k] => Ok(Failpoint::Withhold {
             rank: rank(r)?,
             k: num(k)?,
@@ -159,7 +171,7 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
             "failpoint `{spec}`: expected checkpoint:RANK:N, panic:RANK:SEQ:K, \
              panic-always:RANK:SEQ:K, stall:RANK:K:MILLIS, stall-on:RANK:MESSAGE:MILLIS, \
              before-finished:RANK, after-final:RANK, slow-start:RANK:INCARNATION:MILLIS, \
-             withhold:RANK:K or logger-full:INDEX:K"
+             withhold:RANK:K, shm-write:RANK:K or logger-full:INDEX:K"
         )),
     }
 }
@@ -188,6 +200,7 @@ pub(crate) fn arm(point: Failpoint, rank: u16, incarnation: u32) {
         | Failpoint::BeforeFinished { rank: r }
         | Failpoint::Stall { rank: r, .. }
         | Failpoint::Withhold { rank: r, .. }
+        | Failpoint::ShmWrite { rank: r, .. }
         | Failpoint::StallOn { rank: r, .. } => *r == rank && incarnation == 0,
         Failpoint::SlowStart {
             rank: r,
@@ -298,6 +311,34 @@ fn withhold_slow(from: u16, meta: &crate::recovery::MessageMeta) -> bool {
         meta.send_index, meta.channel
     );
     true
+}
+
+/// Frames from this size on count for `shm-write`.
+pub const LARGE_FRAME: usize = 64 << 10;
+
+/// For `shm-write`: large frames written so far.
+static LARGE_WRITES: AtomicU64 = AtomicU64::new(0);
+
+/// Called before a frame of `len` bytes goes into a shared-memory ring: true if the
+/// failpoint says this process dies halfway through it (the caller writes half, commits
+/// it and calls [`die_halfway`]).
+#[inline]
+pub(crate) fn torn_shm_write(len: usize) -> bool {
+    ARMED.load(Ordering::Relaxed)
+        && len >= LARGE_FRAME
+        && matches!(POINT.get(), Some(Failpoint::ShmWrite { k, .. })
+            if LARGE_WRITES.fetch_add(1, Ordering::Relaxed) + 1 == *k)
+}
+
+/// Dies halfway through a `len`-byte frame to node `peer` (see [`torn_shm_write`]).
+pub(crate) fn die_halfway(len: usize, peer: u16) {
+    let rank = match POINT.get() {
+        Some(Failpoint::ShmWrite { rank, .. }) => *rank,
+        _ => return,
+    };
+    die(&format!(
+        "node {rank} SIGKILL halfway through a {len}-byte frame to node {peer}"
+    ));
 }
 
 /// Called when the node's `main` has finished, right before the node announces it: the

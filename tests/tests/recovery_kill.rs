@@ -280,6 +280,35 @@ fn a_node_killed_during_its_own_checkpoint_restarts_from_the_previous_one() {
     assert_only_restarted(&f, &[2]);
 }
 
+#[test]
+fn a_node_killed_halfway_through_a_large_frame_in_shared_memory_recovers_exactly() {
+    let _one = support::one_at_a_time();
+    let expected = reference(ITERS);
+    // Node 1 dies with the first half of its second large frame (a checkpoint replica for
+    // its buddy) committed to a shared ring: a SIGKILL from outside cannot hit that
+    // window, the failpoint does every time. The reader holds a frame that never
+    // completes; it must neither take it nor read the dead incarnation's ring again.
+    let run = launch(
+        true,
+        ITERS,
+        &[
+            ("LAZARUS_FAILPOINT", "shm-write:1:2"),
+            ("LAZARUS_TRANSPORT", "shm"),
+        ],
+    );
+    let f = run.finish();
+    assert_eq!(f.checksum(), expected);
+    assert!(f.has("failpoint: node 1 SIGKILL halfway through a"));
+    assert!(
+        !f.has("rejected frame"),
+        "no torn frame was read as a frame"
+    );
+    assert!(f.has(
+        "node 1: connected to every peer (how many over shared memory): peers=3 shared_memory=3"
+    ));
+    assert_only_restarted(&f, &[1]);
+}
+
 /// The spare slot the launcher restarted `rank` on, from its timeline.
 fn spare_slot(f: &support::launched::Finished, rank: u16) -> String {
     let prefix = format!("node {rank}: died");

@@ -2,7 +2,9 @@
 //! against a raw quinn stream ping-pong with the same TLS setup, in the same run; and the
 //! cost of rollback recovery: the same ping-pong between nodes and inside one node with
 //! recovery on (logged messages, dependency vectors, a checkpoint every second) against
-//! recovery off.
+//! recovery off. Then the shared-memory data path of two nodes on one host: against the
+//! same nodes over QUIC, against a plain memcpy of the payload (the physical limit), and
+//! with recovery on against off.
 //!
 //! Both sides run in this process on separate threads, as two nodes / two endpoints, over
 //! 127.0.0.1. Each measurement is `K` round trips of an `n`-byte payload each way;
@@ -15,6 +17,7 @@
 use criterion::{BenchmarkId, Criterion, Throughput};
 use lazarus::cluster::{ClusterSpec, Launcher};
 use lazarus::transport::credentials::{self, Credentials};
+use lazarus::transport::shm::DataPath;
 use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, Node, Payload, ReplyTo};
 use lazarus_benches::criterion_data::criterion_dir;
 use lazarus_benches::machine::Machine;
@@ -102,7 +105,7 @@ struct LazarusPair {
     local_pong: ActorRef<Pong>,
 }
 
-fn lazarus_pair(recovery: bool) -> LazarusPair {
+fn lazarus_pair(recovery: bool, data_path: DataPath) -> LazarusPair {
     let dir = std::env::temp_dir().join(format!("lazarus-bench-ckpt-{}", std::process::id()));
     let addrs = free_addrs(2);
     let spec = |rank: u16| ClusterSpec {
@@ -116,7 +119,7 @@ fn lazarus_pair(recovery: bool) -> LazarusPair {
         core_offset: rank as usize,
         idle_spin: None,
         net: None,
-        data_path: lazarus::transport::shm::DataPath::default(),
+        data_path,
         shm_ring_bytes: lazarus::transport::shm::DEFAULT_RING_BYTES,
         failure_timeout: None,
         // The launcher's settings (checkpoint every second) and the runtime's defaults
@@ -173,6 +176,22 @@ impl LazarusPair {
             .unwrap();
         Duration::from_nanos(ns)
     }
+}
+
+// ---------- memcpy ----------
+
+/// `iters` "round trips" of plain copies: the payload copied from one buffer to another
+/// and back, what a round trip through shared memory cannot beat.
+fn memcpy_round_trips(size: usize, iters: u64) -> Duration {
+    let mut a = vec![1u8; size];
+    let mut b = vec![0u8; size];
+    let start = Instant::now();
+    for _ in 0..iters {
+        b.copy_from_slice(std::hint::black_box(&a));
+        a.copy_from_slice(std::hint::black_box(&b));
+    }
+    std::hint::black_box((&a, &b));
+    start.elapsed()
 }
 
 // ---------- raw quinn ----------
@@ -378,7 +397,7 @@ fn bench(c: &mut Criterion) -> Vec<(&'static str, usize, Paired)> {
     // Recovery off first: once a node with recovery on exists in this process, every
     // tell checks (one relaxed load) whether it is a driver send, and its checkpoints
     // run in the background.
-    let lazarus = lazarus_pair(false);
+    let lazarus = lazarus_pair(false, DataPath::Quic);
     let mut raw = raw_pair();
     let mut group = c.benchmark_group("internode_pingpong");
     configure(&mut group);
@@ -409,7 +428,7 @@ fn bench(c: &mut Criterion) -> Vec<(&'static str, usize, Paired)> {
     );
     drop(raw);
 
-    let ft = lazarus_pair(true);
+    let ft = lazarus_pair(true, DataPath::Quic);
     let mut group = c.benchmark_group("internode_pingpong");
     configure(&mut group);
     for size in SIZES {
@@ -441,18 +460,82 @@ fn bench(c: &mut Criterion) -> Vec<(&'static str, usize, Paired)> {
     ));
     ft.node1.shutdown();
     ft.node0.shutdown();
+
+    // Shared memory between the two nodes (both in this process: the same segment and
+    // doorbells as between processes).
+    let shm = lazarus_pair(false, DataPath::Shm);
+    let mut group = c.benchmark_group("same_host_pingpong");
+    configure(&mut group);
+    for size in SIZES {
+        group.throughput(Throughput::Bytes(size as u64));
+        group.bench_with_input(
+            BenchmarkId::new("shared_memory", size),
+            &size,
+            |b, &size| b.iter_custom(|iters| shm.round_trips(size, iters)),
+        );
+        group.bench_with_input(BenchmarkId::new("memcpy", size), &size, |b, &size| {
+            b.iter_custom(|iters| memcpy_round_trips(size, iters))
+        });
+    }
+    group.finish();
+    results.extend(compare(
+        SHM_VS_QUIC,
+        SHORT,
+        |size, iters| lazarus.round_trips(size, iters),
+        |size, iters| shm.round_trips(size, iters),
+    ));
+    results.extend(compare(
+        SHM_VS_MEMCPY,
+        SHORT,
+        memcpy_round_trips,
+        |size, iters| shm.round_trips(size, iters),
+    ));
     lazarus.node1.shutdown();
     lazarus.node0.shutdown();
+    let shm_ft = lazarus_pair(true, DataPath::Shm);
+    results.extend(compare(
+        SHM_RECOVERY,
+        SPANS_CHECKPOINTS,
+        |size, iters| shm.round_trips(size, iters),
+        |size, iters| shm_ft.round_trips(size, iters),
+    ));
+    shm_ft.node1.shutdown();
+    shm_ft.node0.shutdown();
+    shm.node1.shutdown();
+    shm.node0.shutdown();
     results
+}
+
+const SHM_VS_QUIC: &str = "same host: shared memory / QUIC";
+const SHM_VS_MEMCPY: &str = "same host: shared memory / memcpy";
+const SHM_RECOVERY: &str = "same host, shared memory: recovery on / off";
+
+/// A comparison's target, as a bound on its time ratio (bandwidth at 1 MiB is the
+/// inverse), or `None` for a row that is only reported.
+fn target(what: &str, size: usize) -> (&'static str, Option<f64>) {
+    let small = size == 8;
+    match what {
+        SHM_VS_QUIC if small => ("latency ≤ 0.2× QUIC", Some(0.2)),
+        SHM_VS_QUIC => ("bandwidth ≥ 10× QUIC", Some(0.1)),
+        SHM_VS_MEMCPY if small => ("(reported)", None),
+        SHM_VS_MEMCPY => ("bandwidth ≥ 0.25× memcpy", Some(4.0)),
+        SHM_RECOVERY if small => ("(reported)", None),
+        SHM_RECOVERY => ("bandwidth ≥ 0.9× off", Some(1.0 / 0.9)),
+        w if w.starts_with("between nodes: Lazarus") && small => ("latency ≤ 1.2×", Some(1.2)),
+        w if w.starts_with("between nodes: Lazarus") => ("bandwidth ≥ 0.9×", Some(1.0 / 0.9)),
+        w if w.starts_with("between") && small => ("(reported)", None),
+        w if w.starts_with("between") => ("bandwidth ≥ 0.9× off", Some(1.0 / 0.9)),
+        _ => ("≤ 1.03× off", Some(1.03)),
+    }
 }
 
 /// The ratio table (paired medians), printed and written next to criterion's reports.
 fn summary(machine: &Machine, results: &[(&'static str, usize, Paired)]) {
     let mut md = format!(
         "Ping-pong over loopback ({}; commit {}). Each row: baseline and candidate timed in \
-         alternating turns (Lazarus / raw quinn: {} rounds of ~{:.2} s; recovery between \
-         nodes: {} rounds of ~{:.2} s, each spanning a checkpoint period; inside a node: {} \
-         rounds of ~{:.2} s); medians of the round trip time and \
+         alternating turns (Lazarus / raw quinn and the shared-memory comparisons: {} rounds \
+         of ~{:.2} s; recovery between nodes: {} rounds of ~{:.2} s, each spanning a \
+         checkpoint period; inside a node: {} rounds of ~{:.2} s); medians of the round trip time and \
          median of the per-round ratios with its 95% confidence interval. A target passes \
          only if the whole interval meets it, misses only if none of it does, and is \
          inconclusive otherwise.\n\n\
@@ -468,18 +551,7 @@ fn summary(machine: &Machine, results: &[(&'static str, usize, Paired)]) {
         MANY.seconds,
     );
     for (what, size, p) in results {
-        // Each target as a bound on the time ratio: bandwidth at 1 MiB is the inverse.
-        let (target, bound) = match (
-            what.starts_with("between nodes: Lazarus"),
-            what.starts_with("between"),
-            *size,
-        ) {
-            (true, _, 8) => ("latency ≤ 1.2×", Some(1.2)),
-            (true, _, _) => ("bandwidth ≥ 0.9×", Some(1.0 / 0.9)),
-            (false, true, 8) => ("(reported)", None),
-            (false, true, _) => ("bandwidth ≥ 0.9× off", Some(1.0 / 0.9)),
-            (false, false, _) => ("≤ 1.03× off", Some(1.03)),
-        };
+        let (target, bound) = target(what, *size);
         let interval = p
             .interval
             .map_or("-".to_string(), |(lo, hi)| format!("{lo:.3}-{hi:.3}"));

@@ -469,6 +469,7 @@ pub fn describe_event(e: &NodeEvent) -> String {
         "replayed" => "every peer answered: replay complete",
         "peer-rollback" => "answered a peer's rollback (logged messages resent)",
         "reconnected" => "connection to a restarted peer is up",
+        "connected" => "connected to every peer (how many over shared memory):",
         "finished" => "main finished; serves its peers until every node has",
         "suspected" => "declared a silent peer failed",
         "paused" => {

@@ -585,6 +585,14 @@ impl Cluster {
             }
             crate::failpoint::before_joining();
             let t = Transport::start(config, node.handle().clone())?;
+            supervisor_channel::event(
+                spec.rank,
+                &format!(
+                    "connected peers={} shared_memory={}",
+                    t.size() - 1,
+                    t.shared_memory_peers()
+                ),
+            );
             node.handle().set_transport(Arc::clone(&t));
             let supervised = match &spec.recovery {
                 Some(r) => r.supervised,

@@ -522,6 +522,11 @@ impl Transport {
         self.size
     }
 
+    /// How many peers this node talks to through shared memory now.
+    pub fn shared_memory_peers(&self) -> usize {
+        self.shm.as_ref().map_or(0, SharedMemory::links)
+    }
+
     /// The largest encoded message or reply another node accepts.
     pub fn max_payload(&self) -> usize {
         frame::max_payload(self.max_frame)

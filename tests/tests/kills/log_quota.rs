@@ -73,6 +73,10 @@ fn a_log_quota_keeps_each_log_near_it_through_requested_checkpoints() {
     if let Some(dir) = &dir {
         cmd.arg("--checkpoint-dir").arg(dir);
     }
+    // The bound below was measured at QUIC's bandwidth. The overshoot is what the node
+    // sends while its peer checkpoints, so it grows with the data path's bandwidth: over
+    // shared memory (about 5x QUIC's here) one run peaked at 106 MiB.
+    cmd.env("LAZARUS_TRANSPORT", "quic");
     cmd.arg("--")
         .arg(bin("pingpong"))
         .args(pingpong_mib_args(ROUND_TRIPS));

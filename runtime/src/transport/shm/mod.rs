@@ -303,6 +303,11 @@ impl SharedMemory {
         ))
     }
 
+    /// How many peers have a live link.
+    pub fn links(&self) -> usize {
+        self.links.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// Makes `link` the one the doorbell wakes for its peer.
     pub(crate) fn register(&self, link: &Arc<ShmLink>) {
         self.links
@@ -449,6 +454,17 @@ impl ShmLink {
     }
 }
 
+/// The `shm-write` failpoint: commits the first half of `frame`, then the process dies.
+async fn tear(link: &ShmLink, frame: &SplitFrame) -> Result<(), ring::RingCorrupt> {
+    let half = frame.len() / 2;
+    let head = half.min(frame.head.len());
+    link.write_all(&frame.head[..head]).await?;
+    link.write_all(&frame.tail[..half - head]).await?;
+    link.committed();
+    crate::failpoint::die_halfway(frame.len(), link.peer);
+    Ok(())
+}
+
 /// Writes `outbox` to the peer through `link` until `closed` (the pair's QUIC connection
 /// ended) or the stream is finished. Returns the queue if the connection ended (it serves
 /// the peer's next incarnation), `None` once the stream was finished on purpose.
@@ -486,6 +502,9 @@ pub(crate) async fn write_loop(
         counter!(BYTES_SENT).increment(bytes as u64);
         let write = async {
             for f in frames.drain(..) {
+                if crate::failpoint::torn_shm_write(f.len()) {
+                    tear(&link, &f).await?;
+                }
                 link.write_all(&f.head).await?;
                 if !f.tail.is_empty() {
                     link.write_all(&f.tail).await?;

@@ -1,0 +1,90 @@
+//! Nodes on one host move their frames through shared memory: `lazarus run` uses it by
+//! default (`LAZARUS_TRANSPORT=auto`), `quic` forces the QUIC path, and both give the same
+//! answer. A run leaves no segment behind in `/dev/shm`.
+
+mod support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::process::Command;
+use support::{bin, parse_result};
+
+/// The `lazarus-*` files in `/dev/shm` now.
+fn segments() -> BTreeSet<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.starts_with("lazarus-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs a 2-node ping-pong up to 1 MiB with `transport`; its output and RESULT.
+fn pingpong(transport: &str) -> (String, HashMap<String, String>) {
+    let out = support::output(
+        Command::new(bin("lazarus"))
+            .args(["run", "-n", "2", "--"])
+            .arg(bin("pingpong"))
+            .args(["--max-size", "1048576", "--iters", "300"])
+            .env("LAZARUS_TRANSPORT", transport),
+    )
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let all = format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{all}");
+    let result = parse_result(stdout.lines().last().unwrap()).expect("RESULT last");
+    assert_eq!(result["verified"], "true", "{all}");
+    (all, result)
+}
+
+#[test]
+fn nodes_of_one_host_use_shared_memory_by_default_quic_when_told_and_agree() {
+    let _one = support::one_at_a_time();
+    let before = segments();
+    let (out, shm) = pingpong("auto");
+    for rank in 0..2 {
+        assert!(
+            out.contains(&format!(
+                "node {rank}: connected to every peer (how many over shared memory): \
+                 peers=1 shared_memory=1"
+            )),
+            "node {rank} uses shared memory:\n{out}"
+        );
+    }
+    let (out, quic) = pingpong("quic");
+    assert!(
+        out.contains("peers=1 shared_memory=0"),
+        "LAZARUS_TRANSPORT=quic keeps QUIC:\n{out}"
+    );
+    assert_eq!(
+        shm["checksum"], quic["checksum"],
+        "same payloads either way"
+    );
+    assert_eq!(
+        segments(),
+        before,
+        "every segment was unlinked once both nodes had mapped it"
+    );
+}
+
+#[test]
+fn a_bad_transport_choice_is_refused_with_the_choices() {
+    let out = support::output(
+        Command::new(bin("lazarus"))
+            .args(["run", "-n", "2", "--"])
+            .arg(bin("pingpong"))
+            .args(["--max-size", "8", "--iters", "10"])
+            .env("LAZARUS_TRANSPORT", "carrier-pigeon"),
+    )
+    .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains("LAZARUS_TRANSPORT=carrier-pigeon: expected `auto`, `shm` or `quic`"),
+        "{all}"
+    );
+}
