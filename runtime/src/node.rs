@@ -396,11 +396,16 @@ impl NodeHandle {
         self.inner.transport.get().cloned()
     }
 
-    /// Makes core `core` drive the network engine `rt`.
-    pub(crate) fn install_engine(&self, core: CoreId, rt: tokio::runtime::Runtime) -> bool {
+    /// Makes core `core` drive the network engine `rt`, polling `probe` while it spins.
+    pub(crate) fn install_engine(
+        &self,
+        core: CoreId,
+        rt: tokio::runtime::Runtime,
+        probe: Option<Arc<dyn crate::executor::IdleProbe>>,
+    ) -> bool {
         match self.inner.cores.get(core.0) {
             Some(q) => {
-                q.install_engine(rt);
+                q.install_engine(rt, probe);
                 true
             }
             None => false,

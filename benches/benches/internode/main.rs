@@ -368,7 +368,8 @@ fn compare(
     SIZES
         .iter()
         .map(|&size| {
-            let iters = iters_for(turns.seconds, |k| baseline(size, k));
+            // Calibrated on the slower of the two (memcpy is thousands of times faster).
+            let iters = iters_for(turns.seconds, |k| baseline(size, k).max(candidate(size, k)));
             let per_trip = |d: Duration| d.as_nanos() as f64 / iters as f64;
             let p = paired(
                 turns.rounds,

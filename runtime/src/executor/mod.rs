@@ -112,8 +112,9 @@ pub(crate) struct CoreQueue {
     sleeping: CachePadded<AtomicBool>,
     shutdown: AtomicBool,
     thread: OnceLock<Thread>,
-    /// A network engine waiting to be picked up by this core's thread.
-    engine_slot: std::sync::Mutex<Option<tokio::runtime::Runtime>>,
+    /// A network engine waiting to be picked up by this core's thread, and what the core
+    /// polls for it while it spins.
+    engine_slot: std::sync::Mutex<Option<Engine>>,
     /// The core is blocked inside its engine (wake it through `engine_waker`).
     in_engine: CachePadded<AtomicBool>,
     engine_waker: futures::task::AtomicWaker,
@@ -127,6 +128,26 @@ pub(crate) struct CoreQueue {
     /// batch, with a plain store.
     handled: CachePadded<AtomicU64>,
 }
+
+/// Network input an idle engine core can see without a system call (the shared-memory
+/// rings): the core spins on it for `idle_spin` before it blocks in its engine.
+pub(crate) trait IdleProbe: Send + Sync {
+    /// The core starts spinning: network tasks that go to sleep now need no wake-up from
+    /// outside (the core polls for them).
+    fn spins(&self);
+    /// Wakes the network tasks that have input; true if any had.
+    fn poll(&self) -> bool;
+    /// The core stops spinning (to block in its engine or to run actors): input from now
+    /// on must wake it. True if input is there already (its tasks were woken).
+    fn stops_spinning(&self) -> bool;
+}
+
+/// A network engine and what an idle core polls for it.
+type Engine = (tokio::runtime::Runtime, Option<Arc<dyn IdleProbe>>);
+
+/// While an engine core spins on its probe, it also gives the engine a non-blocking turn
+/// this often (QUIC peers, timers, tasks woken from other threads).
+const SPIN_ENGINE_EVERY: Duration = Duration::from_micros(10);
 
 /// Actor turns between two non-blocking network turns on an engine core.
 const ENGINE_EVERY: u32 = 16;
@@ -283,9 +304,13 @@ impl CoreQueue {
         self.handled.load(Ordering::Relaxed)
     }
 
-    /// Hands this core a network engine to drive from now on.
-    pub(crate) fn install_engine(&self, rt: tokio::runtime::Runtime) {
-        *self.engine_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(rt);
+    /// Hands this core a network engine to drive from now on (and what to poll for it).
+    pub(crate) fn install_engine(
+        &self,
+        rt: tokio::runtime::Runtime,
+        probe: Option<Arc<dyn IdleProbe>>,
+    ) {
+        *self.engine_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some((rt, probe));
         self.wake();
     }
 
@@ -347,13 +372,14 @@ impl CoreQueue {
     fn run_loop(&self, idle_spin: Duration) {
         let mut turn = 0u32;
         let mut has_engine = false;
+        let mut probe: Option<Arc<dyn IdleProbe>> = None;
         let mut engine_turn_at = Instant::now();
         loop {
             if self.gate.is_requested() {
                 self.gate.wait_here();
             }
             if !has_engine {
-                if let Some(rt) = self
+                if let Some((rt, p)) = self
                     .engine_slot
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -361,6 +387,7 @@ impl CoreQueue {
                 {
                     ENGINE.with(|e| *e.borrow_mut() = Some(rt));
                     has_engine = true;
+                    probe = p;
                 }
             }
             if let Some(task) = self.next_task(turn) {
@@ -372,6 +399,9 @@ impl CoreQueue {
                 if has_engine
                     && (turn % ENGINE_EVERY == 0 || engine_turn_at.elapsed() >= ENGINE_MAX_GAP)
                 {
+                    if let Some(p) = &probe {
+                        in_engine_context(|| p.poll());
+                    }
                     let _ = block_on_engine(tokio::task::yield_now());
                     engine_turn_at = Instant::now();
                 }
@@ -381,6 +411,11 @@ impl CoreQueue {
                 return;
             }
             if has_engine {
+                if let Some(p) = &probe {
+                    if self.spin_on_probe(p.as_ref(), idle_spin) {
+                        continue;
+                    }
+                }
                 // Idle: block in the network engine until actor work or a packet arrives.
                 self.in_engine.store(true, Ordering::SeqCst);
                 let _ = block_on_engine(IdleWait(self));
@@ -411,6 +446,56 @@ impl CoreQueue {
             }
             self.sleeping.store(false, Ordering::SeqCst);
         }
+    }
+
+    /// An idle engine core: spins for `idle_spin` on its actor queues and on `probe`, with
+    /// a non-blocking engine turn when the probe finds input and every
+    /// [`SPIN_ENGINE_EVERY`]. True if it found work (go round again), false if the core
+    /// may block in its engine (the probe was told so).
+    fn spin_on_probe(&self, probe: &dyn IdleProbe, idle_spin: Duration) -> bool {
+        let found = self.spin_polling(probe, idle_spin);
+        // Whatever ends the spin, readers that slept in it are rung from now on.
+        if in_engine_context(|| probe.stops_spinning()) {
+            let _ = block_on_engine(tokio::task::yield_now());
+            return true;
+        }
+        found
+    }
+
+    fn spin_polling(&self, probe: &dyn IdleProbe, idle_spin: Duration) -> bool {
+        probe.spins();
+        // First a turn: what the last actor turn queued for the network (its writer
+        // tasks) goes out now, not after the first interval.
+        let _ = block_on_engine(tokio::task::yield_now());
+        let start = Instant::now();
+        let mut turn_at = start + SPIN_ENGINE_EVERY;
+        loop {
+            for _ in 0..32 {
+                let local_work = LOCAL.with(|l| !l.borrow().is_empty());
+                if local_work
+                    || !self.inject.is_empty()
+                    || self.gate.is_requested()
+                    || self.shutdown.load(Ordering::Acquire)
+                {
+                    return true;
+                }
+                // Inside the engine: the woken reader is queued locally, no eventfd write.
+                if in_engine_context(|| probe.poll()) {
+                    let _ = block_on_engine(tokio::task::yield_now());
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            let now = Instant::now();
+            if now.duration_since(start) >= idle_spin {
+                break;
+            }
+            if now >= turn_at {
+                let _ = block_on_engine(tokio::task::yield_now());
+                turn_at = now + SPIN_ENGINE_EVERY;
+            }
+        }
+        false
     }
 
     fn request_shutdown(&self) {

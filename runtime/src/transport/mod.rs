@@ -377,7 +377,7 @@ pub struct Transport {
     /// The largest frame body the peers accept (they run with the same configuration).
     max_frame: usize,
     /// The shared-memory data path to peers on this host (`None`: QUIC only).
-    shm: Option<SharedMemory>,
+    shm: Option<Arc<SharedMemory>>,
 }
 
 impl Transport {
@@ -398,8 +398,10 @@ impl Transport {
             config.incarnation,
             &config.secret,
             config.shm_ring_bytes,
+            config.net_mode == NetMode::Core0,
         )
-        .map_err(TransportError::SharedMemory)?;
+        .map_err(TransportError::SharedMemory)?
+        .map(Arc::new);
         let mut links = Vec::with_capacity(size);
         let mut outboxes = Vec::with_capacity(size);
         for r in 0..size {
@@ -466,6 +468,10 @@ impl Transport {
                 .build()
                 .map_err(|e| TransportError::Runtime(e.to_string()))
         };
+        let probe = transport
+            .shm
+            .as_ref()
+            .map(|s| Arc::clone(s) as Arc<dyn crate::executor::IdleProbe>);
         let driver = match config.net_mode {
             NetMode::Thread => {
                 let thread = std::thread::Builder::new()
@@ -493,7 +499,7 @@ impl Transport {
                     net_main(t, config, creds, outboxes, node, ready_tx).await;
                     let _ = done_tx.send(());
                 });
-                if !engine_node.install_engine(crate::node::CoreId(0), rt) {
+                if !engine_node.install_engine(crate::node::CoreId(0), rt, probe) {
                     return Err(TransportError::Runtime("node has no core 0".into()));
                 }
                 NetDriver::Engine(done_rx)
@@ -524,7 +530,7 @@ impl Transport {
 
     /// How many peers this node talks to through shared memory now.
     pub fn shared_memory_peers(&self) -> usize {
-        self.shm.as_ref().map_or(0, SharedMemory::links)
+        self.shm.as_ref().map_or(0, |s| s.links())
     }
 
     /// The largest encoded message or reply another node accepts.
@@ -1211,7 +1217,7 @@ async fn net_main(
         }
     };
     *t.endpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(endpoint.clone());
-    if let Some(doorbell) = t.shm.as_ref().and_then(SharedMemory::take_doorbell) {
+    if let Some(doorbell) = t.shm.as_ref().and_then(|s| s.take_doorbell()) {
         match doorbell.into_tokio() {
             Ok(socket) => {
                 let t = Arc::clone(&t);
@@ -1855,7 +1861,7 @@ fn shared_memory(
     offer: Option<shm::Offer>,
     peer_shm: Option<SharedMemoryHello>,
 ) -> Option<(Option<Arc<shm::ShmLink>>, Option<SharedMemoryHello>)> {
-    let required = t.shm.as_ref().is_some_and(SharedMemory::required);
+    let required = t.shm.as_ref().is_some_and(|s| s.required());
     let refuse = |why: &str| {
         tracing::error!(
             peer,
@@ -2000,13 +2006,14 @@ async fn read_shm(
 ) {
     let closed = conn.closed();
     tokio::pin!(closed);
+    let polled = || t.shm.as_ref().is_some_and(|s| s.polled_now());
     loop {
         if !dispatch_decoded(t, node, peer, incarnation, &mut decoder).await {
             conn.close(1u32.into(), b"bad stream");
             return;
         }
         let pulled = tokio::select! {
-            p = link.pull(&mut decoder) => p,
+            p = link.pull(&mut decoder, polled) => p,
             _ = &mut closed => return,
         };
         match pulled {

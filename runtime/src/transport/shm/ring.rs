@@ -21,6 +21,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::*};
 
+/// `reader_waiting`: the reader sleeps; ring the doorbell after a commit.
+const SLEEPS: u64 = 1;
+/// `reader_waiting`: the reader sleeps, but its core polls the ring while it spins.
+const POLLED: u64 = 2;
+
 /// One control word on its own cache line: the writer's and reader's words do not share
 /// a line, so each side's stores do not slow the other's loads.
 #[repr(C, align(64))]
@@ -146,10 +151,15 @@ impl<'a> Ring<'a> {
     }
 
     /// Reader, about to sleep: announces it and looks once more. True if bytes arrived
-    /// meanwhile (do not sleep); otherwise the writer's next commit rings the doorbell.
-    pub fn reader_sleeps(&self) -> bool {
+    /// meanwhile (do not sleep); otherwise the writer's next commit rings the doorbell,
+    /// unless `polled`: then the reader's core looks at the ring itself while it spins
+    /// ([`Ring::poll`]) and asks for the doorbell only before it blocks
+    /// ([`Ring::reader_blocks`]).
+    pub fn reader_sleeps(&self, polled: bool) -> bool {
         let c = self.control;
-        c.reader_waiting.0.store(1, SeqCst);
+        c.reader_waiting
+            .0
+            .store(if polled { POLLED } else { SLEEPS }, SeqCst);
         let arrived = c.write.0.load(SeqCst) != c.read.0.load(Relaxed);
         if arrived {
             c.reader_waiting.0.store(0, Relaxed);
@@ -171,10 +181,23 @@ impl<'a> Ring<'a> {
     }
 
     /// Writer, after committing: whether the reader sleeps and must be woken (the word is
-    /// taken, so one doorbell per sleep).
+    /// taken, so one doorbell per sleep). A polled reader is not rung.
     pub fn take_sleeping_reader(&self) -> bool {
         let w = &self.control.reader_waiting.0;
-        w.load(SeqCst) != 0 && w.swap(0, SeqCst) != 0
+        w.load(SeqCst) == SLEEPS && w.compare_exchange(SLEEPS, 0, SeqCst, SeqCst).is_ok()
+    }
+
+    /// Reader's core, spinning: whether committed bytes wait unread.
+    pub fn poll(&self) -> bool {
+        self.control.write.0.load(Acquire) != self.control.read.0.load(Relaxed)
+    }
+
+    /// Reader's core, about to block: a polled reader becomes a sleeping one (the next
+    /// commit rings the doorbell). True if bytes wait already (do not block).
+    pub fn reader_blocks(&self) -> bool {
+        let w = &self.control.reader_waiting.0;
+        let _ = w.compare_exchange(POLLED, SLEEPS, SeqCst, SeqCst);
+        self.control.write.0.load(SeqCst) != self.control.read.0.load(Relaxed)
     }
 
     /// Reader, after releasing: whether the writer waits for room and must be woken.
@@ -285,11 +308,27 @@ mod tests {
     fn a_sleeping_reader_is_woken_by_the_next_commit_and_only_then() {
         let local = Local::new(4096);
         let (mut w, r) = (local.ring(), local.ring());
-        assert!(!r.reader_sleeps());
+        assert!(!r.reader_sleeps(false));
         w.push(b"x").unwrap();
         assert!(w.take_sleeping_reader());
         assert!(!w.take_sleeping_reader());
-        assert!(r.reader_sleeps(), "data is there: no sleep");
+        assert!(r.reader_sleeps(false), "data is there: no sleep");
+    }
+
+    #[test]
+    fn a_polled_reader_is_not_rung_until_its_core_blocks() {
+        let local = Local::new(4096);
+        let (mut w, mut r) = (local.ring(), local.ring());
+        assert!(!r.reader_sleeps(true));
+        w.push(b"x").unwrap();
+        assert!(!w.take_sleeping_reader(), "its core polls: no doorbell");
+        assert!(r.poll(), "the spinning core sees the bytes");
+        assert!(r.reader_blocks(), "bytes wait: do not block");
+        r.pull(|_| {}).unwrap();
+        assert!(!r.reader_sleeps(true));
+        assert!(!r.reader_blocks(), "nothing waits: block");
+        w.push(b"y").unwrap();
+        assert!(w.take_sleeping_reader(), "a blocked core is rung");
     }
 
     #[test]
