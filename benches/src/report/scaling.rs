@@ -1,6 +1,6 @@
 //! jacobi2d strong scaling on this host: the same grid and iteration count on 1 node × 1
-//! core, 1 node × 2 cores, 2 nodes × 1 core and 4 nodes × 1 core (recovery off),
-//! repetitions interleaved; time, MLUPS and speed-up against 1 node × 1 core, and whether
+//! core, 1 node × 2 cores, 2 nodes × 1 core and 4 nodes × 1 core (recovery off), the
+//! multi-node layouts once over QUIC and once over shared memory, repetitions interleaved; time, MLUPS and speed-up against 1 node × 1 core, and whether
 //! every run gave the same checksum (the decomposition must not change the answer).
 
 use super::apps::{yes_no, TIMING_FIELDS};
@@ -10,8 +10,15 @@ use crate::runs::{self, Launch};
 use crate::stats::median;
 use std::fmt::Write as _;
 
-/// The layouts measured: (nodes, cores per node).
-pub const LAYOUTS: [(u16, usize); 4] = [(1, 1), (1, 2), (2, 1), (4, 1)];
+/// The layouts measured: (nodes, cores per node, data path between the nodes).
+pub const LAYOUTS: [(u16, usize, &str); 6] = [
+    (1, 1, "-"),
+    (1, 2, "-"),
+    (2, 1, "quic"),
+    (2, 1, "shm"),
+    (4, 1, "quic"),
+    (4, 1, "shm"),
+];
 
 /// jacobi2d's arguments (a smaller grid in quick mode).
 fn args(quick: bool) -> [&'static str; 6] {
@@ -45,14 +52,19 @@ pub fn section(ctx: &Context) -> Result<Section> {
     for rep in 0..ctx.options.reps {
         for k in 0..LAYOUTS.len() {
             let i = (k + rep) % LAYOUTS.len();
-            let (nodes, cores) = LAYOUTS[i];
+            let (nodes, cores, path) = LAYOUTS[i];
             let mut launch = Launch::new("jacobi2d", nodes, &args);
             launch.cores_per_node = Some(cores);
+            if nodes > 1 {
+                launch
+                    .env
+                    .push(("LAZARUS_TRANSPORT".into(), path.to_string()));
+            }
             let run = runs::run(&ctx.options.bins, &launch, |_| None)?;
             let result = run.result()?;
             let elapsed = result.number("elapsed_s")?;
             ctx.progress(&format!(
-                "rep {} jacobi2d {nodes} node(s) × {cores} core(s): {elapsed:.3} s",
+                "rep {} jacobi2d {nodes} node(s) × {cores} core(s) ({path}): {elapsed:.3} s",
                 rep + 1
             ));
             let r = &mut runs[i];
@@ -85,14 +97,19 @@ fn body(ctx: &Context, args: &[&str], runs: &[LayoutRuns]) -> Result<String> {
         .flat_map(|r| r.answers.iter())
         .all(|a| Some(key(a)) == reference);
     let mut table = String::from(
-        "| nodes × cores per node | cores in use | time (s) | MLUPS | speed-up vs 1 × 1 | \
-         verified |\n|---|---:|---:|---:|---:|---|\n",
+        "| nodes × cores per node | between nodes | cores in use | time (s) | MLUPS | \
+         speed-up vs 1 × 1 | verified |\n|---|---|---:|---:|---:|---:|---|\n",
     );
-    for ((nodes, cores), r) in LAYOUTS.iter().zip(runs) {
+    for ((nodes, cores, path), r) in LAYOUTS.iter().zip(runs) {
         let t = med(&r.times)?;
+        let path = match *path {
+            "quic" => "QUIC",
+            "shm" => "shared memory",
+            other => other,
+        };
         let _ = writeln!(
             table,
-            "| {nodes} × {cores} | {} | {t:.3} | {:.0} | {:.2}× | {} |",
+            "| {nodes} × {cores} | {path} | {} | {t:.3} | {:.0} | {:.2}× | {} |",
             *nodes as usize * cores,
             med(&r.mlups)?,
             base / t,

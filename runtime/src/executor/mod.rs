@@ -132,6 +132,8 @@ pub(crate) struct CoreQueue {
 /// Network input an idle engine core can see without a system call (the shared-memory
 /// rings): the core spins on it for `idle_spin` before it blocks in its engine.
 pub(crate) trait IdleProbe: Send + Sync {
+    /// Whether there is anything to poll (else the core blocks at once).
+    fn active(&self) -> bool;
     /// The core starts spinning: network tasks that go to sleep now need no wake-up from
     /// outside (the core polls for them).
     fn spins(&self);
@@ -411,7 +413,7 @@ impl CoreQueue {
                 return;
             }
             if has_engine {
-                if let Some(p) = &probe {
+                if let Some(p) = probe.as_ref().filter(|p| p.active()) {
                     if self.spin_on_probe(p.as_ref(), idle_spin) {
                         continue;
                     }

@@ -1223,15 +1223,24 @@ async fn net_main(
                 let t = Arc::clone(&t);
                 tokio::spawn(async move {
                     let mut buf = [0u8; 64];
-                    while let Ok(n) = socket.recv(&mut buf).await {
-                        match shm::doorbell::decode(&buf[..n]) {
-                            Some((peer, incarnation)) => {
-                                if let Some(shm) = &t.shm {
-                                    shm.wake(peer, incarnation);
+                    loop {
+                        match socket.recv(&mut buf).await {
+                            Ok(n) => match shm::doorbell::decode(&buf[..n]) {
+                                Some((peer, incarnation)) => {
+                                    if let Some(shm) = &t.shm {
+                                        shm.wake(peer, incarnation);
+                                        // A doorbell dropped on a full socket queue is
+                                        // made up for here: look at every link.
+                                        shm.sweep();
+                                    }
                                 }
-                            }
-                            None => {
-                                counter!(BAD_FRAMES, "kind" => "doorbell").increment(1);
+                                None => {
+                                    counter!(BAD_FRAMES, "kind" => "doorbell").increment(1);
+                                }
+                            },
+                            Err(e) => {
+                                tracing::warn!("shared-memory doorbell: {e}");
+                                tokio::time::sleep(Duration::from_millis(10)).await;
                             }
                         }
                     }
@@ -1741,7 +1750,8 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         }
         _ => {}
     }
-    let Some((link, answer)) = shared_memory(t, peer, incarnation, offer, peer_shm) else {
+    let dialer = dialed != u16::MAX;
+    let Some((link, answer)) = shared_memory(t, dialer, peer, incarnation, offer, peer_shm) else {
         conn.close(1u32.into(), b"no shared memory");
         return;
     };
@@ -1842,8 +1852,12 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
     match link {
         Some(link) => {
             read_shm(t, node, peer, incarnation, &link, &conn, decoder).await;
-            if let Some(shm) = &t.shm {
-                shm.unregister(&link);
+            // After the peer's goodbye our writer may still use the link (and its
+            // doorbell) until the connection closes.
+            if conn.close_reason().is_some() {
+                if let Some(shm) = &t.shm {
+                    shm.unregister(&link);
+                }
             }
         }
         None => read_quic(t, node, peer, incarnation, &conn, recv, decoder).await,
@@ -1856,6 +1870,7 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
 /// impossible; the reason is logged).
 fn shared_memory(
     t: &Transport,
+    dialer: bool,
     peer: u16,
     incarnation: u32,
     offer: Option<shm::Offer>,
@@ -1870,6 +1885,20 @@ fn shared_memory(
         None
     };
     match (&t.shm, offer, peer_shm) {
+        // Only a dialer offers, only an acceptor answers.
+        (_, _, Some(SharedMemoryHello::Offer { .. })) if dialer => {
+            tracing::warn!(peer, "node {peer} answered this node's dial with an offer");
+            None
+        }
+        (_, _, Some(SharedMemoryHello::Accept { .. } | SharedMemoryHello::Decline { .. }))
+            if !dialer =>
+        {
+            tracing::warn!(
+                peer,
+                "node {peer} dialed with an answer instead of an offer"
+            );
+            None
+        }
         // Dialer: the acceptor's answer.
         (Some(shm), Some(offer), Some(SharedMemoryHello::Accept { doorbell })) => {
             match shm.accepted(offer, &doorbell, peer, incarnation) {
@@ -2013,8 +2042,10 @@ async fn read_shm(
             return;
         }
         let pulled = tokio::select! {
-            p = link.pull(&mut decoder, polled) => p,
+            // A closed connection wins: nothing more of its incarnation is read.
+            biased;
             _ = &mut closed => return,
+            p = link.pull(&mut decoder, polled) => p,
         };
         match pulled {
             shm::Pulled::Bytes => {}

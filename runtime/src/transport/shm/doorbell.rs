@@ -21,7 +21,6 @@ pub const RING_LEN: usize = 6;
 /// A node's own doorbell, before it is handed to the network runtime.
 #[derive(Debug)]
 pub struct Doorbell {
-    name: String,
     socket: UnixDatagram,
 }
 
@@ -30,15 +29,7 @@ impl Doorbell {
     pub fn bind(name: &str) -> io::Result<Doorbell> {
         let socket = UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes())?)?;
         socket.set_nonblocking(true)?;
-        Ok(Doorbell {
-            name: name.to_string(),
-            socket,
-        })
-    }
-
-    /// The name peers ring.
-    pub fn name(&self) -> &str {
-        &self.name
+        Ok(Doorbell { socket })
     }
 
     /// The socket, for the network runtime to poll (call inside it).

@@ -19,9 +19,11 @@
 //! can map the segment and QUIC with the others; `shm` requires it (a peer that cannot is
 //! refused, with the reason); `quic` never offers or accepts it.
 
-pub mod doorbell;
-pub mod ring;
-pub mod segment;
+pub(crate) mod doorbell;
+pub(crate) mod ring;
+pub(crate) mod segment;
+
+pub use segment::{MAX_RING_BYTES, MIN_RING_BYTES};
 
 use super::frame::{FrameDecoder, SharedMemoryHello, SplitFrame};
 use super::{BYTES_SENT, FRAMES_SENT};
@@ -231,7 +233,7 @@ impl SharedMemory {
             ]
             .concat(),
         );
-        let name = format!("lazarus-{}", hex(&tag.as_ref()[..16]));
+        let name = format!("{}{}", segment::NAME_PREFIX, hex(&tag.as_ref()[..16]));
         let segment = Segment::create(&self.dir, &name, self.ring_bytes, self.pair(peer, nonce))
             .map_err(|e| e.to_string())?;
         Ok((
@@ -363,13 +365,44 @@ impl SharedMemory {
         };
         let mut found = false;
         for link in links.values() {
-            let (_, inbound) = link.segment.rings(link.side);
-            if inbound.poll() {
-                link.reader_wake.notify_one();
-                found = true;
+            // A reader that is awake (dispatching, or paused for a full mailbox) reads
+            // without help: counting its bytes as news would keep the core from blocking.
+            if link.parked.load(std::sync::atomic::Ordering::Acquire) {
+                let (_, inbound) = link.segment.rings(link.side);
+                if inbound.poll() {
+                    link.reader_wake.notify_one();
+                    found = true;
+                }
             }
         }
         found
+    }
+
+    /// Whether any peer is reached through shared memory (else nothing is worth polling).
+    pub(crate) fn active(&self) -> bool {
+        self.links.try_lock().map(|l| !l.is_empty()).unwrap_or(true)
+    }
+
+    /// After a doorbell: wakes every parked reader with bytes waiting and every writer
+    /// waiting with room. A doorbell that could not be sent (the socket's queue was full)
+    /// is not repeated, but the datagrams that filled the queue lead here.
+    pub(crate) fn sweep(&self) {
+        let links: Vec<Arc<ShmLink>> = self
+            .links
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for link in links {
+            let (outbound, inbound) = link.segment.rings(link.side);
+            if link.parked.load(std::sync::atomic::Ordering::Acquire) && inbound.poll() {
+                link.reader_wake.notify_one();
+            }
+            if outbound.has_room() {
+                link.writer_wake.notify_one();
+            }
+        }
     }
 
     /// That core starts spinning: readers going to sleep from now on are polled.
@@ -387,7 +420,7 @@ impl SharedMemory {
         let mut found = false;
         for link in links.values() {
             let (_, inbound) = link.segment.rings(link.side);
-            if inbound.reader_blocks() {
+            if inbound.reader_blocks() && link.parked.load(std::sync::atomic::Ordering::Acquire) {
                 link.reader_wake.notify_one();
                 found = true;
             }
@@ -397,6 +430,10 @@ impl SharedMemory {
 }
 
 impl crate::executor::IdleProbe for SharedMemory {
+    fn active(&self) -> bool {
+        SharedMemory::active(self)
+    }
+
     fn spins(&self) {
         SharedMemory::spins(self)
     }
@@ -420,6 +457,8 @@ pub struct ShmLink {
     peer_incarnation: u32,
     reader_wake: Notify,
     writer_wake: Notify,
+    /// The reader waits for bytes (set before it sleeps, cleared when it wakes).
+    parked: std::sync::atomic::AtomicBool,
 }
 
 /// What one wait of the reader ended with.
@@ -448,6 +487,7 @@ impl ShmLink {
             peer_incarnation,
             reader_wake: Notify::new(),
             writer_wake: Notify::new(),
+            parked: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -474,9 +514,13 @@ impl ShmLink {
                 return Pulled::Finished;
             }
             let woken = self.reader_wake.notified();
+            self.parked
+                .store(true, std::sync::atomic::Ordering::Release);
             if !inbound.reader_sleeps(polled()) {
                 woken.await;
             }
+            self.parked
+                .store(false, std::sync::atomic::Ordering::Release);
         }
     }
 

@@ -117,7 +117,7 @@ impl<'a> Ring<'a> {
                 .copy_from_nonoverlapping(bytes.as_ptr().add(first), n - first);
         }
         // Commit: the copied bytes happen-before any reader that sees the new position.
-        c.write.0.store(write + n as u64, SeqCst);
+        c.write.0.store(write.wrapping_add(n as u64), SeqCst);
         Ok(n)
     }
 
@@ -146,7 +146,7 @@ impl<'a> Ring<'a> {
                 take(std::slice::from_raw_parts(self.data, n - first));
             }
         }
-        c.read.0.store(read + n as u64, SeqCst);
+        c.read.0.store(read.wrapping_add(n as u64), SeqCst);
         Ok(n)
     }
 
@@ -204,6 +204,12 @@ impl<'a> Ring<'a> {
     pub fn take_sleeping_writer(&self) -> bool {
         let w = &self.control.writer_waiting.0;
         w.load(SeqCst) != 0 && w.swap(0, SeqCst) != 0
+    }
+
+    /// Writer's side: whether the ring has room now.
+    pub fn has_room(&self) -> bool {
+        let c = self.control;
+        c.write.0.load(SeqCst).wrapping_sub(c.read.0.load(SeqCst)) < self.capacity as u64
     }
 
     /// Writer: nothing more will be written (the node says goodbye).

@@ -35,6 +35,15 @@ pub const MAX_RING_BYTES: usize = 1 << 30;
 
 /// Where segments live: the host's shared-memory file system.
 pub const SHM_DIR: &str = "/dev/shm";
+/// Every segment's name is this prefix and 32 hexadecimal digits.
+pub const NAME_PREFIX: &str = "lazarus-";
+
+/// Whether `name` is one a node gives its segments (so an opener never touches, let alone
+/// unlinks, another file).
+fn is_segment_name(name: &str) -> bool {
+    name.strip_prefix(NAME_PREFIX)
+        .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
 
 /// Who a segment is for, as its creator wrote it and its opener expects it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,7 +146,19 @@ impl Segment {
             .open(&path)
             .map_err(io(&path))?;
         let segment = (|| {
-            file.set_len(segment_len(ring_bytes) as u64)?;
+            // Allocated now, not page by page on first touch: a full /dev/shm is an
+            // error here (the pair keeps QUIC), not a SIGBUS in the middle of a write.
+            // SAFETY: `file` is an open descriptor for the duration of the call.
+            let err = unsafe {
+                libc::posix_fallocate(
+                    std::os::fd::AsRawFd::as_raw_fd(&file),
+                    0,
+                    segment_len(ring_bytes) as libc::off_t,
+                )
+            };
+            if err != 0 {
+                return Err(std::io::Error::from_raw_os_error(err));
+            }
             memmap2::MmapOptions::new().map_raw(&file)
         })()
         .map_err(|e| {
@@ -176,8 +197,8 @@ impl Segment {
             path: path.clone(),
             why,
         };
-        if name.contains('/') || name.starts_with('.') {
-            return Err(refused(format!("`{name}` is not a plain file name")));
+        if !is_segment_name(name) {
+            return Err(refused(format!("`{name}` is not a segment's name")));
         }
         let file = OpenOptions::new()
             .read(true)
@@ -220,7 +241,6 @@ impl Segment {
                 nonce,
             )
         };
-        let _ = std::fs::remove_file(&path);
         if magic != MAGIC {
             return Err(refused("no segment magic".into()));
         }
@@ -241,12 +261,15 @@ impl Segment {
             nonce,
         };
         if found != pair {
+            // Not unlinked: it may be another pair's offer.
             return Err(refused(format!(
                 "it is for nodes {dialer} (incarnation {dialer_incarnation}) -> {acceptor}, \
                  or another Hello's nonce; expected {} (incarnation {}) -> {}",
                 pair.dialer, pair.dialer_incarnation, pair.acceptor
             )));
         }
+        // Ours: only the two mappings keep it from now on.
+        let _ = std::fs::remove_file(&path);
         Ok(Segment {
             map,
             ring_bytes,
@@ -262,6 +285,7 @@ impl Segment {
     }
 
     /// Size of each ring in bytes.
+    #[cfg(test)]
     pub fn ring_bytes(&self) -> usize {
         self.ring_bytes
     }
@@ -298,6 +322,9 @@ impl Drop for Segment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const SEG: &str = "lazarus-0123456789abcdef0123456789abcdef";
+    const LOOSE: &str = "lazarus-ffffffffffffffffffffffffffffffff";
 
     fn pair() -> Pair {
         Pair {
@@ -338,11 +365,15 @@ mod tests {
     #[test]
     fn the_acceptor_opens_the_dialers_segment_and_unlinks_it() {
         let d = dir();
-        let made = Segment::create(&d.0, "seg", MIN_RING_BYTES, pair()).unwrap();
-        let mode = std::fs::metadata(d.0.join("seg")).unwrap().mode();
+        let made = Segment::create(&d.0, SEG, MIN_RING_BYTES, pair()).unwrap();
+        let mode = std::fs::metadata(d.0.join(SEG)).unwrap().mode();
+        assert!(
+            Segment::open(&d.0, "lazarus-0123", pair()).is_err(),
+            "not a segment's name"
+        );
         assert_eq!(mode & 0o777, 0o600, "owner-only permissions");
-        let opened = Segment::open(&d.0, "seg", pair()).unwrap();
-        assert!(!d.0.join("seg").exists(), "unlinked once mapped");
+        let opened = Segment::open(&d.0, SEG, pair()).unwrap();
+        assert!(!d.0.join(SEG).exists(), "unlinked once mapped");
         assert_eq!(opened.ring_bytes(), MIN_RING_BYTES);
         // Both map the same memory: what the dialer writes, the acceptor reads.
         let (mut out, _) = made.rings(Side::Dialer);
@@ -356,27 +387,28 @@ mod tests {
     #[test]
     fn a_segment_for_another_pair_or_nonce_is_refused() {
         let d = dir();
-        let _made = Segment::create(&d.0, "seg", MIN_RING_BYTES, pair()).unwrap();
+        let _made = Segment::create(&d.0, SEG, MIN_RING_BYTES, pair()).unwrap();
         let other = Pair {
             nonce: [8; 16],
             ..pair()
         };
-        let err = Segment::open(&d.0, "seg", other).unwrap_err();
+        let err = Segment::open(&d.0, SEG, other).unwrap_err();
         assert!(err.to_string().contains("nonce"), "{err}");
+        assert!(d.0.join(SEG).exists(), "another pair's offer is left alone");
     }
 
     #[test]
     fn a_file_others_can_read_or_garbage_is_refused() {
         let d = dir();
-        let path = d.0.join("loose");
+        let path = d.0.join(LOOSE);
         std::fs::write(&path, vec![0u8; DATA_OFFSET + 2 * MIN_RING_BYTES]).unwrap();
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
             .unwrap();
-        let err = Segment::open(&d.0, "loose", pair()).unwrap_err();
+        let err = Segment::open(&d.0, LOOSE, pair()).unwrap_err();
         assert!(err.to_string().contains("owner-only"), "{err}");
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
             .unwrap();
-        let err = Segment::open(&d.0, "loose", pair()).unwrap_err();
+        let err = Segment::open(&d.0, LOOSE, pair()).unwrap_err();
         assert!(err.to_string().contains("magic"), "{err}");
         assert!(Segment::open(&d.0, "../etc", pair()).is_err());
     }
@@ -384,12 +416,12 @@ mod tests {
     #[test]
     fn an_offer_never_taken_up_is_unlinked_when_dropped() {
         let d = dir();
-        let made = Segment::create(&d.0, "seg", MIN_RING_BYTES, pair()).unwrap();
-        assert!(d.0.join("seg").exists());
+        let made = Segment::create(&d.0, SEG, MIN_RING_BYTES, pair()).unwrap();
+        assert!(d.0.join(SEG).exists());
         drop(made);
-        assert!(!d.0.join("seg").exists());
+        assert!(!d.0.join(SEG).exists());
         assert!(
-            Segment::create(&d.0, "seg", MIN_RING_BYTES + 1, pair()).is_err(),
+            Segment::create(&d.0, SEG, MIN_RING_BYTES + 1, pair()).is_err(),
             "ring sizes are powers of two"
         );
     }
