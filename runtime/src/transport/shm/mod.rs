@@ -2,10 +2,10 @@
 //!
 //! QUIC keeps what needs it: every pair of nodes still connects over QUIC with mutual TLS
 //! (membership, incarnations, the failure of a connection). In its Hello the dialer offers
-//! a segment it created for the pair ([`segment`]); an acceptor on the same host maps it,
+//! a segment it created for the pair (`segment`); an acceptor on the same host maps it,
 //! checks it and answers with an accept. From then on the pair's frames (messages,
 //! replies, heartbeats, barriers, recovery frames) travel through the segment's two rings
-//! ([`ring`]) instead of the QUIC streams, in the same order, with the same
+//! (`ring`) instead of the QUIC streams, in the same order, with the same
 //! back-pressure (a full ring holds the writer like a closed flow-control window) and the
 //! same fault rules: a connection that ends (a peer declared failed or replaced by its
 //! next incarnation) ends the segment's use, what it held is lost as a QUIC stream's
@@ -13,7 +13,7 @@
 //! incarnation gets a new segment; nothing of a dead one's is read after its connection
 //! is closed.
 //!
-//! A sleeping side is woken through its node's doorbell ([`doorbell`]).
+//! A sleeping side is woken through its node's doorbell (`doorbell`).
 //!
 //! `LAZARUS_TRANSPORT` chooses: `auto` (default) uses shared memory with every peer that
 //! can map the segment and QUIC with the others; `shm` requires it (a peer that cannot is
