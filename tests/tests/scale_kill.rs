@@ -12,9 +12,9 @@ use support::launched::{assert_only_restarted, Launched};
 
 const NODES: u16 = 16;
 const GRID: &str = "512";
-/// About 10 s with recovery on here: room for two kills, their recoveries and a
-/// checkpoint of a restarted node in between.
-const ITERS: &str = "4000";
+/// About 10 s with recovery on here (nodes of one host talk through shared memory):
+/// room for two kills, their recoveries and a checkpoint of a restarted node in between.
+const ITERS: &str = "12000";
 
 fn launch(ft: bool) -> Launched {
     let mut cmd = Command::new(bin("lazarus"));
