@@ -2063,8 +2063,33 @@ async fn read_shm(
     }
 }
 
-/// Writes `outbox` to the peer. Returns the queue if the connection broke (it can serve
-/// the peer's next incarnation), `None` once the stream was finished on purpose.
+/// A writer's next batch: `first` and whatever else is queued behind it (up to 64
+/// frames), counted as sent. True if the end-of-stream marker (an empty frame, sent by
+/// `Transport::close`) was among them: it and anything after it are left out, and the
+/// writer finishes its stream after this batch.
+fn gather(
+    first: SplitFrame,
+    outbox: &mut mpsc::Receiver<SplitFrame>,
+    frames: &mut Vec<SplitFrame>,
+) -> bool {
+    frames.push(first);
+    while frames.len() < 64 {
+        match outbox.try_recv() {
+            Ok(f) => frames.push(f),
+            Err(_) => break,
+        }
+    }
+    let mut finished = false;
+    if let Some(end) = frames.iter().position(SplitFrame::is_empty) {
+        frames.truncate(end);
+        finished = true;
+    }
+    let bytes: usize = frames.iter().map(SplitFrame::len).sum();
+    counter!(FRAMES_SENT).increment(frames.len() as u64);
+    counter!(BYTES_SENT).increment(bytes as u64);
+    finished
+}
+
 /// Opens this node's stream on `conn` and writes its Hello.
 async fn open_with_hello(
     conn: &quinn::Connection,
@@ -2104,6 +2129,9 @@ impl Drop for DialGuard {
     }
 }
 
+/// Writes `outbox` to the peer's QUIC stream. Returns the queue if the connection broke
+/// (it can serve the peer's next incarnation), `None` once the stream was finished on
+/// purpose.
 async fn write_loop(
     mut send: quinn::SendStream,
     mut outbox: mpsc::Receiver<SplitFrame>,
@@ -2112,22 +2140,8 @@ async fn write_loop(
     let mut batch: Vec<Bytes> = Vec::with_capacity(128);
     let mut finished = false;
     while let Some(first) = outbox.recv().await {
-        frames.push(first);
-        // Gather whatever else is queued: one write call for many small frames.
-        while frames.len() < 64 {
-            match outbox.try_recv() {
-                Ok(f) => frames.push(f),
-                Err(_) => break,
-            }
-        }
-        // An empty frame marks the end of the stream (sent by `Transport::close`).
-        if let Some(end) = frames.iter().position(SplitFrame::is_empty) {
-            frames.truncate(end);
-            finished = true;
-        }
-        let bytes: usize = frames.iter().map(SplitFrame::len).sum();
-        counter!(FRAMES_SENT).increment(frames.len() as u64);
-        counter!(BYTES_SENT).increment(bytes as u64);
+        // One write call for many small frames.
+        finished = gather(first, &mut outbox, &mut frames);
         for f in frames.drain(..) {
             batch.push(f.head);
             if !f.tail.is_empty() {

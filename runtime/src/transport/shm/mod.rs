@@ -26,7 +26,6 @@ pub(crate) mod segment;
 pub use segment::{MAX_RING_BYTES, MIN_RING_BYTES};
 
 use super::frame::{FrameDecoder, SharedMemoryHello, SplitFrame};
-use super::{BYTES_SENT, FRAMES_SENT};
 use doorbell::{Bell, Doorbell};
 use metrics::counter;
 use segment::{Pair, Segment, Side};
@@ -603,23 +602,7 @@ pub(crate) async fn write_loop(
             () = &mut closed => return Some(outbox),
         };
         // The queue closed: the transport is gone.
-        let first = first?;
-        frames.push(first);
-        while frames.len() < 64 {
-            match outbox.try_recv() {
-                Ok(f) => frames.push(f),
-                Err(_) => break,
-            }
-        }
-        // An empty frame marks the end of the stream (sent by `Transport::close`).
-        let mut finished = false;
-        if let Some(end) = frames.iter().position(SplitFrame::is_empty) {
-            frames.truncate(end);
-            finished = true;
-        }
-        let bytes: usize = frames.iter().map(SplitFrame::len).sum();
-        counter!(FRAMES_SENT).increment(frames.len() as u64);
-        counter!(BYTES_SENT).increment(bytes as u64);
+        let finished = super::gather(first?, &mut outbox, &mut frames);
         let write = async {
             for f in frames.drain(..) {
                 if crate::failpoint::torn_shm_write(f.len()) {
