@@ -6,8 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# With headless Chromium and chromedriver for the dashboard's browser test.
-scripts/setup.sh --browser
+# With headless Chromium and chromedriver for the dashboard's browser test, and what the
+# `rdma` feature builds with.
+scripts/setup.sh --browser --rdma
 # A real single-host Slurm for the srun integration tests.
 scripts/slurm-setup.sh
 export LAZARUS_TEST_SLURM=1
@@ -25,6 +26,13 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy (workspace, all targets)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+echo "== the rdma feature (rdma-sys): clippy, and the parts that need no RDMA device"
+# Nothing here has an adapter: the exchange format and its checks, the ring accounting,
+# the registry, work requests and queue-pair attributes, and the fall-back of a node
+# without a device to shared memory and QUIC.
+cargo clippy -p lazarus --features rdma --all-targets --quiet -- -D warnings
+cargo test -p lazarus --features rdma --lib --quiet transport::rdma
 
 echo "== the sans-IO core depends on no I/O crate"
 # Its clippy.toml refuses clocks, locks, threads, sockets and files in its own code;

@@ -108,6 +108,7 @@ async fn fake_member(addrs: &[SocketAddr]) -> FakeMember {
             size: 3,
             incarnation: 0,
             shm: None,
+            rdma: None,
         }))
         .await
         .unwrap();

@@ -50,7 +50,7 @@ fn main() {
             seed(
                 0,
                 &stream(&[
-                    FrameBody::Hello { rank: 1, size: 4, incarnation: 0, shm: None },
+                    FrameBody::Hello { rank: 1, size: 4, incarnation: 0, shm: None, rdma: None },
                     FrameBody::Heartbeat,
                     FrameBody::Goodbye,
                 ]),

@@ -34,7 +34,7 @@ pub fn is_main_request(request: u64) -> bool {
 /// First two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"LZ";
 /// Wire protocol version; peers with another version are refused.
-pub const VERSION: u8 = 8;
+pub const VERSION: u8 = 9;
 /// Bytes of the fixed header.
 pub const HEADER_LEN: usize = 8;
 /// Default largest accepted body (64 MiB).
@@ -64,6 +64,9 @@ pub enum FrameBody {
         /// The dialer's offer of a shared-memory data path, or the acceptor's answer
         /// (`None`: the sender does not use one).
         shm: Option<SharedMemoryHello>,
+        /// The dialer's offer of an RDMA queue pair, or the acceptor's answer (`None`:
+        /// the sender has no RDMA data path).
+        rdma: Option<RdmaHello>,
     },
     /// An application message for actor `to`.
     Envelope(Envelope),
@@ -115,6 +118,48 @@ pub enum SharedMemoryHello {
         /// The acceptor's doorbell.
         doorbell: String,
     },
+    /// The acceptor did not take the offer: the pair keeps its QUIC streams.
+    Decline {
+        /// Why, for the dialer's log.
+        reason: String,
+    },
+}
+
+/// One side of an RDMA reliable-connected queue pair and the receive ring it exposes:
+/// what the other side needs to connect its queue pair and write frames into the ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RdmaEndpoint {
+    /// The port's local identifier (InfiniBand; 0 on RoCE, where `gid` routes).
+    pub lid: u16,
+    /// The port's global identifier (RoCE and routed InfiniBand).
+    pub gid: [u8; 16],
+    /// The queue pair's number (24 bits).
+    pub qpn: u32,
+    /// The first packet sequence number the queue pair sends (24 bits).
+    pub psn: u32,
+    /// The path MTU the sender can use, as verbs encode it (1 = 256 B ... 5 = 4096 B).
+    pub mtu: u8,
+    /// Address of the receive ring in the sender's registered memory.
+    pub ring_addr: u64,
+    /// The remote key of the receive ring's registration.
+    pub ring_rkey: u32,
+    /// Bytes in the receive ring.
+    pub ring_bytes: u32,
+    /// Address of the word where the other side writes how far it read the sender's
+    /// frames (its credit).
+    pub credit_addr: u64,
+    /// The remote key of the credit word's registration.
+    pub credit_rkey: u32,
+}
+
+/// The RDMA part of a Hello: two nodes with RDMA devices on different hosts move their
+/// frames through a queue pair instead of their QUIC streams once both Hellos agree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RdmaHello {
+    /// The dialer's queue pair and ring.
+    Offer(RdmaEndpoint),
+    /// The acceptor connected a queue pair to the offer's: frames go through them.
+    Accept(RdmaEndpoint),
     /// The acceptor did not take the offer: the pair keeps its QUIC streams.
     Decline {
         /// Why, for the dialer's log.
@@ -690,6 +735,25 @@ mod tests {
                     doorbell: "lazarus-db".into(),
                     nonce: [3; 16],
                 }),
+                rdma: None,
+            },
+            FrameBody::Hello {
+                rank: 2,
+                size: 4,
+                incarnation: 7,
+                shm: None,
+                rdma: Some(RdmaHello::Accept(RdmaEndpoint {
+                    lid: 0,
+                    gid: [0xfe; 16],
+                    qpn: 0x00ab_cdef,
+                    psn: 0x12_3456,
+                    mtu: 5,
+                    ring_addr: 0x7f00_dead_b000,
+                    ring_rkey: 0x1234,
+                    ring_bytes: 1 << 20,
+                    credit_addr: 0x7f00_dead_a000,
+                    credit_rkey: 0x5678,
+                })),
             },
             envelope(vec![1, 2, 3]),
             FrameBody::Heartbeat,

@@ -588,9 +588,10 @@ impl Cluster {
             supervisor_channel::event(
                 spec.rank,
                 &format!(
-                    "connected peers={} shared_memory={}",
+                    "connected peers={} shared_memory={} rdma={}",
                     t.size() - 1,
-                    t.shared_memory_peers()
+                    t.shared_memory_peers(),
+                    t.rdma_peers()
                 ),
             );
             node.handle().set_transport(Arc::clone(&t));

@@ -16,6 +16,8 @@
 
 pub mod credentials;
 pub use lazarus_proto::frame;
+#[cfg(feature = "rdma")]
+pub mod rdma;
 pub mod shm;
 pub mod udp_socket;
 
@@ -25,7 +27,9 @@ use crate::node::NodeHandle;
 use bytes::Bytes;
 use credentials::Credentials;
 use dashmap::DashMap;
-use frame::{Envelope, FrameBody, FrameDecoder, RemoteError, SharedMemoryHello, SplitFrame};
+use frame::{
+    Envelope, FrameBody, FrameDecoder, RdmaHello, RemoteError, SharedMemoryHello, SplitFrame,
+};
 use metrics::counter;
 use shm::{DataPath, SharedMemory};
 use std::collections::{HashMap, HashSet};
@@ -135,7 +139,7 @@ pub struct TransportConfig {
     /// Recovery is on: a failed peer is expected back (its connection is re-established
     /// when its new incarnation appears) and a failure does not break barriers.
     pub reconnect: bool,
-    /// Shared memory or QUIC between nodes of one host (`LAZARUS_TRANSPORT`).
+    /// Shared memory, RDMA or QUIC (`LAZARUS_TRANSPORT`).
     pub data_path: DataPath,
     /// Size of each direction's shared-memory ring (a power of two, at least 64 KiB).
     pub shm_ring_bytes: usize,
@@ -245,6 +249,9 @@ pub enum TransportError {
     /// Shared memory is required (`LAZARUS_TRANSPORT=shm`) and cannot be set up.
     #[error("{0}")]
     SharedMemory(String),
+    /// RDMA is required (`LAZARUS_TRANSPORT=rdma`) and cannot be set up.
+    #[error("{0}")]
+    Rdma(String),
     /// Cluster barrier broken by a failed node.
     #[error("barrier {epoch} broken: node {rank} failed")]
     BarrierBroken {
@@ -378,6 +385,11 @@ pub struct Transport {
     max_frame: usize,
     /// The shared-memory data path to peers on this host (`None`: QUIC only).
     shm: Option<Arc<SharedMemory>>,
+    /// The RDMA data path to peers on other hosts (`None`: no device, or not chosen).
+    #[cfg(feature = "rdma")]
+    rdma: Option<Arc<rdma::Rdma>>,
+    /// Peers whose frames travel over RDMA now.
+    rdma_links: AtomicUsize,
 }
 
 impl Transport {
@@ -402,6 +414,26 @@ impl Transport {
         )
         .map_err(TransportError::SharedMemory)?
         .map(Arc::new);
+        #[cfg(feature = "rdma")]
+        let rdma = match config.data_path {
+            DataPath::Auto | DataPath::Rdma => {
+                let settings = rdma::Settings::from_vars(|k| std::env::var(k).ok())
+                    .map_err(TransportError::Rdma)?;
+                let required = config.data_path == DataPath::Rdma;
+                rdma::Rdma::new(required, config.shm_ring_bytes, &settings)
+                    .map_err(TransportError::Rdma)?
+                    .map(Arc::new)
+            }
+            DataPath::Shm | DataPath::Quic => None,
+        };
+        #[cfg(not(feature = "rdma"))]
+        if config.data_path == DataPath::Rdma {
+            return Err(TransportError::Rdma(
+                "LAZARUS_TRANSPORT=rdma: this build has no RDMA data path (build with the \
+                 `rdma` feature)"
+                    .into(),
+            ));
+        }
         let mut links = Vec::with_capacity(size);
         let mut outboxes = Vec::with_capacity(size);
         for r in 0..size {
@@ -442,6 +474,9 @@ impl Transport {
             moved: Notify::new(),
             max_frame: config.max_frame,
             shm,
+            #[cfg(feature = "rdma")]
+            rdma,
+            rdma_links: AtomicUsize::new(0),
         });
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), TransportError>>();
         let t = Arc::clone(&transport);
@@ -531,6 +566,11 @@ impl Transport {
     /// How many peers this node talks to through shared memory now.
     pub fn shared_memory_peers(&self) -> usize {
         self.shm.as_ref().map_or(0, |s| s.links())
+    }
+
+    /// How many peers this node reaches over RDMA now.
+    pub fn rdma_peers(&self) -> usize {
+        self.rdma_links.load(Ordering::Acquire)
     }
 
     /// The largest encoded message or reply another node accepts.
@@ -1622,8 +1662,13 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         peer: dialed,
     };
     let mut dialer_stream = None;
-    // The dialer offers a shared segment in its Hello (kept until the answer comes).
+    // The dialer offers a shared segment and a queue pair in its Hello (kept until the
+    // answer comes).
     let mut offer = None;
+    #[cfg(feature = "rdma")]
+    let mut rdma_pending = None;
+    #[cfg(not(feature = "rdma"))]
+    let rdma_pending: Option<()> = None;
     if dialed != u16::MAX {
         let shm_hello = match &t.shm {
             Some(shm) => match shm.offer(dialed) {
@@ -1646,7 +1691,31 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
             },
             None => None,
         };
-        match open_with_hello(&conn, rank, size, rv.incarnation, shm_hello).await {
+        #[cfg(feature = "rdma")]
+        let rdma_hello = match &t.rdma {
+            Some(r) => match r.offer() {
+                Ok((pending, hello)) => {
+                    rdma_pending = Some(pending);
+                    Some(hello)
+                }
+                Err(e) if r.required() => {
+                    tracing::error!(
+                        peer = dialed,
+                        "LAZARUS_TRANSPORT=rdma, but no queue pair for node {dialed}: {e}"
+                    );
+                    conn.close(1u32.into(), b"no rdma");
+                    return;
+                }
+                Err(e) => {
+                    tracing::info!(peer = dialed, "node {dialed} without RDMA: {e}");
+                    None
+                }
+            },
+            None => None,
+        };
+        #[cfg(not(feature = "rdma"))]
+        let rdma_hello = None;
+        match open_with_hello(&conn, rank, size, rv.incarnation, shm_hello, rdma_hello).await {
             Ok(send) => dialer_stream = Some(send),
             Err(e) => {
                 tracing::debug!(peer = dialed, "cannot open stream: {e}");
@@ -1663,15 +1732,16 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         }
     };
     let mut decoder = FrameDecoder::new(max_frame);
-    let (peer, incarnation, peer_shm) = loop {
+    let (peer, incarnation, peer_shm, peer_rdma) = loop {
         match decoder.next_frame() {
             Ok(Some(FrameBody::Hello {
                 rank: r,
                 size: s,
                 incarnation,
                 shm,
+                rdma,
             })) if (r as usize) < size && s as usize == size && r != rank => {
-                break (r, incarnation, shm)
+                break (r, incarnation, shm, rdma)
             }
             Ok(Some(other)) => {
                 tracing::warn!("peer did not start with a valid Hello: {other:?}");
@@ -1751,8 +1821,14 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         _ => {}
     }
     let dialer = dialed != u16::MAX;
-    let Some((link, answer)) = shared_memory(t, dialer, peer, incarnation, offer, peer_shm) else {
+    let Some((shm_link, answer)) = shared_memory(t, dialer, peer, incarnation, offer, peer_shm)
+    else {
         conn.close(1u32.into(), b"no shared memory");
+        return;
+    };
+    let Some((link, rdma_answer)) = rdma_path(t, dialer, peer, shm_link, rdma_pending, peer_rdma)
+    else {
+        conn.close(1u32.into(), b"no rdma");
         return;
     };
     let Some(outbox) = rv.take_outbox(peer, handover).await else {
@@ -1762,7 +1838,8 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
     };
     let send = match dialer_stream {
         Some(send) => send,
-        None => match open_with_hello(&conn, rank, size, rv.incarnation, answer).await {
+        None => match open_with_hello(&conn, rank, size, rv.incarnation, answer, rdma_answer).await
+        {
             Ok(send) => send,
             Err(e) => {
                 tracing::warn!(peer, "cannot open stream: {e}");
@@ -1790,7 +1867,27 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
             return;
         }
         match &link {
-            Some(link) => {
+            #[cfg(feature = "rdma")]
+            Some(PathLink::Rdma(link)) => {
+                tracing::info!(peer, incarnation, "node {peer} over RDMA");
+                t.rdma_links.fetch_add(1, Ordering::AcqRel);
+                // The QUIC stream carried the Hello; it has nothing more to say.
+                drop(send);
+                let (link, c) = (Arc::clone(link), conn.clone());
+                let closed = {
+                    let c = conn.clone();
+                    async move {
+                        c.closed().await;
+                    }
+                };
+                rv.start_writer(
+                    peer,
+                    rdma::write_loop(link, outbox, closed, move || {
+                        c.close(1u32.into(), b"rdma link broken")
+                    }),
+                );
+            }
+            Some(PathLink::Shm(link)) => {
                 tracing::info!(peer, incarnation, "node {peer} over shared memory");
                 if let Some(shm) = &t.shm {
                     shm.register(link);
@@ -1850,7 +1947,12 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
     inbound_notify.notify_waiters();
 
     match link {
-        Some(link) => {
+        #[cfg(feature = "rdma")]
+        Some(PathLink::Rdma(link)) => {
+            read_rdma(t, node, peer, incarnation, &link, &conn, decoder).await;
+            t.rdma_links.fetch_sub(1, Ordering::AcqRel);
+        }
+        Some(PathLink::Shm(link)) => {
             read_shm(t, node, peer, incarnation, &link, &conn, decoder).await;
             // After the peer's goodbye our writer may still use the link (and its
             // doorbell) until the connection closes.
@@ -1862,6 +1964,128 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
         }
         None => read_quic(t, node, peer, incarnation, &conn, recv, decoder).await,
     }
+}
+
+/// The path a connection's frames take instead of its QUIC streams.
+enum PathLink {
+    /// A shared segment with a peer on this host.
+    Shm(Arc<shm::ShmLink>),
+    /// A queue pair with a peer on another host.
+    #[cfg(feature = "rdma")]
+    Rdma(Arc<rdma::RdmaLink>),
+}
+
+/// Decides whether a connection without shared memory uses RDMA, from the Hellos (the
+/// RDMA counterpart of [`shared_memory`]): `Some((link, answer))` with the link the pair
+/// uses and, for an acceptor, the RDMA answer for its Hello; `None` if the connection
+/// must be refused (RDMA required and impossible; the reason is logged). Shared memory,
+/// when the pair has it, wins: an offered queue pair is then declined.
+#[cfg(feature = "rdma")]
+fn rdma_path(
+    t: &Transport,
+    dialer: bool,
+    peer: u16,
+    shm_link: Option<Arc<shm::ShmLink>>,
+    pending: Option<rdma::Pending>,
+    peer_rdma: Option<RdmaHello>,
+) -> Option<(Option<PathLink>, Option<RdmaHello>)> {
+    if let Some(link) = shm_link {
+        let answer = (!dialer && matches!(peer_rdma, Some(RdmaHello::Offer(_)))).then(|| {
+            RdmaHello::Decline {
+                reason: "the pair uses shared memory".into(),
+            }
+        });
+        return Some((Some(PathLink::Shm(link)), answer));
+    }
+    let required = t.rdma.as_ref().is_some_and(|r| r.required());
+    let refuse = |why: &str| {
+        tracing::error!(
+            peer,
+            "LAZARUS_TRANSPORT=rdma, but node {peer} cannot use RDMA with this node: {why}"
+        );
+        None
+    };
+    match (&t.rdma, pending, peer_rdma) {
+        // Only a dialer offers, only an acceptor answers.
+        (_, _, Some(RdmaHello::Offer(_))) if dialer => {
+            tracing::warn!(
+                peer,
+                "node {peer} answered this node's dial with an RDMA offer"
+            );
+            None
+        }
+        (_, _, Some(RdmaHello::Accept(_) | RdmaHello::Decline { .. })) if !dialer => {
+            tracing::warn!(
+                peer,
+                "node {peer} dialed with an RDMA answer instead of an offer"
+            );
+            None
+        }
+        // Dialer: the acceptor's answer.
+        (Some(r), Some(pending), Some(RdmaHello::Accept(answer))) => {
+            match r.accepted(peer, pending, &answer) {
+                Ok(link) => Some((Some(PathLink::Rdma(link)), None)),
+                // The acceptor's queue pair is connected already: this connection
+                // cannot go on.
+                Err(e) => {
+                    tracing::warn!(peer, "RDMA with node {peer}: {e}");
+                    None
+                }
+            }
+        }
+        (Some(_), Some(_), answer) => {
+            let why = match answer {
+                Some(RdmaHello::Decline { reason }) => reason,
+                _ => "it did not answer the queue pair offer".into(),
+            };
+            if required {
+                return refuse(&why);
+            }
+            tracing::info!(peer, "node {peer} without RDMA: {why}");
+            Some((None, None))
+        }
+        // Acceptor: the dialer's offer.
+        (Some(r), None, Some(RdmaHello::Offer(offer))) => match r.answer(peer, &offer) {
+            (answer, Some(link)) => Some((Some(PathLink::Rdma(link)), Some(answer))),
+            (RdmaHello::Decline { reason }, None) if required => refuse(&reason),
+            (answer, None) => {
+                tracing::info!(peer, "node {peer} without RDMA: {answer:?}");
+                Some((None, Some(answer)))
+            }
+        },
+        (None, _, Some(RdmaHello::Offer(_))) => Some((
+            None,
+            Some(RdmaHello::Decline {
+                reason: "this node has no RDMA device or does not use RDMA".into(),
+            }),
+        )),
+        (_, _, Some(RdmaHello::Accept(_))) => {
+            tracing::warn!(
+                peer,
+                "node {peer} accepted a queue pair this node never offered"
+            );
+            None
+        }
+        (Some(_), None, _) if required => refuse("it offered no queue pair"),
+        _ => Some((None, None)),
+    }
+}
+
+/// Without the `rdma` feature: shared memory or QUIC; an offered queue pair is declined.
+#[cfg(not(feature = "rdma"))]
+fn rdma_path(
+    _t: &Transport,
+    dialer: bool,
+    _peer: u16,
+    shm_link: Option<Arc<shm::ShmLink>>,
+    _pending: Option<()>,
+    peer_rdma: Option<RdmaHello>,
+) -> Option<(Option<PathLink>, Option<RdmaHello>)> {
+    let answer =
+        (!dialer && matches!(peer_rdma, Some(RdmaHello::Offer(_)))).then(|| RdmaHello::Decline {
+            reason: "this node was built without RDMA (the `rdma` feature)".into(),
+        });
+    Some((shm_link.map(PathLink::Shm), answer))
 }
 
 /// Decides a connection's data path from the Hellos: `Some((link, answer))` with the
@@ -2063,6 +2287,47 @@ async fn read_shm(
     }
 }
 
+/// Reads `peer`'s frames from its RDMA link until the connection closes, the peer
+/// finishes its stream or the link breaks (the connection is then closed).
+#[cfg(feature = "rdma")]
+async fn read_rdma(
+    t: &Arc<Transport>,
+    node: &NodeHandle,
+    peer: u16,
+    incarnation: u32,
+    link: &rdma::RdmaLink,
+    conn: &quinn::Connection,
+    mut decoder: FrameDecoder,
+) {
+    let closed = conn.closed();
+    tokio::pin!(closed);
+    loop {
+        if !dispatch_decoded(t, node, peer, incarnation, &mut decoder).await {
+            conn.close(1u32.into(), b"bad stream");
+            return;
+        }
+        let pulled = tokio::select! {
+            // A closed connection wins: nothing more of its incarnation is read.
+            biased;
+            _ = &mut closed => return,
+            p = link.pull(&mut decoder) => p,
+        };
+        match pulled {
+            rdma::Pulled::Bytes => {}
+            rdma::Pulled::Finished => return,
+            rdma::Pulled::Broken(e) => {
+                counter!(rdma::RDMA_BROKEN).increment(1);
+                tracing::error!(
+                    peer,
+                    "the RDMA link from node {peer}: {e}; its connection is dropped"
+                );
+                conn.close(1u32.into(), b"rdma link broken");
+                return;
+            }
+        }
+    }
+}
+
 /// A writer's next batch: `first` and whatever else is queued behind it (up to 64
 /// frames), counted as sent. True if the end-of-stream marker (an empty frame, sent by
 /// `Transport::close`) was among them: it and anything after it are left out, and the
@@ -2097,6 +2362,7 @@ async fn open_with_hello(
     size: usize,
     incarnation: u32,
     shm: Option<SharedMemoryHello>,
+    rdma: Option<RdmaHello>,
 ) -> Result<quinn::SendStream, String> {
     let mut send = conn.open_uni().await.map_err(|e| e.to_string())?;
     let mut hello = Vec::new();
@@ -2106,6 +2372,7 @@ async fn open_with_hello(
             size: size as u16,
             incarnation,
             shm,
+            rdma,
         },
         &mut hello,
     )

@@ -40,15 +40,19 @@ pub const SHM_LINKS: &str = "lazarus_transport_shm_links_total";
 /// Rings whose positions a peer damaged (the connection is closed).
 pub const SHM_CORRUPT: &str = "lazarus_transport_shm_corrupt_total";
 
-/// Which data path a node uses with its peers on the same host.
+/// Which data path a node uses with its peers (`LAZARUS_TRANSPORT`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DataPath {
-    /// Shared memory where the peer can map the segment, QUIC elsewhere.
+    /// Shared memory where the peer can map the segment, RDMA with other peers where
+    /// both have a device (and the `rdma` feature), QUIC elsewhere.
     #[default]
     Auto,
     /// Shared memory with every peer; a peer that cannot is refused.
     Shm,
-    /// QUIC only (today's path; the baseline of the benchmarks).
+    /// RDMA with every peer (`rdma` feature and a device required); a peer that cannot
+    /// is refused.
+    Rdma,
+    /// QUIC only (the baseline of the benchmarks).
     Quic,
 }
 
@@ -58,9 +62,10 @@ impl std::str::FromStr for DataPath {
         match s.trim() {
             "auto" | "" => Ok(DataPath::Auto),
             "shm" => Ok(DataPath::Shm),
+            "rdma" => Ok(DataPath::Rdma),
             "quic" => Ok(DataPath::Quic),
             other => Err(format!(
-                "LAZARUS_TRANSPORT={other}: expected `auto`, `shm` or `quic`"
+                "LAZARUS_TRANSPORT={other}: expected `auto`, `shm`, `rdma` or `quic`"
             )),
         }
     }
@@ -128,7 +133,7 @@ fn nonce() -> [u8; 16] {
 
 impl SharedMemory {
     /// The data path of node `rank` (incarnation `incarnation`) for `choice`, with rings of
-    /// `ring_bytes`; `None` for [`DataPath::Quic`], or for `Auto` when this host offers no
+    /// `ring_bytes`; `None` for [`DataPath::Quic`] and [`DataPath::Rdma`], or for `Auto` when this host offers no
     /// shared memory (the reason is logged). An error when `Shm` is required and cannot be.
     /// `polled`: the network runs on an executor core, which polls the rings while idle.
     pub fn new(
@@ -140,7 +145,7 @@ impl SharedMemory {
         polled: bool,
     ) -> Result<Option<SharedMemory>, String> {
         let required = match choice {
-            DataPath::Quic => return Ok(None),
+            DataPath::Quic | DataPath::Rdma => return Ok(None),
             DataPath::Auto => false,
             DataPath::Shm => true,
         };
