@@ -1871,6 +1871,7 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
             Some(PathLink::Rdma(link)) => {
                 tracing::info!(peer, incarnation, "node {peer} over RDMA");
                 t.rdma_links.fetch_add(1, Ordering::AcqRel);
+                counter!(rdma::RDMA_LINKS, "outcome" => "up").increment(1);
                 // The QUIC stream carried the Hello; it has nothing more to say.
                 drop(send);
                 let (link, c) = (Arc::clone(link), conn.clone());

@@ -83,6 +83,11 @@ impl SendWindow {
         SendWindow { len, sent: 0 }
     }
 
+    /// The position the bytes placed so far end at.
+    pub fn end(&self) -> u64 {
+        self.sent
+    }
+
     /// Bytes written since the link started.
     #[cfg(test)]
     pub fn sent(&self) -> u64 {

@@ -58,8 +58,11 @@ pub const RDMA_BROKEN: &str = "lazarus_transport_rdma_broken_total";
 
 /// Outstanding sends and posted receives per queue pair.
 const QUEUE_DEPTH: u32 = 256;
-/// Sends a writer leaves free for its reader's credit writes.
+/// Sends a writer leaves free for its reader's credit writes and its finish.
 const CREDIT_RESERVE: u32 = 8;
+/// The `wr_id` bit of the credit and finish writes; a batch's last write carries the
+/// position its bytes end at instead, which its completion frees in the staging ring.
+const CONTROL_WR: u64 = 1 << 63;
 
 /// A node's RDMA data path: an opened device and the memory registered with it.
 pub struct Rdma {
@@ -82,17 +85,56 @@ impl std::fmt::Debug for Rdma {
 /// The dialer's half of a link, between its offer and the acceptor's answer.
 pub(crate) struct Pending(Half);
 
-/// One side's queue pair and registered memory before it is connected.
+/// A region registered for one link, deregistered when it drops.
+struct Registered {
+    map: MmapMut,
+    keys: Keys,
+    registry: Arc<Mutex<Registry<PdRegister>>>,
+}
+
+impl Registered {
+    fn new(
+        registry: &Arc<Mutex<Registry<PdRegister>>>,
+        len: usize,
+        access: Access,
+    ) -> Result<Registered, String> {
+        let map = MmapMut::map_anon(len).map_err(|e| format!("{len} B of memory: {e}"))?;
+        let keys = registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .register(map.as_ptr() as usize, map.len(), access)?;
+        Ok(Registered {
+            map,
+            keys,
+            registry: Arc::clone(registry),
+        })
+    }
+
+    fn addr(&self) -> u64 {
+        self.map.as_ptr() as u64
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .deregister(self.map.as_ptr() as usize);
+    }
+}
+
+/// One side's queue pair and registered memory. Fields drop in order: the queue pair
+/// first (nothing reads or writes the memory after it), then its completion queue, then
+/// the registrations.
 struct Half {
     qp: QueuePair,
     cq: CompletionQueue,
     /// The ring the peer writes into.
-    ring: MmapMut,
-    /// Word 0: the peer's credit (how far it read our frames); word 1: our credit's
-    /// source for the credit write.
-    words: MmapMut,
-    ring_keys: Keys,
-    words_keys: Keys,
+    ring: Registered,
+    /// Word 0: the peer's credit (how far it read our frames); word 2: where its finish
+    /// lands. Word 1, our credit's source, goes inline and needs no registration.
+    words: Registered,
     psn: u32,
 }
 
@@ -136,29 +178,14 @@ impl Rdma {
         self.required
     }
 
-    fn registry(&self) -> std::sync::MutexGuard<'_, Registry<PdRegister>> {
-        self.registry.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn half(&self) -> Result<Half, String> {
-        let cq = CompletionQueue::new(&self.device, (2 * QUEUE_DEPTH) as i32)?;
+        // Sends and receives complete on one queue; room for both and some slack.
+        let cq = CompletionQueue::new(&self.device, (2 * QUEUE_DEPTH + 64) as i32)?;
         let qp = QueuePair::new(&self.device, &cq, QUEUE_DEPTH)?;
         let (a, m) = wr::to_init(self.device.port);
         qp.modify(a, m)?;
-        let ring = MmapMut::map_anon(self.ring_bytes).map_err(|e| format!("ring: {e}"))?;
-        let words = MmapMut::map_anon(4096).map_err(|e| format!("credit words: {e}"))?;
-        let mut registry = self.registry();
-        let ring_keys =
-            registry.register(ring.as_ptr() as usize, ring.len(), Access::RemoteWrite)?;
-        let words_keys =
-            match registry.register(words.as_ptr() as usize, words.len(), Access::RemoteWrite) {
-                Ok(k) => k,
-                Err(e) => {
-                    registry.deregister(ring.as_ptr() as usize);
-                    return Err(e);
-                }
-            };
-        drop(registry);
+        let ring = Registered::new(&self.registry, self.ring_bytes, Access::RemoteWrite)?;
+        let words = Registered::new(&self.registry, 4096, Access::RemoteWrite)?;
         for i in 0..u64::from(QUEUE_DEPTH) {
             qp.post_recv(wr::empty_recv(i))?;
         }
@@ -170,8 +197,6 @@ impl Rdma {
             cq,
             ring,
             words,
-            ring_keys,
-            words_keys,
             psn: exchange::first_psn(random),
         })
     }
@@ -183,11 +208,11 @@ impl Rdma {
             qpn: h.qp.qpn(),
             psn: h.psn,
             mtu: self.device.mtu,
-            ring_addr: h.ring.as_ptr() as u64,
-            ring_rkey: h.ring_keys.rkey,
-            ring_bytes: h.ring.len() as u32,
-            credit_addr: h.words.as_ptr() as u64,
-            credit_rkey: h.words_keys.rkey,
+            ring_addr: h.ring.addr(),
+            ring_rkey: h.ring.keys.rkey,
+            ring_bytes: h.ring.map.len() as u32,
+            credit_addr: h.words.addr(),
+            credit_rkey: h.words.keys.rkey,
         }
     }
 
@@ -198,7 +223,9 @@ impl Rdma {
         Ok((Pending(h), hello))
     }
 
-    /// The acceptor's answer to `offer`, with the link if it accepted.
+    /// The acceptor's answer to `offer`, with the link if it accepted. The acceptor's
+    /// writer waits for the dialer's first credit write before it writes: until then the
+    /// dialer's queue pair may not be ready to receive.
     pub(crate) fn answer(
         &self,
         peer: u16,
@@ -206,13 +233,10 @@ impl Rdma {
     ) -> (RdmaHello, Option<Arc<RdmaLink>>) {
         let linked = self.half().and_then(|h| {
             let ours = self.endpoint(&h);
-            self.connect(peer, h, offer).map(|link| (ours, link))
+            self.connect(peer, h, offer, false).map(|link| (ours, link))
         });
         match linked {
-            Ok((ours, link)) => {
-                counter!(RDMA_LINKS, "outcome" => "up").increment(1);
-                (RdmaHello::Accept(ours), Some(link))
-            }
+            Ok((ours, link)) => (RdmaHello::Accept(ours), Some(link)),
             Err(reason) => {
                 counter!(RDMA_LINKS, "outcome" => "declined").increment(1);
                 (RdmaHello::Decline { reason }, None)
@@ -220,75 +244,59 @@ impl Rdma {
         }
     }
 
-    /// The dialer's link once the acceptor accepted with `answer`.
+    /// The dialer's link once the acceptor accepted with `answer`: it tells the
+    /// acceptor it is ready with a credit write of nothing read.
     pub(crate) fn accepted(
         &self,
         peer: u16,
         pending: Pending,
         answer: &RdmaEndpoint,
     ) -> Result<Arc<RdmaLink>, String> {
-        let link = self.connect(peer, pending.0, answer);
-        counter!(RDMA_LINKS, "outcome" => if link.is_ok() { "up" } else { "declined" })
-            .increment(1);
-        link
+        let link = self.connect(peer, pending.0, answer, true)?;
+        let mut s = link.state();
+        link.post_credit(&mut s, 0)?;
+        drop(s);
+        Ok(link)
     }
 
-    /// Connects `h`'s queue pair to `remote`'s.
-    fn connect(&self, peer: u16, h: Half, remote: &RdmaEndpoint) -> Result<Arc<RdmaLink>, String> {
-        let release = |h: &Half, registry: &mut Registry<PdRegister>| {
-            registry.deregister(h.ring.as_ptr() as usize);
-            registry.deregister(h.words.as_ptr() as usize);
-        };
-        let connected = (|| {
-            let mtu = exchange::check(remote, self.device.mtu)?;
-            let d = &self.device;
-            let (a, m) = wr::to_rtr(remote, mtu, d.port, d.gid_index);
-            h.qp.modify(a, m)?;
-            let (a, m) = wr::to_rts(h.psn);
-            h.qp.modify(a, m)?;
-            let staging = MmapMut::map_anon(remote.ring_bytes as usize)
-                .map_err(|e| format!("staging ring: {e}"))?;
-            self.registry()
-                .register(staging.as_ptr() as usize, staging.len(), Access::Local)?;
-            Ok(staging)
-        })();
-        let staging = match connected {
-            Ok(s) => s,
-            Err(e) => {
-                release(&h, &mut self.registry());
-                return Err(e);
-            }
-        };
+    /// Connects `h`'s queue pair to `remote`'s. `ready`: the peer's queue pair is ready
+    /// to receive (it connected first).
+    fn connect(
+        &self,
+        peer: u16,
+        h: Half,
+        remote: &RdmaEndpoint,
+        ready: bool,
+    ) -> Result<Arc<RdmaLink>, String> {
+        let mtu = exchange::check(remote, self.device.mtu)?;
+        let d = &self.device;
+        let global = d.ethernet || remote.lid == 0;
+        let (a, m) = wr::to_rtr(remote, mtu, d.port, d.gid_index, global);
+        h.qp.modify(a, m)?;
+        let (a, m) = wr::to_rts(h.psn);
+        h.qp.modify(a, m)?;
+        let staging = Registered::new(&self.registry, remote.ring_bytes as usize, Access::Local)?;
         // SAFETY: the channel's descriptor stays open until the completion queue drops,
-        // after this `AsyncFd` (the link declares `fd` before `cq`).
+        // after this `AsyncFd` (the link declares `fd` before `half`).
         let registered = unsafe { AsyncFd::register_with_interest(h.cq.fd(), Interest::READABLE) };
-        let fd = match registered {
-            Ok(fd) => fd,
-            Err(e) => {
-                let mut registry = self.registry();
-                release(&h, &mut registry);
-                registry.deregister(staging.as_ptr() as usize);
-                return Err(format!("cannot watch the completion channel: {e}"));
-            }
-        };
+        let fd = registered.map_err(|e| format!("cannot watch the completion channel: {e}"))?;
         Ok(Arc::new(RdmaLink {
             peer,
             state: Mutex::new(State {
                 send: SendWindow::new(remote.ring_bytes as usize),
-                recv: RecvCursor::new(h.ring.len()),
+                recv: RecvCursor::new(h.ring.map.len()),
                 outstanding: 0,
+                completed: 0,
+                ready,
+                owed: None,
                 finished: false,
                 broken: None,
             }),
             news: Notify::new(),
             fd,
             remote: *remote,
-            qp: h.qp,
-            cq: h.cq,
-            ring: h.ring,
-            words: h.words,
-            staging: Mutex::new(staging),
-            registry: Arc::clone(&self.registry),
+            half: h,
+            staging,
         }))
     }
 }
@@ -299,6 +307,13 @@ struct State {
     recv: RecvCursor,
     /// Posted sends not completed yet.
     outstanding: u32,
+    /// The position up to which batch writes completed: staging bytes before it may be
+    /// overwritten (a retransmission re-reads them until then).
+    completed: u64,
+    /// The peer's queue pair receives (the dialer's first credit write arrived).
+    ready: bool,
+    /// A credit position due but not yet posted (the send queue was full).
+    owed: Option<u64>,
     /// The peer finished its stream.
     finished: bool,
     /// Why the link cannot go on.
@@ -311,15 +326,12 @@ pub struct RdmaLink {
     state: Mutex<State>,
     /// Completions changed the state (for a waiting writer or reader).
     news: Notify,
+    // Dropped in this order: the channel's watcher, the queue pair, its completion
+    // queue (and channel), the memory.
     fd: AsyncFd<RawFd>,
     remote: RdmaEndpoint,
-    // Dropped in this order: the queue pair before its completion queue.
-    qp: QueuePair,
-    cq: CompletionQueue,
-    ring: MmapMut,
-    words: MmapMut,
-    staging: Mutex<MmapMut>,
-    registry: Arc<Mutex<Registry<PdRegister>>>,
+    half: Half,
+    staging: Registered,
 }
 
 /// What a read of the link brought.
@@ -339,13 +351,14 @@ impl RdmaLink {
 
     /// The peer's credit: how far it read this node's frames.
     fn credit(&self) -> u64 {
-        // SAFETY: the words page is mapped for the link's life, 8-aligned; the peer's
-        // adapter writes word 0 (atomically: one aligned 8-byte write).
-        let word = unsafe { &*(self.words.as_ptr() as *const AtomicU64) };
+        // SAFETY: the words page is mapped for the link's life and 8-aligned; the peer's
+        // adapter writes word 0 with one aligned 8-byte write.
+        let word = unsafe { &*(self.half.words.map.as_ptr() as *const AtomicU64) };
         word.load(Ordering::Acquire)
     }
 
-    /// Takes the completions the queue holds and applies them to `s`.
+    /// Takes the completions the queue holds and applies them to `s`; then posts a
+    /// credit still owed if the send queue has room again.
     fn pump(&self, s: &mut State) {
         if s.broken.is_some() {
             return;
@@ -353,7 +366,7 @@ impl RdmaLink {
         // SAFETY: all-zero is a valid `ibv_wc`.
         let mut wcs: [ibv_wc; 32] = unsafe { std::mem::zeroed() };
         loop {
-            let n = match self.cq.poll(&mut wcs) {
+            let n = match self.half.cq.poll(&mut wcs) {
                 Ok(n) => n,
                 Err(e) => {
                     s.broken = Some(e);
@@ -368,32 +381,42 @@ impl RdmaLink {
                     ));
                     return;
                 }
-                match wc.opcode {
-                    ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM => {
-                        if let Err(e) = self.qp.post_recv(wr::empty_recv(wc.wr_id)) {
-                            s.broken = Some(e);
-                            return;
-                        }
-                        // SAFETY: a receive with immediate sets `imm_data`.
-                        let imm =
-                            u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data });
-                        match Imm::decode(imm) {
-                            Imm::Data(n) if !s.recv.announced(n) => {
-                                s.broken = Some(format!(
-                                    "node {} wrote {n} B beyond its credit",
-                                    self.peer
-                                ));
-                                return;
-                            }
-                            Imm::Data(_) | Imm::Credit => {}
-                            Imm::Finish => s.finished = true,
-                        }
+                if wc.opcode & ibv_wc_opcode::IBV_WC_RECV == 0 {
+                    // A send: its slot is free; a batch's bytes may be overwritten.
+                    s.outstanding = s.outstanding.saturating_sub(1);
+                    if wc.wr_id & CONTROL_WR == 0 {
+                        s.completed = s.completed.max(wc.wr_id);
                     }
-                    _ => s.outstanding = s.outstanding.saturating_sub(1),
+                    continue;
+                }
+                if wc.opcode != ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM {
+                    s.broken = Some(format!("node {} sent a message, not a write", self.peer));
+                    return;
+                }
+                if let Err(e) = self.half.qp.post_recv(wr::empty_recv(wc.wr_id)) {
+                    s.broken = Some(e);
+                    return;
+                }
+                s.ready = true;
+                // SAFETY: a receive with immediate sets `imm_data`.
+                let imm = u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data });
+                match Imm::decode(imm) {
+                    Imm::Data(n) if !s.recv.announced(n) => {
+                        s.broken =
+                            Some(format!("node {} wrote {n} B beyond its credit", self.peer));
+                        return;
+                    }
+                    Imm::Data(_) | Imm::Credit => {}
+                    Imm::Finish => s.finished = true,
                 }
             }
             if n < wcs.len() {
                 break;
+            }
+        }
+        if let Some(position) = s.owed {
+            if let Err(e) = self.post_credit(s, position) {
+                s.broken = Some(e);
             }
         }
     }
@@ -401,25 +424,27 @@ impl RdmaLink {
     /// The local key of `len` bytes at `addr`: an entry outside every registration is
     /// an error here rather than a protection fault on the adapter.
     fn lkey(&self, addr: u64, len: usize) -> Result<u32, String> {
-        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        let registry = self
+            .staging
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         registry
             .keys(addr as usize, len)
             .map(|k| k.lkey)
             .ok_or_else(|| format!("{len} B at {addr:#x} are not registered"))
     }
 
-    /// Posts the writes of staged `chunks`, the last with `imm`.
-    fn post(&self, chunks: &[flow::Chunk], imm: u32) -> Result<(), String> {
-        let base = self
-            .staging
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ptr() as u64;
+    /// Posts the writes of staged `chunks` of a batch ending at position `end`, the
+    /// last with `imm`.
+    fn post(&self, chunks: &[flow::Chunk], end: u64, imm: u32) -> Result<(), String> {
+        let base = self.staging.addr();
         for (i, c) in chunks.iter().enumerate() {
             let last = i + 1 == chunks.len();
             let addr = base + c.offset as u64;
             let mut w = wr::SendWr::write(
-                0,
+                // A first chunk's completion frees nothing yet: the batch's last does.
+                if last { end } else { 0 },
                 (addr, c.len as u32, self.lkey(addr, c.len)?),
                 (
                     self.remote.ring_addr + c.offset as u64,
@@ -427,26 +452,54 @@ impl RdmaLink {
                 ),
                 last.then_some(imm),
             );
-            self.qp.post_send(&mut w)?;
+            self.half.qp.post_send(&mut w)?;
         }
         Ok(())
     }
 
+    /// Posts an 8-byte control write (inline) of `value` into word `word` of the peer's
+    /// credit page, with immediate `imm`.
+    fn post_control(&self, s: &mut State, value: u64, word: u64, imm: Imm) -> Result<(), String> {
+        let bytes = value.to_ne_bytes();
+        let mut w = wr::SendWr::write(
+            CONTROL_WR,
+            (bytes.as_ptr() as u64, 8, 0),
+            (self.remote.credit_addr + 8 * word, self.remote.credit_rkey),
+            Some(imm.encode()),
+        )
+        .inline();
+        s.outstanding += 1;
+        self.half.qp.post_send(&mut w)
+    }
+
+    /// Writes read position `position` into the peer's credit word, or keeps it owed
+    /// while the send queue is full.
+    fn post_credit(&self, s: &mut State, position: u64) -> Result<(), String> {
+        if s.outstanding >= QUEUE_DEPTH {
+            s.owed = Some(position);
+            return Ok(());
+        }
+        s.owed = None;
+        self.post_control(s, position, 0, Imm::Credit)
+    }
+
     /// Writes `parts` (a batch of frames, in order) into the peer's ring, waiting for
-    /// credit and send-queue room as needed.
+    /// the peer's readiness, credit and send-queue room as needed.
     pub(crate) async fn write_all(&self, parts: &[&[u8]]) -> Result<(), String> {
         let total: usize = parts.iter().map(|p| p.len()).sum();
         let (mut part, mut at, mut left) = (0usize, 0usize, total);
         while left > 0 {
-            let placed = loop {
+            let (chunks, k, n, end) = loop {
                 {
                     let mut s = self.state();
                     self.pump(&mut s);
                     if let Some(e) = &s.broken {
                         return Err(e.clone());
                     }
-                    let credit = self.credit();
-                    let room = match s.send.room(credit) {
+                    // Room is what the peer read and this side's adapter finished
+                    // reading from the staging ring.
+                    let free_to = self.credit().min(s.completed);
+                    let room = match s.send.room(free_to) {
                         Ok(room) => room,
                         Err(_) => {
                             let e = format!("node {} sent a credit beyond what it got", self.peer);
@@ -454,12 +507,15 @@ impl RdmaLink {
                             return Err(e);
                         }
                     };
+                    // Not a trickle of tiny writes: each costs the peer a receive and a
+                    // credit write back.
+                    let worth = left.min(s.send.max_batch() / 8).max(1);
                     let n = left.min(room).min(s.send.max_batch());
-                    if n > 0 && s.outstanding + 2 + CREDIT_RESERVE <= QUEUE_DEPTH {
-                        match s.send.place(n, credit) {
+                    if s.ready && n >= worth && s.outstanding + 2 + CREDIT_RESERVE <= QUEUE_DEPTH {
+                        match s.send.place(n, free_to) {
                             Ok((chunks, k)) => {
                                 s.outstanding += k as u32;
-                                break (chunks, k, n);
+                                break (chunks, k, n, s.send.end());
                             }
                             Err(Place::Wait) => {}
                             Err(Place::BadCredit) => {
@@ -472,69 +528,57 @@ impl RdmaLink {
                 // timeout covers completions this task pumps itself.
                 let _ = tokio::time::timeout(Duration::from_millis(1), self.news.notified()).await;
             };
-            let (chunks, k, n) = placed;
-            {
-                let mut staging = self.staging.lock().unwrap_or_else(|e| e.into_inner());
-                let mut copied = 0;
-                for c in &chunks[..k] {
-                    let mut dst = &mut staging[c.offset..c.offset + c.len];
-                    while !dst.is_empty() {
-                        let src = &parts[part][at..];
-                        let m = src.len().min(dst.len());
-                        dst[..m].copy_from_slice(&src[..m]);
-                        dst = &mut dst[m..];
-                        at += m;
-                        copied += m;
-                        if at == parts[part].len() {
-                            part += 1;
-                            at = 0;
-                        }
+            let base = self.staging.map.as_ptr() as *mut u8;
+            let mut copied = 0;
+            for c in &chunks[..k] {
+                // SAFETY: `c` lies inside the staging ring (placed by the window), and
+                // no posted write reads it: `completed` passed it.
+                let mut dst = unsafe { std::slice::from_raw_parts_mut(base.add(c.offset), c.len) };
+                while !dst.is_empty() {
+                    let src = &parts[part][at..];
+                    let m = src.len().min(dst.len());
+                    dst[..m].copy_from_slice(&src[..m]);
+                    dst = &mut dst[m..];
+                    at += m;
+                    copied += m;
+                    if at == parts[part].len() {
+                        part += 1;
+                        at = 0;
                     }
                 }
-                debug_assert_eq!(copied, n);
             }
-            self.post(&chunks[..k], Imm::Data(n as u32).encode())?;
+            debug_assert_eq!(copied, n);
+            self.post(&chunks[..k], end, Imm::Data(n as u32).encode())?;
             left -= n;
         }
         Ok(())
     }
 
-    /// Tells the reader the stream is finished.
-    pub(crate) fn finish(&self) -> Result<(), String> {
-        // Eight bytes into the peer's third word, unused: a zero-length scatter entry
-        // means 2 GiB to some adapters.
-        let source = self.words.as_ptr() as u64 + 8;
-        let mut w = wr::SendWr::write(
-            0,
-            (source, 8, self.lkey(source, 8)?),
-            (self.remote.credit_addr + 16, self.remote.credit_rkey),
-            Some(Imm::Finish.encode()),
-        );
-        self.state().outstanding += 1;
-        self.qp.post_send(&mut w)
-    }
-
-    /// Writes this node's read position into the peer's credit word.
-    fn return_credit(&self, s: &mut State) -> Result<(), String> {
-        let Some(position) = s.recv.credit_due() else {
-            return Ok(());
-        };
-        if s.outstanding >= QUEUE_DEPTH {
-            return Ok(());
+    /// Tells the reader the stream is finished and waits (up to `patience`) until every
+    /// write completed: the peer has the last frames before the link drops.
+    pub(crate) async fn finish(&self, patience: Duration) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + patience;
+        let mut posted = false;
+        loop {
+            {
+                let mut s = self.state();
+                self.pump(&mut s);
+                if let Some(e) = &s.broken {
+                    return Err(e.clone());
+                }
+                if !posted && s.outstanding < QUEUE_DEPTH {
+                    self.post_control(&mut s, 0, 2, Imm::Finish)?;
+                    posted = true;
+                }
+                if posted && s.outstanding == 0 {
+                    return Ok(());
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
         }
-        // SAFETY: word 1 of the words page, mapped for the link's life; only this
-        // reader writes it; the adapter reads it for the credit write.
-        let word = unsafe { &*(self.words.as_ptr().add(8) as *const AtomicU64) };
-        word.store(position, Ordering::Release);
-        let source = self.words.as_ptr() as u64 + 8;
-        let mut w = wr::SendWr::write(
-            0,
-            (source, 8, self.lkey(source, 8)?),
-            (self.remote.credit_addr, self.remote.credit_rkey),
-            Some(Imm::Credit.encode()),
-        );
-        s.outstanding += 1;
-        self.qp.post_send(&mut w)
     }
 
     /// Moves announced bytes into `decoder`, waiting for completions if there are none.
@@ -548,13 +592,19 @@ impl RdmaLink {
                 }
                 let pending = s.recv.pending();
                 if pending > 0 {
+                    let base = self.half.ring.map.as_ptr();
                     for c in s.recv.readable() {
-                        decoder.push(&self.ring[c.offset..c.offset + c.len]);
+                        // SAFETY: announced bytes inside the ring; the peer writes there
+                        // again only after this side's credit passes them.
+                        decoder
+                            .push(unsafe { std::slice::from_raw_parts(base.add(c.offset), c.len) });
                     }
                     s.recv.consume(pending);
-                    if let Err(e) = self.return_credit(&mut s) {
-                        s.broken = Some(e.clone());
-                        return Pulled::Broken(e);
+                    if let Some(position) = s.recv.credit_due() {
+                        if let Err(e) = self.post_credit(&mut s, position) {
+                            s.broken = Some(e.clone());
+                            return Pulled::Broken(e);
+                        }
                     }
                     drop(s);
                     self.news.notify_waiters();
@@ -569,24 +619,14 @@ impl RdmaLink {
                 Ok(r) => r,
                 Err(e) => return Pulled::Broken(format!("completion channel: {e}")),
             };
-            if !self.cq.take_events() {
+            if !self.half.cq.take_events() {
                 ready.clear_ready();
                 continue;
             }
-            if let Err(e) = self.cq.arm() {
+            if let Err(e) = self.half.cq.arm() {
                 return Pulled::Broken(e);
             }
         }
-    }
-}
-
-impl Drop for RdmaLink {
-    fn drop(&mut self) {
-        let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
-        registry.deregister(self.ring.as_ptr() as usize);
-        registry.deregister(self.words.as_ptr() as usize);
-        let staging = self.staging.lock().unwrap_or_else(|e| e.into_inner());
-        registry.deregister(staging.as_ptr() as usize);
     }
 }
 
@@ -614,12 +654,17 @@ pub(crate) async fn write_loop(
                 .filter(|p| !p.is_empty())
                 .collect();
             tokio::select! {
-                w = link.write_all(&parts) => w,
+                w = async {
+                    link.write_all(&parts).await?;
+                    if finished {
+                        link.finish(Duration::from_secs(2)).await?;
+                    }
+                    Ok::<(), String>(())
+                } => w,
                 () = &mut closed => return Some(outbox),
             }
         };
         frames.clear();
-        let written = written.and_then(|()| if finished { link.finish() } else { Ok(()) });
         if let Err(e) = written {
             counter!(RDMA_BROKEN).increment(1);
             tracing::error!(

@@ -13,9 +13,9 @@ use rdma_sys::{
     ibv_comp_channel, ibv_context, ibv_cq, ibv_create_comp_channel, ibv_create_cq, ibv_create_qp,
     ibv_dealloc_pd, ibv_dereg_mr, ibv_destroy_comp_channel, ibv_destroy_cq, ibv_destroy_qp,
     ibv_free_device_list, ibv_get_cq_event, ibv_get_device_list, ibv_get_device_name, ibv_gid,
-    ibv_modify_qp, ibv_mr, ibv_open_device, ibv_pd, ibv_poll_cq, ibv_port_attr, ibv_post_recv,
-    ibv_post_send, ibv_qp, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_init_attr, ibv_qp_type,
-    ibv_query_gid, ibv_recv_wr, ibv_reg_mr, ibv_req_notify_cq, ibv_wc,
+    ibv_modify_qp, ibv_mr, ibv_open_device, ibv_pd, ibv_poll_cq, ibv_port_attr, ibv_port_state,
+    ibv_post_recv, ibv_post_send, ibv_qp, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_init_attr,
+    ibv_qp_type, ibv_query_gid, ibv_recv_wr, ibv_reg_mr, ibv_req_notify_cq, ibv_wc,
 };
 use std::ffi::CStr;
 use std::io;
@@ -38,7 +38,12 @@ pub struct Device {
     pub gid: [u8; 16],
     /// The port's active MTU code.
     pub mtu: u8,
+    /// The port is Ethernet (RoCE): packets are routed by GID.
+    pub ethernet: bool,
 }
+
+/// `IBV_LINK_LAYER_ETHERNET` (an anonymous enum in verbs.h, not in the bindings).
+const LINK_LAYER_ETHERNET: u8 = 2;
 
 // SAFETY: verbs objects are safe to use from any thread (libibverbs locks inside); the
 // pointers are owned by this value and released once in `Drop`.
@@ -112,15 +117,25 @@ impl Device {
             lid: 0,
             gid: [0; 16],
             mtu: 0,
+            ethernet: false,
         };
         // SAFETY: all-zero is a valid `ibv_port_attr`; the call fills it.
         let mut port: ibv_port_attr = unsafe { std::mem::zeroed() };
         // SAFETY: `ctx` is open and `port` a valid out-pointer.
-        if unsafe { ___ibv_query_port(ctx, settings.port, &mut port) } != 0 {
-            return Err(last_error(&format!(
-                "cannot query port {} of {}",
-                settings.port, device.name
-            )));
+        let e = unsafe { ___ibv_query_port(ctx, settings.port, &mut port) };
+        if e != 0 {
+            return Err(format!(
+                "cannot query port {} of {}: {}",
+                settings.port,
+                device.name,
+                io::Error::from_raw_os_error(e)
+            ));
+        }
+        if port.state != ibv_port_state::IBV_PORT_ACTIVE {
+            return Err(format!(
+                "port {} of {} is not active (state {})",
+                settings.port, device.name, port.state
+            ));
         }
         // SAFETY: all-zero is a valid GID; the call fills it.
         let mut gid: ibv_gid = unsafe { std::mem::zeroed() };
@@ -135,6 +150,7 @@ impl Device {
         // SAFETY: `raw` covers the whole union.
         device.gid = unsafe { gid.raw };
         device.mtu = port.active_mtu as u8;
+        device.ethernet = port.link_layer == LINK_LAYER_ETHERNET;
         Ok(device)
     }
 }
@@ -312,6 +328,8 @@ impl QueuePair {
         init.cap.max_recv_wr = depth;
         init.cap.max_send_sge = 1;
         init.cap.max_recv_sge = 1;
+        // The 8-byte credit and finish words go inline.
+        init.cap.max_inline_data = 16;
         // SAFETY: the protection domain and the queue are alive.
         let qp = unsafe { ibv_create_qp(device.pd, &mut init) };
         if qp.is_null() {

@@ -18,7 +18,8 @@ pub struct SendWr {
 impl SendWr {
     /// An RDMA write of `len` bytes at `addr` (local key `lkey`) to `remote_addr`
     /// (remote key `rkey`); with `imm`, a write with immediate, which completes a
-    /// receive at the peer. Always signaled: its completion frees a send-queue slot.
+    /// receive at the peer. Always signaled: its completion frees a send-queue slot and,
+    /// for a batch, the staging bytes it read.
     pub fn write(
         wr_id: u64,
         (addr, len, lkey): (u64, u32, u32),
@@ -50,6 +51,13 @@ impl SendWr {
                 lkey,
             },
         }
+    }
+
+    /// The same write with its bytes copied into the request when posted (for the
+    /// 8-byte credit and finish words: the source may change right after the post).
+    pub fn inline(mut self) -> SendWr {
+        self.wr.send_flags |= ibv_send_flags::IBV_SEND_INLINE.0;
+        self
     }
 
     /// The request, pointing at its scatter entry, for `ibv_post_send`.
@@ -104,14 +112,16 @@ pub fn to_init(port: u8) -> (ibv_qp_attr, ibv_qp_attr_mask) {
     (a, mask)
 }
 
-/// INIT -> RTR: connected to `peer`'s queue pair at path MTU `mtu`. A non-zero GID is
-/// routed with a global header from this port's GID `gid_index` (RoCE); otherwise the
-/// peer's LID is the destination (InfiniBand).
+/// INIT -> RTR: connected to `peer`'s queue pair at path MTU `mtu`. With `global` (an
+/// Ethernet port, RoCE, or a peer without a LID) packets carry a global header from this
+/// port's GID `gid_index` to the peer's GID; otherwise the peer's LID is the destination
+/// (InfiniBand within a subnet).
 pub fn to_rtr(
     peer: &RdmaEndpoint,
     mtu: u8,
     port: u8,
     gid_index: u8,
+    global: bool,
 ) -> (ibv_qp_attr, ibv_qp_attr_mask) {
     let mut a = zeroed_attr();
     a.qp_state = ibv_qp_state::IBV_QPS_RTR;
@@ -123,7 +133,7 @@ pub fn to_rtr(
     a.min_rnr_timer = 12;
     a.ah_attr.dlid = peer.lid;
     a.ah_attr.port_num = port;
-    if peer.gid != [0; 16] {
+    if global {
         a.ah_attr.is_global = 1;
         a.ah_attr.grh.dgid.raw = peer.gid;
         a.ah_attr.grh.sgid_index = gid_index;
@@ -140,14 +150,16 @@ pub fn to_rtr(
 }
 
 /// RTR -> RTS: this side's first sequence number; transport retries bounded (a dead
-/// peer errors the queue pair out after about a second), receiver-not-ready retries
-/// unbounded (a slow reader is back-pressure, not a failure; QUIC decides failures).
+/// peer errors the queue pair out after about four seconds: a short fabric hiccup must
+/// not break the link, since a broken link closes the connection), receiver-not-ready
+/// retries unbounded (a slow reader is back-pressure, not a failure; QUIC decides
+/// failures).
 pub fn to_rts(psn: u32) -> (ibv_qp_attr, ibv_qp_attr_mask) {
     let mut a = zeroed_attr();
     a.qp_state = ibv_qp_state::IBV_QPS_RTS;
     a.sq_psn = psn;
-    // 4.096 µs * 2^14 = 67 ms per try, 7 tries.
-    a.timeout = 14;
+    // 4.096 µs * 2^17 = 0.54 s per try, 8 tries.
+    a.timeout = 17;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.max_rd_atomic = 1;
@@ -192,6 +204,14 @@ mod tests {
     }
 
     #[test]
+    fn an_inline_write_stays_signaled() {
+        let w = SendWr::write(1, (0x1000, 8, 1), (0x2000, 2), Some(0)).inline();
+        let flags = w.wr().send_flags;
+        assert_ne!(flags & ibv_send_flags::IBV_SEND_INLINE.0, 0);
+        assert_ne!(flags & ibv_send_flags::IBV_SEND_SIGNALED.0, 0);
+    }
+
+    #[test]
     fn receives_carry_no_buffer() {
         let r = empty_recv(3);
         assert_eq!((r.wr_id, r.num_sge), (3, 0));
@@ -220,7 +240,7 @@ mod tests {
             credit_addr: 0x2000,
             credit_rkey: 2,
         };
-        let (a, m) = to_rtr(&peer, 3, 1, 2);
+        let (a, m) = to_rtr(&peer, 3, 1, 2, true);
         assert_eq!(a.qp_state, ibv_qp_state::IBV_QPS_RTR);
         assert_eq!((a.dest_qp_num, a.rq_psn, a.path_mtu), (0x42, 0x99, 3));
         assert_eq!(a.ah_attr.is_global, 1);
@@ -244,6 +264,7 @@ mod tests {
             5,
             1,
             0,
+            false,
         );
         assert_eq!((a.ah_attr.is_global, a.ah_attr.dlid), (0, 7));
 
