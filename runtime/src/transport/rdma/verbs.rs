@@ -63,7 +63,14 @@ impl Device {
         // SAFETY: `n` is a valid out-pointer; the list is freed below.
         let list = unsafe { ibv_get_device_list(&mut n) };
         if list.is_null() {
-            return Err(last_error("no RDMA device (ibv_get_device_list)"));
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::ENOSYS) => {
+                    "no RDMA device (the kernel has no RDMA support: no /sys/class/infiniband)"
+                        .into()
+                }
+                _ => format!("no RDMA device (ibv_get_device_list: {e})"),
+            });
         }
         let devices: Vec<_> = (0..n.max(0) as usize)
             // SAFETY: the list holds `n` device pointers.
