@@ -71,6 +71,9 @@ impl std::str::FromStr for DataPath {
     }
 }
 
+/// The largest piece a writer commits at once (see `ShmLink::write_all`).
+const COMMIT_PIECE: usize = 16 << 10;
+
 /// Default size of each direction's ring.
 pub const DEFAULT_RING_BYTES: usize = 1 << 20;
 
@@ -529,12 +532,18 @@ impl ShmLink {
     }
 
     /// Writes `bytes` into the ring to the peer, waiting for room as often as needed.
+    /// A large write is committed in pieces of [`COMMIT_PIECE`], each announced to a
+    /// sleeping reader: the reader copies one piece out while the writer copies the next
+    /// in, instead of both copies of a large message running one after the other.
     async fn write_all(&self, mut bytes: &[u8]) -> Result<(), ring::RingCorrupt> {
         let (mut outbound, _) = self.segment.rings(self.side);
         while !bytes.is_empty() {
-            let n = outbound.push(bytes)?;
+            let n = outbound.push(&bytes[..bytes.len().min(COMMIT_PIECE)])?;
             bytes = &bytes[n..];
             if n > 0 {
+                if !bytes.is_empty() && outbound.take_sleeping_reader() {
+                    self.bell.ring();
+                }
                 continue;
             }
             // Full: let a sleeping reader know what is there, then sleep for room.
