@@ -84,7 +84,31 @@ fn a_bad_transport_choice_is_refused_with_the_choices() {
     );
     assert!(!out.status.success(), "{all}");
     assert!(
-        all.contains("LAZARUS_TRANSPORT=carrier-pigeon: expected `auto`, `shm` or `quic`"),
+        all.contains("LAZARUS_TRANSPORT=carrier-pigeon: expected `auto`, `shm`, `rdma` or `quic`"),
         "{all}"
     );
+}
+
+#[test]
+fn rdma_in_a_build_without_it_is_refused_with_how_to_get_it() {
+    // The test binaries are built without the `rdma` feature.
+    let out = support::output(
+        Command::new(bin("lazarus"))
+            .args(["run", "-n", "2", "--"])
+            .arg(bin("pingpong"))
+            .args(["--max-size", "8", "--iters", "10"])
+            .env("LAZARUS_TRANSPORT", "rdma"),
+    )
+    .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains("LAZARUS_TRANSPORT=rdma: this build has no RDMA data path"),
+        "{all}"
+    );
+    assert!(all.contains("`rdma` feature"), "{all}");
 }

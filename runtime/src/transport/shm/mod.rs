@@ -37,6 +37,9 @@ use tokio::sync::{mpsc, Notify};
 
 /// Pairs of nodes that set up a shared-memory path (label `outcome`: `up`, `declined`).
 pub const SHM_LINKS: &str = "lazarus_transport_shm_links_total";
+/// Segments left in `/dev/shm` by dialers that died before their peer opened them,
+/// removed by the next node that starts on the host.
+pub const SHM_SWEPT: &str = "lazarus_transport_shm_swept_total";
 /// Rings whose positions a peer damaged (the connection is closed).
 pub const SHM_CORRUPT: &str = "lazarus_transport_shm_corrupt_total";
 
@@ -179,6 +182,11 @@ impl SharedMemory {
         if !dir.is_dir() {
             return unusable(format!("{} does not exist", dir.display()));
         }
+        let swept = segment::sweep_stale(&dir);
+        if swept > 0 {
+            counter!(SHM_SWEPT).increment(swept as u64);
+            tracing::info!("removed {swept} shared segments left by nodes that died");
+        }
         let doorbell = match Doorbell::bind(&doorbell_name) {
             Ok(d) => d,
             Err(e) => return unusable(format!("cannot bind a doorbell socket: {e}")),
@@ -240,7 +248,7 @@ impl SharedMemory {
             ]
             .concat(),
         );
-        let name = format!("{}{}", segment::NAME_PREFIX, hex(&tag.as_ref()[..16]));
+        let name = segment::segment_name(std::process::id(), &hex(&tag.as_ref()[..16]));
         let segment = Segment::create(&self.dir, &name, self.ring_bytes, self.pair(peer, nonce))
             .map_err(|e| e.to_string())?;
         Ok((

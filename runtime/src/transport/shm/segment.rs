@@ -35,14 +35,65 @@ pub const MAX_RING_BYTES: usize = 1 << 30;
 
 /// Where segments live: the host's shared-memory file system.
 pub const SHM_DIR: &str = "/dev/shm";
-/// Every segment's name is this prefix and 32 hexadecimal digits.
+/// Every segment's name is this prefix, its creator's process id, `-` and 32
+/// hexadecimal digits.
 pub const NAME_PREFIX: &str = "lazarus-";
 
-/// Whether `name` is one a node gives its segments (so an opener never touches, let alone
-/// unlinks, another file).
+/// A segment's name for creator process `pid` and tag `hex` (32 hexadecimal digits).
+pub fn segment_name(pid: u32, hex: &str) -> String {
+    format!("{NAME_PREFIX}{pid}-{hex}")
+}
+
+/// The creator's process id if `name` is one a node gives its segments (so an opener
+/// or a sweeper never touches, let alone unlinks, another file).
+fn creator(name: &str) -> Option<u32> {
+    let (pid, tag) = name.strip_prefix(NAME_PREFIX)?.split_once('-')?;
+    let digits = !pid.is_empty() && pid.len() <= 10 && pid.bytes().all(|b| b.is_ascii_digit());
+    let tag_ok = tag.len() == 32 && tag.bytes().all(|b| b.is_ascii_hexdigit());
+    (digits && tag_ok).then(|| pid.parse().ok()).flatten()
+}
+
 fn is_segment_name(name: &str) -> bool {
-    name.strip_prefix(NAME_PREFIX)
-        .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    creator(name).is_some()
+}
+
+/// Removes the segments in `dir` that this user's dead processes created and no
+/// acceptor unlinked (a dialer SIGKILLed between creating a segment and its peer
+/// opening it). Returns how many. A segment whose creator lives is someone's offer in
+/// flight and stays; so does one of another user.
+pub fn sweep_stale(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    // SAFETY: `geteuid` has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(creator) else {
+            continue;
+        };
+        let mine = entry
+            .metadata()
+            .is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == me);
+        if mine && !alive(pid) && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Whether process `pid` exists (a zombie counts: its parent has not reaped it yet).
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// Who a segment is for, as its creator wrote it and its opener expects it.
@@ -323,8 +374,9 @@ impl Drop for Segment {
 mod tests {
     use super::*;
 
-    const SEG: &str = "lazarus-0123456789abcdef0123456789abcdef";
-    const LOOSE: &str = "lazarus-ffffffffffffffffffffffffffffffff";
+    // Process 1 lives: the sweeper leaves these alone.
+    const SEG: &str = "lazarus-1-0123456789abcdef0123456789abcdef";
+    const LOOSE: &str = "lazarus-1-ffffffffffffffffffffffffffffffff";
 
     fn pair() -> Pair {
         Pair {
@@ -424,5 +476,42 @@ mod tests {
             Segment::create(&d.0, SEG, MIN_RING_BYTES + 1, pair()).is_err(),
             "ring sizes are powers of two"
         );
+    }
+
+    #[test]
+    fn segments_of_dead_creators_are_swept_and_no_other_file() {
+        let d = dir();
+        // A process that has exited and been reaped.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        child.wait().unwrap();
+        let dead = segment_name(child.id(), "0123456789abcdef0123456789abcdef");
+        let ours = segment_name(std::process::id(), "0123456789abcdef0123456789abcdef");
+        let other = "lazarus-checkpoints";
+        for name in [dead.as_str(), ours.as_str(), other] {
+            std::fs::write(d.0.join(name), b"x").unwrap();
+        }
+        assert_eq!(sweep_stale(&d.0), 1);
+        assert!(!d.0.join(&dead).exists(), "its creator is gone");
+        assert!(d.0.join(&ours).exists(), "an offer of a live node stays");
+        assert!(d.0.join(other).exists(), "not a segment's name");
+    }
+
+    #[test]
+    fn segment_names_carry_their_creator() {
+        assert_eq!(creator(SEG), Some(1));
+        assert_eq!(
+            creator("lazarus-42-0123456789abcdef0123456789abcdef"),
+            Some(42)
+        );
+        for bad in [
+            "lazarus-0123456789abcdef0123456789abcdef",
+            "lazarus--0123456789abcdef0123456789abcdef",
+            "lazarus-x1-0123456789abcdef0123456789abcdef",
+            "lazarus-1-0123",
+            "lazarus-99999999999-0123456789abcdef0123456789abcdef",
+            "other-1-0123456789abcdef0123456789abcdef",
+        ] {
+            assert_eq!(creator(bad), None, "{bad}");
+        }
     }
 }
