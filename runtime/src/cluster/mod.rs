@@ -12,8 +12,9 @@
 //!
 //! Optional everywhere: `LAZARUS_CORES` (cores for this node), `LAZARUS_CORE_OFFSET`
 //! (first core), `LAZARUS_IDLE_SPIN_US`, `LAZARUS_NET` (`thread` or `core0`: see
-//! [`NetMode`]), `LAZARUS_TRANSPORT` (`auto`, `shm` or `quic`: see [`DataPath`]),
-//! `LAZARUS_SHM_RING_KIB`, `LAZARUS_FAILURE_TIMEOUT_MS` (see [`ClusterSpec::failure_timeout`]),
+//! [`NetMode`]), `LAZARUS_TRANSPORT` (`auto`, `shm`, `rdma` or `quic`: see
+//! [`DataPath`]), `LAZARUS_SHM_RING_KIB`, `LAZARUS_RDMA_DEVICE`, `LAZARUS_RDMA_PORT`,
+//! `LAZARUS_RDMA_GID_INDEX` (with the `rdma` feature), `LAZARUS_FAILURE_TIMEOUT_MS` (see [`ClusterSpec::failure_timeout`]),
 //! `LAZARUS_BASE_PORT` (Slurm). Under Slurm the
 //! secret comes from `LAZARUS_SECRET` if exported, else from `~/.lazarus/cluster-secret`
 //! (created on first use, mode 0600; on a cluster, home directories are shared).
@@ -87,8 +88,8 @@ pub struct ClusterSpec {
     pub idle_spin: Option<Duration>,
     /// Where the network runs (`None`: [`NetMode::default_for`] the node's core count).
     pub net: Option<NetMode>,
-    /// Shared memory or QUIC between nodes of one host (`LAZARUS_TRANSPORT`: `auto`,
-    /// the default, `shm` or `quic`).
+    /// Shared memory, RDMA or QUIC (`LAZARUS_TRANSPORT`: `auto`, the default, `shm`,
+    /// `rdma` or `quic`).
     pub data_path: DataPath,
     /// Size of each direction's shared-memory ring (`LAZARUS_SHM_RING_KIB`).
     pub shm_ring_bytes: usize,
