@@ -67,14 +67,15 @@ fn nodes_of_one_host_use_shared_memory_by_default_quic_when_told_and_agree() {
     );
 }
 
-#[test]
-fn a_bad_transport_choice_is_refused_with_the_choices() {
+/// Runs a small ping-pong under `lazarus run -n 2` with `LAZARUS_TRANSPORT=transport`,
+/// expecting it to fail: what the launcher and the nodes printed.
+fn refused_with(transport: &str) -> String {
     let out = support::output(
         Command::new(bin("lazarus"))
             .args(["run", "-n", "2", "--"])
             .arg(bin("pingpong"))
             .args(["--max-size", "8", "--iters", "10"])
-            .env("LAZARUS_TRANSPORT", "carrier-pigeon"),
+            .env("LAZARUS_TRANSPORT", transport),
     )
     .unwrap();
     let all = format!(
@@ -83,6 +84,12 @@ fn a_bad_transport_choice_is_refused_with_the_choices() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!out.status.success(), "{all}");
+    all
+}
+
+#[test]
+fn a_bad_transport_choice_is_refused_with_the_choices() {
+    let all = refused_with("carrier-pigeon");
     assert!(
         all.contains("LAZARUS_TRANSPORT=carrier-pigeon: expected `auto`, `shm`, `rdma` or `quic`"),
         "{all}"
@@ -92,20 +99,7 @@ fn a_bad_transport_choice_is_refused_with_the_choices() {
 #[test]
 fn rdma_in_a_build_without_it_is_refused_with_how_to_get_it() {
     // The test binaries are built without the `rdma` feature.
-    let out = support::output(
-        Command::new(bin("lazarus"))
-            .args(["run", "-n", "2", "--"])
-            .arg(bin("pingpong"))
-            .args(["--max-size", "8", "--iters", "10"])
-            .env("LAZARUS_TRANSPORT", "rdma"),
-    )
-    .unwrap();
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!out.status.success(), "{all}");
+    let all = refused_with("rdma");
     assert!(
         all.contains("LAZARUS_TRANSPORT=rdma: this build has no RDMA data path"),
         "{all}"
