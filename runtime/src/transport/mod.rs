@@ -1670,48 +1670,21 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
     #[cfg(not(feature = "rdma"))]
     let rdma_pending: Option<()> = None;
     if dialed != u16::MAX {
-        let shm_hello = match &t.shm {
-            Some(shm) => match shm.offer(dialed) {
-                Ok((o, hello)) => {
-                    offer = Some(o);
-                    Some(hello)
-                }
-                Err(e) if shm.required() => {
-                    tracing::error!(
-                        peer = dialed,
-                        "LAZARUS_TRANSPORT=shm, but no shared segment for node {dialed}: {e}"
-                    );
-                    conn.close(1u32.into(), b"no shared memory");
-                    return;
-                }
-                Err(e) => {
-                    tracing::info!(peer = dialed, "node {dialed} over QUIC: {e}");
-                    None
-                }
-            },
-            None => None,
+        let made = t.shm.as_ref().map(|s| (s.offer(dialed), s.required()));
+        let Ok((kept, shm_hello)) = dialer_offer(made, "shm", dialed) else {
+            conn.close(1u32.into(), b"no shared memory");
+            return;
         };
+        offer = kept;
         #[cfg(feature = "rdma")]
-        let rdma_hello = match &t.rdma {
-            Some(r) => match r.offer() {
-                Ok((pending, hello)) => {
-                    rdma_pending = Some(pending);
-                    Some(hello)
-                }
-                Err(e) if r.required() => {
-                    tracing::error!(
-                        peer = dialed,
-                        "LAZARUS_TRANSPORT=rdma, but no queue pair for node {dialed}: {e}"
-                    );
-                    conn.close(1u32.into(), b"no rdma");
-                    return;
-                }
-                Err(e) => {
-                    tracing::info!(peer = dialed, "node {dialed} without RDMA: {e}");
-                    None
-                }
-            },
-            None => None,
+        let rdma_hello = {
+            let made = t.rdma.as_ref().map(|r| (r.offer(), r.required()));
+            let Ok((kept, hello)) = dialer_offer(made, "rdma", dialed) else {
+                conn.close(1u32.into(), b"no rdma");
+                return;
+            };
+            rdma_pending = kept;
+            hello
         };
         #[cfg(not(feature = "rdma"))]
         let rdma_hello = None;
@@ -1964,6 +1937,33 @@ async fn serve_connection(rv: Arc<Rendezvous>, conn: quinn::Connection, dialed: 
             }
         }
         None => read_quic(t, node, peer, incarnation, &conn, recv, decoder).await,
+    }
+}
+
+/// A dialer's offer of data path `path` (`shm`, `rdma`) to `peer`: `made` is the offer's
+/// outcome and whether `LAZARUS_TRANSPORT` requires the path (`None`: the node does not
+/// use it). What to keep until the answer and what to put in the Hello; `Err` if the
+/// path is required and no offer could be made (logged: the connection must close).
+#[allow(clippy::type_complexity)]
+fn dialer_offer<K, H>(
+    made: Option<(Result<(K, H), String>, bool)>,
+    path: &str,
+    peer: u16,
+) -> Result<(Option<K>, Option<H>), ()> {
+    match made {
+        None => Ok((None, None)),
+        Some((Ok((kept, hello)), _)) => Ok((Some(kept), Some(hello))),
+        Some((Err(e), true)) => {
+            tracing::error!(
+                peer,
+                "LAZARUS_TRANSPORT={path}, but no {path} offer for node {peer}: {e}"
+            );
+            Err(())
+        }
+        Some((Err(e), false)) => {
+            tracing::info!(peer, "node {peer} without {path}: {e}");
+            Ok((None, None))
+        }
     }
 }
 
