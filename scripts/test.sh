@@ -6,6 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step's heading says how long the run has taken so far: the suite has a time budget.
+step() { echo "== $* (at $((SECONDS / 60))m$((SECONDS % 60))s)"; }
+
+step "set-up"
+
 # With headless Chromium and chromedriver for the dashboard's browser test, and what the
 # `rdma` feature builds with.
 scripts/setup.sh --browser --rdma
@@ -21,13 +26,13 @@ export LAZARUS_TEST_REQUIRE_ALL=1
 # A clean build gains nothing from incremental caches, which double target/'s size.
 export CARGO_INCREMENTAL=0
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy (workspace, all targets)"
+step "cargo clippy (workspace, all targets)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-echo "== the rdma feature (rdma-sys): clippy, and the parts that need no RDMA device"
+step "the rdma feature (rdma-sys): clippy, and the parts that need no RDMA device"
 # Nothing here has an adapter: the exchange format and its checks, the ring accounting,
 # the registry, work requests and queue-pair attributes, and the fall-back of a node
 # without a device to shared memory and QUIC.
@@ -37,7 +42,7 @@ echo "== the rdma feature (rdma-sys): clippy, and the parts that need no RDMA de
 cargo clippy --features lazarus/rdma --lib --quiet -- -D warnings
 cargo test --features lazarus/rdma --lib --quiet transport::rdma
 
-echo "== the sans-IO core depends on no I/O crate"
+step "the sans-IO core depends on no I/O crate"
 # Its clippy.toml refuses clocks, locks, threads, sockets and files in its own code;
 # this keeps them out of its dependencies.
 io_deps=$(cargo tree -p lazarus-proto -e normal --prefix none --quiet \
@@ -47,8 +52,9 @@ if [ -n "$io_deps" ]; then
     exit 1
 fi
 
-echo "== cargo doc (broken or private intra-doc links are errors)"
+step "cargo doc (broken or private intra-doc links are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
-echo "== cargo test"
+step "cargo test"
 cargo test --quiet
+step "done"
