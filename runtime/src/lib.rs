@@ -49,7 +49,7 @@ pub mod failpoint;
 pub mod logger_node;
 pub mod node;
 pub mod payload;
-mod range_set;
+use lazarus_proto::range_set;
 pub mod recovery;
 pub mod telemetry;
 #[doc(hidden)]

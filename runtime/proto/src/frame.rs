@@ -354,31 +354,7 @@ pub enum RemoteError {
     },
 }
 
-/// Serializes `Vec<u8>` as a byte string (one length prefix, no per-byte encoding).
-mod serde_bytes_compat {
-    use serde::{Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(v)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = Vec<u8>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("bytes")
-            }
-            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
-                Ok(v.to_vec())
-            }
-            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
-                Ok(v)
-            }
-        }
-        d.deserialize_byte_buf(V)
-    }
-}
+use crate::wire::byte_string as serde_bytes_compat;
 
 /// The outcome of an ask, `Result<Vec<u8>, RemoteError>`, with the reply's bytes written
 /// as one byte string. serde's default writes a `Vec<u8>` byte by byte, a call each: a

@@ -13,12 +13,17 @@
 //! - [`recovery`]: the rollback-recovery protocol of one correlated set.
 //! - [`failure_detector`]: which peers have been silent past the timeout.
 //! - [`time`]: the clock type the callers pass in.
+//! - [`range_set`]: sets of numbers kept as disjoint ranges.
+//! - [`window`]: one-sided windows (put, get, accumulate, fence) and what keeps their
+//!   checkpoints consistent and their recovery exact.
 
 pub mod actor_id;
 pub mod failure_detector;
 pub mod frame;
+pub mod range_set;
 pub mod recovery;
 pub mod time;
+pub mod window;
 pub mod wire;
 
 pub use actor_id::ActorId;

@@ -168,3 +168,32 @@ mod tests {
         assert_eq!(decode::<Vec<f64>>(&bytes).expect("decodes"), row);
     }
 }
+
+/// `#[serde(with = "lazarus_proto::wire::byte_string")]`: a `Vec<u8>` as one byte string
+/// (one length prefix, then the bytes) instead of a sequence of `u8`, a call each.
+pub mod byte_string {
+    use serde::{Deserializer, Serializer};
+
+    /// Writes the bytes as one byte string.
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    /// Reads a byte string.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+        }
+        d.deserialize_byte_buf(V)
+    }
+}

@@ -1,6 +1,7 @@
 //! A set of `u64`s stored as disjoint half-open ranges: what grows by mostly consecutive
 //! numbers over a whole run (the positions of `main`'s answered asks, the ids of exited
-//! actors `main` spawned) takes a few ranges, not one entry per number.
+//! actors `main` spawned, the operations a window's part has applied per channel) takes a
+//! few ranges, not one entry per number.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -9,11 +10,11 @@ use std::collections::BTreeMap;
 /// member (no half-open range ends after it).
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "Vec<(u64, u64)>", into = "Vec<(u64, u64)>")]
-pub(crate) struct RangeSet(BTreeMap<u64, u64>);
+pub struct RangeSet(BTreeMap<u64, u64>);
 
 impl RangeSet {
     /// Adds `p`; false if it was there already (or is `u64::MAX`).
-    pub(crate) fn insert(&mut self, p: u64) -> bool {
+    pub fn insert(&mut self, p: u64) -> bool {
         if p == u64::MAX || self.contains(p) {
             return false;
         }
@@ -22,7 +23,7 @@ impl RangeSet {
     }
 
     /// Adds every number of `start..end`, merging with the ranges it touches.
-    pub(crate) fn insert_range(&mut self, start: u64, end: u64) {
+    pub fn insert_range(&mut self, start: u64, end: u64) {
         if start >= end {
             return;
         }
@@ -41,25 +42,35 @@ impl RangeSet {
         self.0.insert(start, end);
     }
 
+    /// Whether the set has no member.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds every member of `other`.
+    pub fn union_with(&mut self, other: &RangeSet) {
+        for (&s, &e) in &other.0 {
+            self.insert_range(s, e);
+        }
+    }
+
     /// Whether `p` is in the set.
-    pub(crate) fn contains(&self, p: u64) -> bool {
+    pub fn contains(&self, p: u64) -> bool {
         self.0.range(..=p).next_back().is_some_and(|(_, e)| p < *e)
     }
 
     /// The ranges, by start.
-    pub(crate) fn ranges(&self) -> Vec<(u64, u64)> {
+    pub fn ranges(&self) -> Vec<(u64, u64)> {
         self.0.iter().map(|(s, e)| (*s, *e)).collect()
     }
 
     /// How many ranges hold the set.
-    #[cfg(test)]
-    pub(crate) fn range_count(&self) -> usize {
+    pub fn range_count(&self) -> usize {
         self.0.len()
     }
 
     /// Every member, ascending.
-    #[cfg(test)]
-    pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         self.0.iter().flat_map(|(s, e)| *s..*e)
     }
 }

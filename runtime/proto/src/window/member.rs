@@ -1,0 +1,1189 @@
+//! [`Member`]: one node's membership in one window, as a sans-IO machine. It is both the
+//! origin of the operations the node's actors issue and the target of those that reach
+//! the node's part; the driver owns the part's memory and the transport, and passes the
+//! memory in where an operation is applied.
+//!
+//! Inputs are `issue`, `fence`, `handle_*` and the checkpoint calls; outputs are the
+//! frames of [`Member::poll_transmit`] and the values returned. The rules it keeps are
+//! the module's (see [`super`]).
+
+use super::element::WindowError;
+use super::ops::{Op, OpKind, OpMeta, Shape, WindowFrame};
+use crate::actor_id::ActorId;
+use crate::range_set::RangeSet;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// A frame for member `to` (possibly this node itself: an answer to its own actor).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transmit {
+    /// The receiving member's rank.
+    pub to: u16,
+    /// The frame.
+    pub frame: WindowFrame,
+}
+
+/// An operation the node's actor issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Issued {
+    /// Its identity.
+    pub meta: OpMeta,
+    /// Whether the origin may apply it to the target's memory itself (through the
+    /// target's gate). False for a re-execution the target may already have: that one
+    /// goes over the message path, where the target drops it or answers it from its log.
+    pub direct: bool,
+}
+
+/// What became of an operation that reached the target.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Applied {
+    /// Applied now (a get's or fetch-and-op's answer is queued for its origin).
+    Now,
+    /// A re-execution of one applied before: dropped, or answered from the log.
+    Again,
+    /// Of a later epoch than the target's: kept until the target's fence reaches it.
+    Held,
+}
+
+/// An operation kept at its origin until the target's checkpoint covers it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Logged {
+    epoch: u64,
+    op: Op,
+}
+
+/// What the node knows after its own restart of a target's progress on its channels.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+enum Known {
+    /// Never restarted: every operation is new to every target.
+    Everything,
+    /// Restarted, the target has not answered yet: nothing may go direct.
+    Waiting,
+    /// What the target had applied per channel when it answered: those operations go
+    /// over messages (the target drops them or answers them from its log).
+    Applied(BTreeMap<ActorId, RangeSet>),
+}
+
+/// What a checkpoint of the node keeps of its membership (the part's memory is copied by
+/// the driver beside it, under the closed gate).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemberImage {
+    shape: Shape,
+    rank: u16,
+    epoch: u64,
+    fencing: bool,
+    // Origin side.
+    issued: BTreeMap<(ActorId, u16), u64>,
+    issued_in_epoch: Vec<u64>,
+    log: Vec<BTreeMap<(ActorId, u64), Logged>>,
+    notices_sent: Vec<BTreeMap<u64, u64>>,
+    awaiting: BTreeMap<(ActorId, u64), u16>,
+    covered: Vec<BTreeMap<ActorId, RangeSet>>,
+    // Target side.
+    applied: BTreeMap<ActorId, RangeSet>,
+    counted: Vec<u64>,
+    answers: BTreeMap<ActorId, BTreeMap<u64, Vec<u8>>>,
+}
+
+impl MemberImage {
+    /// The epoch the image was taken in.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
+
+/// Sizes of what the membership keeps, for metrics and the memory cost of recovery.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemberStats {
+    /// Operations in the origin's log.
+    pub logged: usize,
+    /// Their bytes.
+    pub logged_bytes: usize,
+    /// Answers kept for restarted origins.
+    pub answers: usize,
+    /// Their bytes.
+    pub answer_bytes: usize,
+    /// Operations of later epochs waiting at the target.
+    pub held: usize,
+}
+
+/// One node's membership in one window.
+#[derive(Debug)]
+pub struct Member {
+    shape: Shape,
+    rank: u16,
+    epoch: u64,
+    fencing: bool,
+    // Origin side: the last index issued per channel (origin actor, target); operations
+    // of the current epoch per target; the log (writes and gets until the target's
+    // checkpoint covers them); fence counts sent (until the target's checkpoint passes
+    // their epoch); answers awaited; what each target's last checkpoint covers.
+    issued: BTreeMap<(ActorId, u16), u64>,
+    issued_in_epoch: Vec<u64>,
+    log: Vec<BTreeMap<(ActorId, u64), Logged>>,
+    notices_sent: Vec<BTreeMap<u64, u64>>,
+    awaiting: BTreeMap<(ActorId, u64), u16>,
+    covered: Vec<BTreeMap<ActorId, RangeSet>>,
+    known: Vec<Known>,
+    // Target side: the indices applied, and applied or held, per origin actor (a set,
+    // not a high mark: within an epoch operations commute, and a direct operation may
+    // overtake a resent one); operations of the current epoch applied per origin node;
+    // fence counts received per epoch; operations of later epochs; answers kept for
+    // origins that may re-execute.
+    applied: BTreeMap<ActorId, RangeSet>,
+    received: BTreeMap<ActorId, RangeSet>,
+    counted: Vec<u64>,
+    notices: BTreeMap<u64, BTreeMap<u16, u64>>,
+    held: BTreeMap<u64, Vec<(u16, OpMeta, Op)>>,
+    answers: BTreeMap<ActorId, BTreeMap<u64, Vec<u8>>>,
+    // What the last committed checkpoint holds of the target side.
+    committed: Option<(u64, BTreeMap<ActorId, RangeSet>)>,
+    outbox: VecDeque<Transmit>,
+}
+
+impl Member {
+    /// The membership of node `rank` in a new window, at epoch 0.
+    pub fn new(shape: Shape, rank: u16) -> Result<Member, WindowError> {
+        shape.len_of(rank)?;
+        let n = usize::from(shape.members());
+        Ok(Member {
+            shape,
+            rank,
+            epoch: 0,
+            fencing: false,
+            issued: BTreeMap::new(),
+            issued_in_epoch: vec![0; n],
+            log: vec![BTreeMap::new(); n],
+            notices_sent: vec![BTreeMap::new(); n],
+            awaiting: BTreeMap::new(),
+            covered: vec![BTreeMap::new(); n],
+            known: vec![Known::Everything; n],
+            applied: BTreeMap::new(),
+            received: BTreeMap::new(),
+            counted: vec![0; n],
+            notices: BTreeMap::new(),
+            held: BTreeMap::new(),
+            answers: BTreeMap::new(),
+            committed: None,
+            outbox: VecDeque::new(),
+        })
+    }
+
+    /// The window's shape.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// This node's rank.
+    pub fn rank(&self) -> u16 {
+        self.rank
+    }
+
+    /// The node's epoch: the number of fences it has completed.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Whether the node has called a fence that has not completed.
+    pub fn is_fencing(&self) -> bool {
+        self.fencing
+    }
+
+    fn member(&self, rank: u16) -> Result<usize, WindowError> {
+        self.shape.len_of(rank)?;
+        Ok(usize::from(rank))
+    }
+
+    fn members(&self) -> impl Iterator<Item = u16> {
+        0..self.shape.members()
+    }
+
+    /// The next frame to send, in order.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.outbox.pop_front()
+    }
+
+    // ---------------------------------------------------------------- origin side
+
+    /// Actor `origin` of this node issues `op` on `target`'s part: checked, numbered,
+    /// counted for the fence and, when it changes another node's part or answers, logged.
+    /// The driver then applies it itself ([`Issued::direct`] and the target's gate open:
+    /// [`Member::handle_direct`] at the target) or hands it to [`Member::send_op`].
+    pub fn issue(&mut self, origin: ActorId, target: u16, op: &Op) -> Result<Issued, WindowError> {
+        let t = self.member(target)?;
+        op.check(&self.shape, target)?;
+        let last = self.issued.get(&(origin, target)).copied().unwrap_or(0);
+        let index = last.checked_add(1).ok_or(WindowError::Overflow)?;
+        let in_epoch = self.issued_in_epoch[t]
+            .checked_add(1)
+            .ok_or(WindowError::Overflow)?;
+        self.issued.insert((origin, target), index);
+        self.issued_in_epoch[t] = in_epoch;
+        let meta = OpMeta {
+            origin,
+            index,
+            epoch: self.epoch,
+        };
+        let covered = self.covered[t]
+            .get(&origin)
+            .is_some_and(|c| c.contains(index));
+        if target != self.rank && !covered {
+            self.log[t].insert(
+                (origin, index),
+                Logged {
+                    epoch: self.epoch,
+                    op: op.clone(),
+                },
+            );
+        }
+        let direct = target == self.rank
+            || match &self.known[t] {
+                Known::Everything => true,
+                Known::Waiting => false,
+                Known::Applied(applied) => !applied.get(&origin).is_some_and(|a| a.contains(index)),
+            };
+        Ok(Issued { meta, direct })
+    }
+
+    /// Sends an issued operation over the message path (not direct, or the target's gate
+    /// refused it); its answer, if any, is awaited.
+    pub fn send_op(&mut self, target: u16, meta: OpMeta, op: Op) {
+        if op.kind.answers() {
+            self.awaiting.insert((meta.origin, meta.index), target);
+        }
+        self.outbox.push_back(Transmit {
+            to: target,
+            frame: WindowFrame::Op { meta, op },
+        });
+    }
+
+    /// An answer arrived for one of this node's operations: `true` the first time (hand
+    /// it to the waiting actor), `false` for a second answer to a resent operation.
+    pub fn handle_answer(&mut self, origin: ActorId, index: u64) -> bool {
+        self.awaiting.remove(&(origin, index)).is_some()
+    }
+
+    /// The node's fence of its current epoch: every member is told how many operations
+    /// this node issued to it in the epoch. The fence completes in
+    /// [`Member::poll_fence`].
+    pub fn fence(&mut self) -> Result<(), WindowError> {
+        if self.fencing {
+            return Err(WindowError::FenceInProgress(self.epoch));
+        }
+        self.fencing = true;
+        for target in self.members() {
+            let count = self.issued_in_epoch[usize::from(target)];
+            if target == self.rank {
+                self.notices
+                    .entry(self.epoch)
+                    .or_default()
+                    .insert(target, count);
+            } else {
+                self.notices_sent[usize::from(target)].insert(self.epoch, count);
+                self.outbox.push_back(Transmit {
+                    to: target,
+                    frame: WindowFrame::Notice {
+                        epoch: self.epoch,
+                        count,
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- target side
+
+    fn admit(&mut self, from: u16, meta: &OpMeta) -> Result<Option<Applied>, WindowError> {
+        let f = self.member(from)?;
+        if meta.origin.rank() != from {
+            return Err(WindowError::UnknownMember {
+                rank: meta.origin.rank(),
+                members: self.shape.members(),
+            });
+        }
+        if meta.index == 0 {
+            return Err(WindowError::ZeroIndex(meta.origin.to_string()));
+        }
+        let seen = |m: &BTreeMap<ActorId, RangeSet>| {
+            m.get(&meta.origin).is_some_and(|s| s.contains(meta.index))
+        };
+        if seen(&self.applied) || seen(&self.received) {
+            return Ok(Some(Applied::Again));
+        }
+        if meta.epoch < self.epoch {
+            return Err(WindowError::EpochPassed {
+                origin: meta.origin.to_string(),
+                rank: self.rank,
+                index: meta.index,
+                epoch: meta.epoch,
+                current: self.epoch,
+            });
+        }
+        if meta.epoch > self.epoch {
+            return Ok(Some(Applied::Held));
+        }
+        let announced = self
+            .notices
+            .get(&self.epoch)
+            .and_then(|n| n.get(&from))
+            .copied();
+        if let Some(announced) = announced {
+            if self.counted[f] >= announced {
+                return Err(WindowError::TooManyOperations {
+                    from,
+                    rank: self.rank,
+                    epoch: self.epoch,
+                    announced,
+                    applied: self.counted[f] + 1,
+                });
+            }
+        }
+        Ok(None)
+    }
+
+    fn record(&mut self, from: u16, meta: &OpMeta, answer: Option<Vec<u8>>, send: bool) {
+        self.applied
+            .entry(meta.origin)
+            .or_default()
+            .insert(meta.index);
+        self.received
+            .entry(meta.origin)
+            .or_default()
+            .insert(meta.index);
+        self.counted[usize::from(from)] += 1;
+        let Some(values) = answer else { return };
+        // An origin of this node fails with it: its answers need no keeping.
+        if from != self.rank {
+            self.answers
+                .entry(meta.origin)
+                .or_default()
+                .insert(meta.index, values.clone());
+        }
+        if send {
+            self.outbox.push_back(Transmit {
+                to: from,
+                frame: WindowFrame::Answer {
+                    origin: meta.origin,
+                    index: meta.index,
+                    values,
+                },
+            });
+        }
+    }
+
+    fn answer_again(&mut self, from: u16, meta: &OpMeta, op: &Op) -> Result<(), WindowError> {
+        let applied = self
+            .applied
+            .get(&meta.origin)
+            .is_some_and(|s| s.contains(meta.index));
+        if !op.kind.answers() || !applied {
+            // A write applied before, or an operation still held: nothing to answer now.
+            return Ok(());
+        }
+        let values = self
+            .answers
+            .get(&meta.origin)
+            .and_then(|a| a.get(&meta.index))
+            .cloned()
+            .ok_or_else(|| WindowError::AnswerReleased {
+                origin: meta.origin.to_string(),
+                index: meta.index,
+            })?;
+        self.outbox.push_back(Transmit {
+            to: from,
+            frame: WindowFrame::Answer {
+                origin: meta.origin,
+                index: meta.index,
+                values,
+            },
+        });
+        Ok(())
+    }
+
+    /// An operation from node `from` reached this node's part over the message path (or
+    /// from one of this node's own actors): applied to `part` now, recognised as a
+    /// re-execution, or held for a later epoch. Refused without any change if it does
+    /// not fit the window or its epoch has passed without it.
+    pub fn handle_op(
+        &mut self,
+        from: u16,
+        meta: OpMeta,
+        op: Op,
+        part: &mut [u8],
+    ) -> Result<Applied, WindowError> {
+        op.check(&self.shape, self.rank)?;
+        match self.admit(from, &meta)? {
+            Some(Applied::Again) => {
+                self.answer_again(from, &meta, &op)?;
+                Ok(Applied::Again)
+            }
+            Some(Applied::Held) => {
+                self.received
+                    .entry(meta.origin)
+                    .or_default()
+                    .insert(meta.index);
+                self.held
+                    .entry(meta.epoch)
+                    .or_default()
+                    .push((from, meta, op));
+                Ok(Applied::Held)
+            }
+            Some(Applied::Now) | None => {
+                let answer = op.apply(&self.shape, self.rank, part)?;
+                self.record(from, &meta, answer, true);
+                Ok(Applied::Now)
+            }
+        }
+    }
+
+    /// Node `from`'s actor applied an operation to this node's part itself, through the
+    /// gate, and left its record (with the values a get or fetch-and-op read): the
+    /// target's bookkeeping catches up. The gate let it in only at this epoch, and only
+    /// an operation the target had not seen.
+    pub fn handle_direct(
+        &mut self,
+        from: u16,
+        meta: OpMeta,
+        kind: OpKind,
+        answer: Option<Vec<u8>>,
+    ) -> Result<(), WindowError> {
+        match self.admit(from, &meta)? {
+            None => {
+                // Its origin has the values already: nothing to send, only to keep.
+                let answer = answer.filter(|_| kind.answers());
+                self.record(from, &meta, answer, false);
+                Ok(())
+            }
+            Some(_) => Err(WindowError::DirectRepeated {
+                origin: meta.origin.to_string(),
+                rank: self.rank,
+                index: meta.index,
+                epoch: meta.epoch,
+            }),
+        }
+    }
+
+    /// Node `from`'s fence of `epoch` announced `count` operations to this node. A
+    /// count of an epoch this node has passed is a re-executed fence's and is ignored.
+    pub fn handle_notice(&mut self, from: u16, epoch: u64, count: u64) -> Result<(), WindowError> {
+        let f = self.member(from)?;
+        if epoch < self.epoch {
+            return Ok(());
+        }
+        let notices = self.notices.entry(epoch).or_default();
+        if let Some(&before) = notices.get(&from) {
+            if before != count {
+                return Err(WindowError::NoticeChanged {
+                    from,
+                    rank: self.rank,
+                    epoch,
+                    count,
+                    before,
+                });
+            }
+            return Ok(());
+        }
+        if epoch == self.epoch && self.counted[f] > count {
+            return Err(WindowError::TooManyOperations {
+                from,
+                rank: self.rank,
+                epoch,
+                announced: count,
+                applied: self.counted[f],
+            });
+        }
+        notices.insert(from, count);
+        Ok(())
+    }
+
+    /// Whether the fence this node called can complete: every member's count for the
+    /// epoch is in, that many of its operations have been applied here, and every answer
+    /// this node's operations of the epoch wait for has come.
+    pub fn fence_ready(&self) -> bool {
+        if !self.fencing || self.awaiting.values().next().is_some() {
+            return false;
+        }
+        let Some(notices) = self.notices.get(&self.epoch) else {
+            return false;
+        };
+        self.members()
+            .all(|r| notices.get(&r) == Some(&self.counted[usize::from(r)]))
+    }
+
+    /// Completes the fence if it is ready ([`Member::fence_ready`]): the node enters the
+    /// next epoch, and the operations held for it are applied to `part` now. Returns the
+    /// new epoch. The driver advances the part's gate word with it.
+    pub fn poll_fence(&mut self, part: &mut [u8]) -> Result<Option<u64>, WindowError> {
+        if !self.fence_ready() {
+            return Ok(None);
+        }
+        let next = self.epoch.checked_add(1).ok_or(WindowError::Overflow)?;
+        self.notices.remove(&self.epoch);
+        self.epoch = next;
+        self.fencing = false;
+        self.issued_in_epoch.iter_mut().for_each(|c| *c = 0);
+        self.counted.iter_mut().for_each(|c| *c = 0);
+        for (from, meta, op) in self.held.remove(&next).unwrap_or_default() {
+            // Held operations passed the channel checks when they came.
+            let answer = op.apply(&self.shape, self.rank, part)?;
+            self.record(from, &meta, answer, true);
+        }
+        Ok(Some(next))
+    }
+
+    // ---------------------------------------------------------------- checkpoints
+
+    /// What a checkpoint keeps. Taken with the gate closed and drained and every direct
+    /// record handled, beside a copy of the part.
+    pub fn image(&self) -> MemberImage {
+        MemberImage {
+            shape: self.shape.clone(),
+            rank: self.rank,
+            epoch: self.epoch,
+            fencing: self.fencing,
+            issued: self.issued.clone(),
+            issued_in_epoch: self.issued_in_epoch.clone(),
+            log: self.log.clone(),
+            notices_sent: self.notices_sent.clone(),
+            awaiting: self.awaiting.clone(),
+            covered: self.covered.clone(),
+            applied: self.applied.clone(),
+            counted: self.counted.clone(),
+            answers: self.answers.clone(),
+        }
+    }
+
+    /// The checkpoint holding `image` is committed: each origin node is told which of
+    /// its operations it may drop from its log, each target which answers it may drop.
+    pub fn checkpoint_committed(&mut self, image: &MemberImage) {
+        for peer in self.members().filter(|&r| r != self.rank) {
+            let ops = of_rank(&image.applied, peer);
+            self.outbox.push_back(Transmit {
+                to: peer,
+                frame: WindowFrame::Covered {
+                    ops,
+                    epoch: image.epoch,
+                },
+            });
+            let answers: Vec<(ActorId, u64)> = image
+                .issued
+                .iter()
+                .filter(|((_, target), _)| *target == peer)
+                .map(|((o, _), i)| (*o, *i))
+                .collect();
+            if !answers.is_empty() {
+                self.outbox.push_back(Transmit {
+                    to: peer,
+                    frame: WindowFrame::AnswersTaken { answers },
+                });
+            }
+        }
+        self.committed = Some((image.epoch, image.applied.clone()));
+    }
+
+    fn release_log(&mut self, target: usize, ops: &[(ActorId, RangeSet)], epoch: u64) {
+        for (origin, indices) in ops {
+            if origin.rank() != self.rank {
+                continue;
+            }
+            self.covered[target]
+                .entry(*origin)
+                .or_default()
+                .union_with(indices);
+            self.log[target].retain(|(o, i), _| o != origin || !indices.contains(*i));
+        }
+        self.notices_sent[target].retain(|e, _| *e >= epoch);
+    }
+
+    /// Target `from`'s committed checkpoint holds these of this node's operations and is
+    /// at `epoch`: they leave the log.
+    pub fn handle_covered(
+        &mut self,
+        from: u16,
+        ops: &[(ActorId, RangeSet)],
+        epoch: u64,
+    ) -> Result<(), WindowError> {
+        let t = self.member(from)?;
+        self.release_log(t, ops, epoch);
+        Ok(())
+    }
+
+    /// Origin `from`'s committed checkpoint issued operations up to these indices to this
+    /// node: their answers are never asked again.
+    pub fn handle_answers_taken(
+        &mut self,
+        from: u16,
+        answers: &[(ActorId, u64)],
+    ) -> Result<(), WindowError> {
+        self.member(from)?;
+        for &(origin, index) in answers {
+            if origin.rank() != from {
+                continue;
+            }
+            if let Some(kept) = self.answers.get_mut(&origin) {
+                kept.retain(|i, _| *i > index);
+                if kept.is_empty() {
+                    self.answers.remove(&origin);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The membership a restarted node gets back from its checkpoint image. Every other
+    /// member is told what the image had applied of its actors' operations, so that it
+    /// resends the rest; the node's own operations that were waiting for answers are sent
+    /// again; until a target answers, nothing goes to it direct.
+    pub fn restore(image: MemberImage) -> Result<Member, WindowError> {
+        let n = usize::from(image.shape.members());
+        let sized = |len: usize| len == n;
+        if !sized(image.issued_in_epoch.len())
+            || !sized(image.log.len())
+            || !sized(image.notices_sent.len())
+            || !sized(image.covered.len())
+            || !sized(image.counted.len())
+            || image.shape.len_of(image.rank).is_err()
+        {
+            return Err(WindowError::InvalidImage(format!(
+                "its tables do not have one entry per member of {n}"
+            )));
+        }
+        let mut member = Member {
+            known: vec![Known::Waiting; n],
+            received: image.applied.clone(),
+            notices: BTreeMap::new(),
+            held: BTreeMap::new(),
+            committed: Some((image.epoch, image.applied.clone())),
+            outbox: VecDeque::new(),
+            shape: image.shape,
+            rank: image.rank,
+            epoch: image.epoch,
+            fencing: image.fencing,
+            issued: image.issued,
+            issued_in_epoch: image.issued_in_epoch,
+            log: image.log,
+            notices_sent: image.notices_sent,
+            awaiting: image.awaiting,
+            covered: image.covered,
+            applied: image.applied,
+            counted: image.counted,
+            answers: image.answers,
+        };
+        member.known[usize::from(member.rank)] = Known::Everything;
+        if member.fencing {
+            let own = member.issued_in_epoch[usize::from(member.rank)];
+            member
+                .notices
+                .entry(member.epoch)
+                .or_default()
+                .insert(member.rank, own);
+        }
+        for peer in member.members().filter(|&r| r != member.rank) {
+            let applied = member.applied_from(peer);
+            member.outbox.push_back(Transmit {
+                to: peer,
+                frame: WindowFrame::Restarted {
+                    applied,
+                    epoch: member.epoch,
+                },
+            });
+        }
+        let awaiting: Vec<((ActorId, u64), u16)> =
+            member.awaiting.iter().map(|(k, t)| (*k, *t)).collect();
+        for ((origin, index), target) in awaiting {
+            if let Some(logged) = member.log[usize::from(target)].get(&(origin, index)) {
+                let (meta, op) = (
+                    OpMeta {
+                        origin,
+                        index,
+                        epoch: logged.epoch,
+                    },
+                    logged.op.clone(),
+                );
+                member.outbox.push_back(Transmit {
+                    to: target,
+                    frame: WindowFrame::Op { meta, op },
+                });
+            }
+        }
+        Ok(member)
+    }
+
+    fn applied_from(&self, peer: u16) -> Vec<(ActorId, RangeSet)> {
+        of_rank(&self.applied, peer)
+    }
+
+    /// Member `from` restarted from an image that had applied `applied` of this node's
+    /// operations and was at `epoch`: what it lost is sent again (logged operations after
+    /// those indices, fence counts from that epoch on, in order), and it is told what this
+    /// node has applied of its actors' operations and what this node's checkpoint covers.
+    pub fn handle_restarted(
+        &mut self,
+        from: u16,
+        applied: &[(ActorId, RangeSet)],
+        epoch: u64,
+    ) -> Result<(), WindowError> {
+        let t = self.member(from)?;
+        // Its image is its newest checkpoint: what it had applied is covered.
+        self.release_log(t, applied, epoch);
+        for (&(origin, index), logged) in &self.log[t] {
+            self.outbox.push_back(Transmit {
+                to: from,
+                frame: WindowFrame::Op {
+                    meta: OpMeta {
+                        origin,
+                        index,
+                        epoch: logged.epoch,
+                    },
+                    op: logged.op.clone(),
+                },
+            });
+        }
+        for (&e, &count) in &self.notices_sent[t] {
+            self.outbox.push_back(Transmit {
+                to: from,
+                frame: WindowFrame::Notice { epoch: e, count },
+            });
+        }
+        // Answers it awaited from us before it failed will be asked again by its
+        // re-execution; what it awaits of its own is its business.
+        let (covered_epoch, covered) = match &self.committed {
+            Some((e, applied)) => (*e, of_rank(applied, from)),
+            None => (0, Vec::new()),
+        };
+        self.outbox.push_back(Transmit {
+            to: from,
+            frame: WindowFrame::Resumed {
+                applied: self.applied_from(from),
+                covered,
+                covered_epoch,
+            },
+        });
+        Ok(())
+    }
+
+    /// Target `from` answered this node's restart: its re-executed operations up to
+    /// `applied` go over the message path, the rest may go direct again; what `from`'s
+    /// checkpoint covers leaves the log.
+    pub fn handle_resumed(
+        &mut self,
+        from: u16,
+        applied: &[(ActorId, RangeSet)],
+        covered: &[(ActorId, RangeSet)],
+        covered_epoch: u64,
+    ) -> Result<(), WindowError> {
+        let t = self.member(from)?;
+        self.release_log(t, covered, covered_epoch);
+        let mine = applied
+            .iter()
+            .filter(|(o, _)| o.rank() == self.rank)
+            .cloned()
+            .collect();
+        self.known[t] = Known::Applied(mine);
+        Ok(())
+    }
+
+    /// Handles any frame from member `from` (`part` is this node's memory, for
+    /// operations). Answers return `Some((origin, index, values))` the first time.
+    pub fn handle_frame(
+        &mut self,
+        from: u16,
+        frame: WindowFrame,
+        part: &mut [u8],
+    ) -> Result<Option<(ActorId, u64, Vec<u8>)>, WindowError> {
+        match frame {
+            WindowFrame::Op { meta, op } => self.handle_op(from, meta, op, part).map(|_| None),
+            WindowFrame::Answer {
+                origin,
+                index,
+                values,
+            } => Ok(self
+                .handle_answer(origin, index)
+                .then_some((origin, index, values))),
+            WindowFrame::Notice { epoch, count } => {
+                self.handle_notice(from, epoch, count).map(|_| None)
+            }
+            WindowFrame::Covered { ops, epoch } => {
+                self.handle_covered(from, &ops, epoch).map(|_| None)
+            }
+            WindowFrame::AnswersTaken { answers } => {
+                self.handle_answers_taken(from, &answers).map(|_| None)
+            }
+            WindowFrame::Restarted { applied, epoch } => {
+                self.handle_restarted(from, &applied, epoch).map(|_| None)
+            }
+            WindowFrame::Resumed {
+                applied,
+                covered,
+                covered_epoch,
+            } => self
+                .handle_resumed(from, &applied, &covered, covered_epoch)
+                .map(|_| None),
+        }
+    }
+
+    /// What the membership keeps now.
+    pub fn stats(&self) -> MemberStats {
+        let logged = self.log.iter().map(BTreeMap::len).sum();
+        let logged_bytes = self
+            .log
+            .iter()
+            .flat_map(|l| l.values())
+            .map(|l| l.op.weight())
+            .sum();
+        let answers = self.answers.values().map(BTreeMap::len).sum();
+        let answer_bytes = self
+            .answers
+            .values()
+            .flat_map(|a| a.values())
+            .map(Vec::len)
+            .sum();
+        let held = self.held.values().map(Vec::len).sum();
+        MemberStats {
+            logged,
+            logged_bytes,
+            answers,
+            answer_bytes,
+            held,
+        }
+    }
+
+    /// The origins and indices of the operations this node awaits answers for.
+    pub fn awaiting(&self) -> BTreeSet<(ActorId, u64)> {
+        self.awaiting.keys().copied().collect()
+    }
+}
+
+/// The entries of `applied` whose origin actor lives on node `rank`.
+fn of_rank(applied: &BTreeMap<ActorId, RangeSet>, rank: u16) -> Vec<(ActorId, RangeSet)> {
+    applied
+        .iter()
+        .filter(|(origin, _)| origin.rank() == rank)
+        .map(|(o, s)| (*o, s.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::element::{ElementType, ReduceOp};
+
+    /// Members of one window with their parts, and the frames between them in FIFO
+    /// order per pair; answers collected per origin actor.
+    struct Cluster {
+        members: Vec<Member>,
+        parts: Vec<Vec<u8>>,
+        queues: BTreeMap<(u16, u16), VecDeque<WindowFrame>>,
+        answers: BTreeMap<(ActorId, u64), Vec<u8>>,
+    }
+
+    fn shape(n: u16, len: u64) -> Shape {
+        Shape {
+            window: crate::window::WindowId(0),
+            elem: ElementType::U64,
+            lens: vec![len; usize::from(n)],
+        }
+    }
+
+    fn actor(rank: u16) -> ActorId {
+        ActorId::new(rank, 1).unwrap()
+    }
+
+    fn values(v: &[u64]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    fn op(kind: OpKind, offset: u64, operand: &[u64]) -> Op {
+        Op {
+            kind,
+            elem: ElementType::U64,
+            offset,
+            count: if kind == OpKind::Get {
+                1
+            } else {
+                operand.len() as u64
+            },
+            operand: values(operand),
+        }
+    }
+
+    impl Cluster {
+        fn new(n: u16, len: u64) -> Cluster {
+            Cluster {
+                members: (0..n)
+                    .map(|r| Member::new(shape(n, len), r).unwrap())
+                    .collect(),
+                parts: vec![vec![0; len as usize * 8]; usize::from(n)],
+                queues: BTreeMap::new(),
+                answers: BTreeMap::new(),
+            }
+        }
+
+        fn collect(&mut self, rank: u16) {
+            while let Some(t) = self.members[usize::from(rank)].poll_transmit() {
+                self.queues
+                    .entry((rank, t.to))
+                    .or_default()
+                    .push_back(t.frame);
+            }
+        }
+
+        /// Issues over the message path (or applies locally for the own part).
+        fn issue(&mut self, rank: u16, target: u16, op: Op) -> OpMeta {
+            let r = usize::from(rank);
+            let issued = self.members[r].issue(actor(rank), target, &op).unwrap();
+            if target == rank {
+                let part = &mut self.parts[r];
+                self.members[r]
+                    .handle_op(rank, issued.meta, op, part)
+                    .unwrap();
+            } else {
+                self.members[r].send_op(target, issued.meta, op);
+            }
+            self.collect(rank);
+            issued.meta
+        }
+
+        /// Delivers every queued frame until none is left.
+        fn settle(&mut self) {
+            loop {
+                let Some((&(from, to), _)) = self.queues.iter().find(|(_, q)| !q.is_empty()) else {
+                    return;
+                };
+                let frame = self
+                    .queues
+                    .get_mut(&(from, to))
+                    .unwrap()
+                    .pop_front()
+                    .unwrap();
+                let t = usize::from(to);
+                let got = self.members[t]
+                    .handle_frame(from, frame, &mut self.parts[t])
+                    .unwrap();
+                if let Some((origin, index, values)) = got {
+                    self.answers.insert((origin, index), values);
+                }
+                let _ = self.members[t].poll_fence(&mut self.parts[t]).unwrap();
+                self.collect(to);
+            }
+        }
+
+        fn fence_all(&mut self) {
+            for r in 0..self.members.len() as u16 {
+                self.members[usize::from(r)].fence().unwrap();
+                self.collect(r);
+            }
+            self.settle();
+            for r in 0..self.members.len() {
+                let _ = self.members[r].poll_fence(&mut self.parts[r]).unwrap();
+            }
+        }
+
+        fn word(&self, rank: u16, i: usize) -> u64 {
+            let p = &self.parts[usize::from(rank)];
+            u64::from_le_bytes(p[i * 8..i * 8 + 8].try_into().unwrap())
+        }
+    }
+
+    #[test]
+    fn a_fence_completes_once_every_announced_operation_is_applied() {
+        let mut c = Cluster::new(3, 4);
+        c.issue(0, 2, op(OpKind::Accumulate(ReduceOp::Sum), 0, &[5]));
+        c.issue(1, 2, op(OpKind::Accumulate(ReduceOp::Sum), 0, &[7]));
+        c.issue(2, 2, op(OpKind::Accumulate(ReduceOp::Sum), 0, &[1]));
+        c.issue(0, 1, op(OpKind::Put, 3, &[9]));
+        // Node 2 fences while node 0's operation is still on its way: not ready.
+        let held = c.queues.remove(&(0, 2)).unwrap();
+        c.fence_all();
+        assert_eq!(c.members[2].epoch(), 0, "node 0's accumulate is missing");
+        assert!(c.members[2].is_fencing());
+        assert_eq!(c.members[1].epoch(), 1);
+        c.queues.insert((0, 2), held);
+        c.settle();
+        assert_eq!(c.members[2].epoch(), 1);
+        assert_eq!(c.word(2, 0), 13);
+        assert_eq!(c.word(1, 3), 9);
+    }
+
+    #[test]
+    fn an_operation_of_a_later_epoch_waits_for_the_targets_fence() {
+        let mut c = Cluster::new(2, 2);
+        c.members[0].fence().unwrap();
+        c.collect(0);
+        c.members[1].fence().unwrap();
+        c.collect(1);
+        // Node 1's count reaches node 0, which enters epoch 1 and puts; node 0's count
+        // has not reached node 1, still in epoch 0.
+        let notice = c.queues.remove(&(0, 1)).unwrap();
+        c.settle();
+        assert_eq!((c.members[0].epoch(), c.members[1].epoch()), (1, 0));
+        c.issue(0, 1, op(OpKind::Put, 1, &[42]));
+        let put = c.queues.remove(&(0, 1)).unwrap();
+        // The put overtakes the count (it took another path): held, not applied.
+        let mut part = std::mem::take(&mut c.parts[1]);
+        for frame in put {
+            c.members[1].handle_frame(0, frame, &mut part).unwrap();
+        }
+        c.parts[1] = part;
+        assert_eq!(c.members[1].stats().held, 1);
+        assert_eq!(c.word(1, 1), 0);
+        c.queues.insert((0, 1), notice);
+        c.settle();
+        assert_eq!(c.members[1].epoch(), 1);
+        assert_eq!(
+            c.word(1, 1),
+            42,
+            "applied when the fence let node 1 into epoch 1"
+        );
+        assert_eq!(c.members[1].stats().held, 0);
+    }
+
+    #[test]
+    fn a_restarted_target_gets_back_every_operation_after_its_image() {
+        let mut c = Cluster::new(2, 2);
+        c.issue(0, 1, op(OpKind::Accumulate(ReduceOp::Sum), 0, &[1]));
+        c.settle();
+        let image = c.members[1].image();
+        let saved = c.parts[1].clone();
+        c.members[1].checkpoint_committed(&image);
+        c.collect(1);
+        c.settle();
+        assert_eq!(c.members[0].stats().logged, 0, "the checkpoint covers it");
+        c.issue(0, 1, op(OpKind::Accumulate(ReduceOp::Sum), 0, &[10]));
+        c.issue(0, 1, op(OpKind::Accumulate(ReduceOp::Sum), 1, &[3]));
+        c.settle();
+        assert_eq!(c.members[0].stats().logged, 2);
+        assert_eq!((c.word(1, 0), c.word(1, 1)), (11, 3));
+        // Node 1 dies and restarts from its image.
+        c.members[1] = Member::restore(image).unwrap();
+        c.parts[1] = saved;
+        c.collect(1);
+        c.settle();
+        assert_eq!((c.word(1, 0), c.word(1, 1)), (11, 3), "resent exactly once");
+        c.fence_all();
+        assert_eq!((c.members[0].epoch(), c.members[1].epoch()), (1, 1));
+    }
+
+    #[test]
+    fn a_restarted_origin_reads_what_it_read_before_though_the_target_moved_on() {
+        let mut c = Cluster::new(2, 1);
+        let image = c.members[0].image();
+        c.issue(1, 1, op(OpKind::Put, 0, &[5]));
+        c.fence_all();
+        let get = c.issue(0, 1, op(OpKind::Get, 0, &[]));
+        c.issue(0, 1, op(OpKind::Accumulate(ReduceOp::Sum), 0, &[2]));
+        c.settle();
+        assert_eq!(c.answers[&(get.origin, get.index)], values(&[5]));
+        c.fence_all();
+        c.issue(1, 1, op(OpKind::Put, 0, &[100]));
+        c.fence_all();
+        assert_eq!(c.word(1, 0), 100);
+        // Node 0 dies; its image is from before all of this. It re-executes.
+        c.members[0] = Member::restore(image).unwrap();
+        c.answers.clear();
+        c.collect(0);
+        c.settle();
+        c.fence_all();
+        let again = c.issue(0, 1, op(OpKind::Get, 0, &[]));
+        c.issue(0, 1, op(OpKind::Accumulate(ReduceOp::Sum), 0, &[2]));
+        c.settle();
+        assert_eq!(again, get);
+        assert_eq!(
+            c.answers[&(get.origin, get.index)],
+            values(&[5]),
+            "from the log"
+        );
+        assert_eq!(
+            c.word(1, 0),
+            100,
+            "the re-executed accumulate is not applied again"
+        );
+        // Once node 0's checkpoint covers the get, node 1 drops its answer.
+        assert_eq!(c.members[1].stats().answers, 1);
+        let image = c.members[0].image();
+        c.members[0].checkpoint_committed(&image);
+        c.collect(0);
+        c.settle();
+        assert_eq!(c.members[1].stats().answers, 0);
+    }
+
+    #[test]
+    fn direct_operations_are_booked_once_and_a_repeat_is_refused() {
+        let mut m = Member::new(shape(2, 2), 1).unwrap();
+        let meta = OpMeta {
+            origin: actor(0),
+            index: 1,
+            epoch: 0,
+        };
+        m.handle_direct(0, meta, OpKind::Get, Some(values(&[3])))
+            .unwrap();
+        assert_eq!(m.stats().answers, 1);
+        assert!(matches!(
+            m.handle_direct(0, meta, OpKind::Get, None),
+            Err(WindowError::DirectRepeated { index: 1, .. })
+        ));
+        // Over the message path the same operation is a repeat answered from the log.
+        let mut part = vec![0; 16];
+        let again = m
+            .handle_op(0, meta, op(OpKind::Get, 0, &[]), &mut part)
+            .unwrap();
+        assert_eq!(again, Applied::Again);
+        let answer = m.poll_transmit().unwrap();
+        assert_eq!(
+            answer.frame,
+            WindowFrame::Answer {
+                origin: actor(0),
+                index: 1,
+                values: values(&[3])
+            }
+        );
+    }
+
+    #[test]
+    fn bad_operations_and_counts_are_refused_without_a_change() {
+        let mut m = Member::new(shape(2, 2), 1).unwrap();
+        let mut part = vec![0; 16];
+        let meta = |index, epoch| OpMeta {
+            origin: actor(0),
+            index,
+            epoch,
+        };
+        let mut wrong = op(OpKind::Put, 0, &[1]);
+        wrong.elem = ElementType::F64;
+        assert!(matches!(
+            m.handle_op(0, meta(1, 0), wrong, &mut part),
+            Err(WindowError::WrongElementType { .. })
+        ));
+        assert!(matches!(
+            m.handle_op(0, meta(1, 0), op(OpKind::Put, 2, &[1]), &mut part),
+            Err(WindowError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            m.handle_op(0, meta(0, 0), op(OpKind::Put, 0, &[1]), &mut part),
+            Err(WindowError::ZeroIndex(_))
+        ));
+        assert!(matches!(
+            m.handle_op(1, meta(1, 0), op(OpKind::Put, 0, &[1]), &mut part),
+            Err(WindowError::UnknownMember { .. })
+        ));
+        m.handle_notice(0, 0, 1).unwrap();
+        assert!(matches!(
+            m.handle_notice(0, 0, 2),
+            Err(WindowError::NoticeChanged { .. })
+        ));
+        m.handle_op(0, meta(1, 0), op(OpKind::Put, 0, &[1]), &mut part)
+            .unwrap();
+        assert!(matches!(
+            m.handle_op(0, meta(2, 0), op(OpKind::Put, 1, &[1]), &mut part),
+            Err(WindowError::TooManyOperations { .. })
+        ));
+        assert_eq!(part, values(&[1, 0]), "only the valid put changed the part");
+        let mut origin = Member::new(shape(2, 2), 0).unwrap();
+        assert!(matches!(
+            origin.issue(actor(0), 5, &op(OpKind::Put, 0, &[1])),
+            Err(WindowError::UnknownMember { rank: 5, .. })
+        ));
+        assert_eq!(origin.stats().logged, 0);
+    }
+}
