@@ -6,4 +6,5 @@
 pub mod net;
 pub mod program;
 pub mod rng;
+pub mod windows;
 pub mod world;

@@ -166,19 +166,6 @@ pub enum WindowError {
     /// An operation with index 0 (indices start at 1).
     #[error("operation index 0 from {0} (indices start at 1)")]
     ZeroIndex(String),
-    /// An origin applied an operation itself that the target had already seen: the
-    /// origin's driver went direct where it had to use the message path.
-    #[error("operation {index} of epoch {epoch} from {origin} applied again by its origin at node {rank}")]
-    DirectRepeated {
-        /// The origin actor.
-        origin: String,
-        /// The target node.
-        rank: u16,
-        /// Its index.
-        index: u64,
-        /// Its epoch.
-        epoch: u64,
-    },
     /// An operation of an epoch this node has already closed, not a duplicate: its
     /// origin's fence count did not include it.
     #[error("operation {index} from {origin} belongs to epoch {epoch}, node {rank} is at epoch {current}")]
@@ -233,6 +220,10 @@ pub enum WindowError {
         /// The operation's index.
         index: u64,
     },
+    /// A record of an accumulate or fetch-and-op that its origin applied itself: only
+    /// puts and gets may go direct.
+    #[error("a {0:?} cannot be applied by its origin directly")]
+    NotDirect(super::ops::OpKind),
     /// A fence while the previous one has not completed.
     #[error("fence of epoch {0} called while it is still in progress")]
     FenceInProgress(u64),

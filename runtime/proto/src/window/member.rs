@@ -8,7 +8,7 @@
 //! the module's (see [`super`]).
 
 use super::element::WindowError;
-use super::ops::{Op, OpKind, OpMeta, Shape, WindowFrame};
+use super::ops::{Op, OpKind, OpMeta, Progress, Reply, Shape, WindowFrame};
 use crate::actor_id::ActorId;
 use crate::range_set::RangeSet;
 use serde::{Deserialize, Serialize};
@@ -50,6 +50,9 @@ pub enum Applied {
 struct Logged {
     epoch: u64,
     op: Op,
+    /// A fetch-and-op's answer once its origin has it: resent with the operation, so
+    /// that a restarted target keeps it as the answer.
+    answered: Option<Vec<u8>>,
 }
 
 /// What the node knows after its own restart of a target's progress on its channels.
@@ -77,7 +80,7 @@ pub struct MemberImage {
     issued_in_epoch: Vec<u64>,
     log: Vec<BTreeMap<(ActorId, u64), Logged>>,
     notices_sent: Vec<BTreeMap<u64, u64>>,
-    awaiting: BTreeMap<(ActorId, u64), u16>,
+    awaiting: BTreeMap<(u16, ActorId, u64), Logged>,
     covered: Vec<BTreeMap<ActorId, RangeSet>>,
     // Target side.
     applied: BTreeMap<ActorId, RangeSet>,
@@ -105,6 +108,36 @@ pub struct MemberStats {
     pub answer_bytes: usize,
     /// Operations of later epochs waiting at the target.
     pub held: usize,
+    /// Re-executed operations answered from the log (this incarnation).
+    pub answered_again: u64,
+}
+
+/// What a held operation owes its origin once applied.
+#[derive(Clone, Debug, PartialEq)]
+struct Pending {
+    /// Send the answer.
+    send: bool,
+    /// The answer its origin got before, kept instead of the one computed.
+    answered: Option<Vec<u8>>,
+}
+
+impl Pending {
+    fn of(reply: Reply) -> Pending {
+        match reply {
+            Reply::Answer => Pending {
+                send: true,
+                answered: None,
+            },
+            Reply::Effect => Pending {
+                send: false,
+                answered: None,
+            },
+            Reply::Answered(values) => Pending {
+                send: false,
+                answered: Some(values),
+            },
+        }
+    }
 }
 
 /// One node's membership in one window.
@@ -122,7 +155,7 @@ pub struct Member {
     issued_in_epoch: Vec<u64>,
     log: Vec<BTreeMap<(ActorId, u64), Logged>>,
     notices_sent: Vec<BTreeMap<u64, u64>>,
-    awaiting: BTreeMap<(ActorId, u64), u16>,
+    awaiting: BTreeMap<(u16, ActorId, u64), Logged>,
     covered: Vec<BTreeMap<ActorId, RangeSet>>,
     known: Vec<Known>,
     // Target side: the indices applied, and applied or held, per origin actor (a set,
@@ -134,10 +167,11 @@ pub struct Member {
     received: BTreeMap<ActorId, RangeSet>,
     counted: Vec<u64>,
     notices: BTreeMap<u64, BTreeMap<u16, u64>>,
-    held: BTreeMap<u64, Vec<(u16, OpMeta, Op)>>,
+    held: BTreeMap<u64, Vec<(u16, OpMeta, Op, Pending)>>,
     answers: BTreeMap<ActorId, BTreeMap<u64, Vec<u8>>>,
     // What the last committed checkpoint holds of the target side.
     committed: Option<(u64, BTreeMap<ActorId, RangeSet>)>,
+    answered_again: u64,
     outbox: VecDeque<Transmit>,
 }
 
@@ -165,6 +199,7 @@ impl Member {
             held: BTreeMap::new(),
             answers: BTreeMap::new(),
             committed: None,
+            answered_again: 0,
             outbox: VecDeque::new(),
         })
     }
@@ -233,34 +268,67 @@ impl Member {
                 Logged {
                     epoch: self.epoch,
                     op: op.clone(),
+                    answered: None,
                 },
             );
         }
         let direct = target == self.rank
-            || match &self.known[t] {
-                Known::Everything => true,
-                Known::Waiting => false,
-                Known::Applied(applied) => !applied.get(&origin).is_some_and(|a| a.contains(index)),
-            };
+            || op.kind.may_go_direct()
+                && match &self.known[t] {
+                    Known::Everything => true,
+                    Known::Waiting => false,
+                    Known::Applied(applied) => {
+                        !applied.get(&origin).is_some_and(|a| a.contains(index))
+                    }
+                };
         Ok(Issued { meta, direct })
     }
 
     /// Sends an issued operation over the message path (not direct, or the target's gate
-    /// refused it); its answer, if any, is awaited.
+    /// refused it); its answer, if any, is awaited. An operation on the node's own part
+    /// is applied with [`Member::handle_op`] instead.
     pub fn send_op(&mut self, target: u16, meta: OpMeta, op: Op) {
         if op.kind.answers() {
-            self.awaiting.insert((meta.origin, meta.index), target);
+            self.awaiting.insert(
+                (target, meta.origin, meta.index),
+                Logged {
+                    epoch: meta.epoch,
+                    op: op.clone(),
+                    answered: None,
+                },
+            );
         }
         self.outbox.push_back(Transmit {
             to: target,
-            frame: WindowFrame::Op { meta, op },
+            frame: WindowFrame::Op {
+                reply: if op.kind.answers() {
+                    Reply::Answer
+                } else {
+                    Reply::Effect
+                },
+                meta,
+                op,
+            },
         });
     }
 
-    /// An answer arrived for one of this node's operations: `true` the first time (hand
+    /// Target `from` answered one of this node's operations: `true` the first time (hand
     /// it to the waiting actor), `false` for a second answer to a resent operation.
-    pub fn handle_answer(&mut self, origin: ActorId, index: u64) -> bool {
-        self.awaiting.remove(&(origin, index)).is_some()
+    /// An operation on the node's own part is answered at once, by a frame to itself. A
+    /// fetch-and-op's answer is kept with the operation in the log.
+    pub fn handle_answer(&mut self, from: u16, origin: ActorId, index: u64, values: &[u8]) -> bool {
+        if from == self.rank {
+            return true;
+        }
+        if self.awaiting.remove(&(from, origin, index)).is_none() {
+            return false;
+        }
+        if let Some(logged) = self.log[usize::from(from)].get_mut(&(origin, index)) {
+            if matches!(logged.op.kind, OpKind::FetchAndOp(_)) {
+                logged.answered = Some(values.to_vec());
+            }
+        }
+        true
     }
 
     /// The node's fence of its current epoch: every member is told how many operations
@@ -372,6 +440,21 @@ impl Member {
         }
     }
 
+    fn apply_and_record(
+        &mut self,
+        from: u16,
+        meta: &OpMeta,
+        op: &Op,
+        pending: Pending,
+        part: &mut [u8],
+    ) -> Result<(), WindowError> {
+        let values = op.apply(&self.shape, self.rank, part)?;
+        // What its origin got the first time wins over what this order gives.
+        let values = pending.answered.or(values);
+        self.record(from, meta, values, pending.send);
+        Ok(())
+    }
+
     fn answer_again(&mut self, from: u16, meta: &OpMeta, op: &Op) -> Result<(), WindowError> {
         let applied = self
             .applied
@@ -390,6 +473,7 @@ impl Member {
                 origin: meta.origin.to_string(),
                 index: meta.index,
             })?;
+        self.answered_again += 1;
         self.outbox.push_back(Transmit {
             to: from,
             frame: WindowFrame::Answer {
@@ -404,18 +488,30 @@ impl Member {
     /// An operation from node `from` reached this node's part over the message path (or
     /// from one of this node's own actors): applied to `part` now, recognised as a
     /// re-execution, or held for a later epoch. Refused without any change if it does
-    /// not fit the window or its epoch has passed without it.
+    /// not fit the window or its epoch has passed without it. `reply`: what its origin
+    /// wants back.
     pub fn handle_op(
         &mut self,
         from: u16,
         meta: OpMeta,
         op: Op,
+        reply: Reply,
         part: &mut [u8],
     ) -> Result<Applied, WindowError> {
         op.check(&self.shape, self.rank)?;
         match self.admit(from, &meta)? {
             Some(Applied::Again) => {
-                self.answer_again(from, &meta, &op)?;
+                if reply == Reply::Answer {
+                    self.answer_again(from, &meta, &op)?;
+                    // A copy resent for its effect may be the one held: it answers now.
+                    if let Some(held) = self.held.get_mut(&meta.epoch) {
+                        for (_, m, _, pending) in held.iter_mut() {
+                            if m.origin == meta.origin && m.index == meta.index {
+                                pending.send = true;
+                            }
+                        }
+                    }
+                }
                 Ok(Applied::Again)
             }
             Some(Applied::Held) => {
@@ -426,12 +522,11 @@ impl Member {
                 self.held
                     .entry(meta.epoch)
                     .or_default()
-                    .push((from, meta, op));
+                    .push((from, meta, op, Pending::of(reply)));
                 Ok(Applied::Held)
             }
             Some(Applied::Now) | None => {
-                let answer = op.apply(&self.shape, self.rank, part)?;
-                self.record(from, &meta, answer, true);
+                self.apply_and_record(from, &meta, &op, Pending::of(reply), part)?;
                 Ok(Applied::Now)
             }
         }
@@ -439,8 +534,9 @@ impl Member {
 
     /// Node `from`'s actor applied an operation to this node's part itself, through the
     /// gate, and left its record (with the values a get or fetch-and-op read): the
-    /// target's bookkeeping catches up. The gate let it in only at this epoch, and only
-    /// an operation the target had not seen.
+    /// target's bookkeeping catches up. The gate let it in only at this epoch. One the
+    /// target has already (resent over the message path while its origin was writing it)
+    /// changes nothing: only puts and gets go direct, and doing one twice is doing it once.
     pub fn handle_direct(
         &mut self,
         from: u16,
@@ -448,20 +544,18 @@ impl Member {
         kind: OpKind,
         answer: Option<Vec<u8>>,
     ) -> Result<(), WindowError> {
-        match self.admit(from, &meta)? {
-            None => {
-                // Its origin has the values already: nothing to send, only to keep.
-                let answer = answer.filter(|_| kind.answers());
-                self.record(from, &meta, answer, false);
-                Ok(())
-            }
-            Some(_) => Err(WindowError::DirectRepeated {
-                origin: meta.origin.to_string(),
-                rank: self.rank,
-                index: meta.index,
-                epoch: meta.epoch,
-            }),
+        if !kind.may_go_direct() {
+            return Err(WindowError::NotDirect(kind));
         }
+        // Something else than `None`: the origin resent it over the message path while it
+        // was writing it (this node restarted); a put written twice, or a get read twice,
+        // is the same.
+        if self.admit(from, &meta)?.is_none() {
+            // Its origin has the values already: nothing to send, only to keep.
+            let answer = answer.filter(|_| kind.answers());
+            self.record(from, &meta, answer, false);
+        }
+        Ok(())
     }
 
     /// Node `from`'s fence of `epoch` announced `count` operations to this node. A
@@ -501,7 +595,7 @@ impl Member {
     /// epoch is in, that many of its operations have been applied here, and every answer
     /// this node's operations of the epoch wait for has come.
     pub fn fence_ready(&self) -> bool {
-        if !self.fencing || self.awaiting.values().next().is_some() {
+        if !self.fencing || !self.awaiting.is_empty() {
             return false;
         }
         let Some(notices) = self.notices.get(&self.epoch) else {
@@ -524,10 +618,9 @@ impl Member {
         self.fencing = false;
         self.issued_in_epoch.iter_mut().for_each(|c| *c = 0);
         self.counted.iter_mut().for_each(|c| *c = 0);
-        for (from, meta, op) in self.held.remove(&next).unwrap_or_default() {
+        for (from, meta, op, pending) in self.held.remove(&next).unwrap_or_default() {
             // Held operations passed the channel checks when they came.
-            let answer = op.apply(&self.shape, self.rank, part)?;
-            self.record(from, &meta, answer, true);
+            self.apply_and_record(from, &meta, &op, pending, part)?;
         }
         Ok(Some(next))
     }
@@ -566,11 +659,19 @@ impl Member {
                     epoch: image.epoch,
                 },
             });
+            // Up to the first answer the image still awaits: a restore asks for it again.
             let answers: Vec<(ActorId, u64)> = image
                 .issued
                 .iter()
                 .filter(|((_, target), _)| *target == peer)
-                .map(|((o, _), i)| (*o, *i))
+                .map(|((o, _), i)| {
+                    let awaited = image
+                        .awaiting
+                        .range((peer, *o, 0)..=(peer, *o, u64::MAX))
+                        .next()
+                        .map_or(*i, |((_, _, first), _)| first - 1);
+                    (*o, awaited.min(*i))
+                })
                 .collect();
             if !answers.is_empty() {
                 self.outbox.push_back(Transmit {
@@ -632,9 +733,9 @@ impl Member {
     }
 
     /// The membership a restarted node gets back from its checkpoint image. Every other
-    /// member is told what the image had applied of its actors' operations, so that it
-    /// resends the rest; the node's own operations that were waiting for answers are sent
-    /// again; until a target answers, nothing goes to it direct.
+    /// member is told what the image had of its actors' operations, so that it resends
+    /// the rest ([`WindowFrame::Restarted`]); the node's own operations that were waiting
+    /// for answers are sent again; until a target answers, nothing goes to it direct.
     pub fn restore(image: MemberImage) -> Result<Member, WindowError> {
         let n = usize::from(image.shape.members());
         let sized = |len: usize| len == n;
@@ -655,6 +756,7 @@ impl Member {
             notices: BTreeMap::new(),
             held: BTreeMap::new(),
             committed: Some((image.epoch, image.applied.clone())),
+            answered_again: 0,
             outbox: VecDeque::new(),
             shape: image.shape,
             rank: image.rank,
@@ -680,54 +782,56 @@ impl Member {
                 .insert(member.rank, own);
         }
         for peer in member.members().filter(|&r| r != member.rank) {
-            let applied = member.applied_from(peer);
+            let progress = member.progress_of(peer);
             member.outbox.push_back(Transmit {
                 to: peer,
-                frame: WindowFrame::Restarted {
-                    applied,
-                    epoch: member.epoch,
-                },
+                frame: WindowFrame::Restarted(progress),
             });
         }
-        let awaiting: Vec<((ActorId, u64), u16)> =
-            member.awaiting.iter().map(|(k, t)| (*k, *t)).collect();
-        for ((origin, index), target) in awaiting {
-            if let Some(logged) = member.log[usize::from(target)].get(&(origin, index)) {
-                let (meta, op) = (
-                    OpMeta {
-                        origin,
-                        index,
-                        epoch: logged.epoch,
-                    },
-                    logged.op.clone(),
-                );
-                member.outbox.push_back(Transmit {
-                    to: target,
-                    frame: WindowFrame::Op { meta, op },
-                });
-            }
-        }
+        // The answers it awaited are asked again when each target answers the restart.
         Ok(member)
     }
 
-    fn applied_from(&self, peer: u16) -> Vec<(ActorId, RangeSet)> {
-        of_rank(&self.applied, peer)
+    /// What this node has of `peer`'s operations: applied or held, and what its last
+    /// committed checkpoint holds.
+    fn progress_of(&self, peer: u16) -> Progress {
+        let (covered_epoch, covered) = match &self.committed {
+            Some((e, applied)) => (*e, of_rank(applied, peer)),
+            None => (0, Vec::new()),
+        };
+        Progress {
+            applied: of_rank(&self.received, peer),
+            epoch: self.epoch,
+            covered,
+            covered_epoch,
+        }
     }
 
-    /// Member `from` restarted from an image that had applied `applied` of this node's
-    /// operations and was at `epoch`: what it lost is sent again (logged operations after
-    /// those indices, fence counts from that epoch on, in order), and it is told what this
-    /// node has applied of its actors' operations and what this node's checkpoint covers.
-    pub fn handle_restarted(
+    /// Member `from` told what it has of this node's operations (it restarted, or it
+    /// answers this node's restart): what it lacks is sent again (logged operations not
+    /// in its set, fence counts from its epoch on), what its checkpoint holds leaves the
+    /// log, and this node's re-executed operations that it has take the message path.
+    /// A restart is answered with this node's own progress.
+    pub fn handle_progress(
         &mut self,
         from: u16,
-        applied: &[(ActorId, RangeSet)],
-        epoch: u64,
+        progress: &Progress,
+        restarted: bool,
     ) -> Result<(), WindowError> {
         let t = self.member(from)?;
-        // Its image is its newest checkpoint: what it had applied is covered.
-        self.release_log(t, applied, epoch);
-        for (&(origin, index), logged) in &self.log[t] {
+        self.release_log(t, &progress.covered, progress.covered_epoch);
+        let has = |origin: &ActorId, index: u64| {
+            progress
+                .applied
+                .iter()
+                .any(|(o, s)| o == origin && s.contains(index))
+        };
+        // What it awaits from `from`: asked again whether `from` has it or not (an answer
+        // in flight is lost with a restarted sender; `from` answers from its log).
+        for (&(target, origin, index), logged) in &self.awaiting {
+            if target != from {
+                continue;
+            }
             self.outbox.push_back(Transmit {
                 to: from,
                 frame: WindowFrame::Op {
@@ -737,55 +841,59 @@ impl Member {
                         epoch: logged.epoch,
                     },
                     op: logged.op.clone(),
+                    reply: Reply::Answer,
                 },
             });
         }
-        for (&e, &count) in &self.notices_sent[t] {
+        for (&(origin, index), logged) in &self.log[t] {
+            if has(&origin, index) || self.awaiting.contains_key(&(from, origin, index)) {
+                continue;
+            }
+            self.outbox.push_back(Transmit {
+                to: from,
+                frame: WindowFrame::Op {
+                    meta: OpMeta {
+                        origin,
+                        index,
+                        epoch: logged.epoch,
+                    },
+                    op: logged.op.clone(),
+                    // Resent for its effect: nobody waits for what it answers.
+                    reply: match &logged.answered {
+                        Some(values) => Reply::Answered(values.clone()),
+                        None => Reply::Effect,
+                    },
+                },
+            });
+        }
+        for (&e, &count) in self.notices_sent[t].range(progress.epoch..) {
             self.outbox.push_back(Transmit {
                 to: from,
                 frame: WindowFrame::Notice { epoch: e, count },
             });
         }
-        // Answers it awaited from us before it failed will be asked again by its
-        // re-execution; what it awaits of its own is its business.
-        let (covered_epoch, covered) = match &self.committed {
-            Some((e, applied)) => (*e, of_rank(applied, from)),
-            None => (0, Vec::new()),
-        };
-        self.outbox.push_back(Transmit {
-            to: from,
-            frame: WindowFrame::Resumed {
-                applied: self.applied_from(from),
-                covered,
-                covered_epoch,
-            },
-        });
-        Ok(())
-    }
-
-    /// Target `from` answered this node's restart: its re-executed operations up to
-    /// `applied` go over the message path, the rest may go direct again; what `from`'s
-    /// checkpoint covers leaves the log.
-    pub fn handle_resumed(
-        &mut self,
-        from: u16,
-        applied: &[(ActorId, RangeSet)],
-        covered: &[(ActorId, RangeSet)],
-        covered_epoch: u64,
-    ) -> Result<(), WindowError> {
-        let t = self.member(from)?;
-        self.release_log(t, covered, covered_epoch);
-        let mine = applied
-            .iter()
-            .filter(|(o, _)| o.rank() == self.rank)
-            .cloned()
-            .collect();
-        self.known[t] = Known::Applied(mine);
+        if !matches!(self.known[t], Known::Everything) {
+            let mine = progress
+                .applied
+                .iter()
+                .filter(|(o, _)| o.rank() == self.rank)
+                .cloned()
+                .collect();
+            self.known[t] = Known::Applied(mine);
+        }
+        if restarted {
+            let own = self.progress_of(from);
+            self.outbox.push_back(Transmit {
+                to: from,
+                frame: WindowFrame::Resumed(own),
+            });
+        }
         Ok(())
     }
 
     /// Handles any frame from member `from` (`part` is this node's memory, for
-    /// operations). Answers return `Some((origin, index, values))` the first time.
+    /// operations). An answer returns `Some((origin, index, values))` the first time: the
+    /// answer of `origin`'s operation `index` to `from`.
     pub fn handle_frame(
         &mut self,
         from: u16,
@@ -793,13 +901,15 @@ impl Member {
         part: &mut [u8],
     ) -> Result<Option<(ActorId, u64, Vec<u8>)>, WindowError> {
         match frame {
-            WindowFrame::Op { meta, op } => self.handle_op(from, meta, op, part).map(|_| None),
+            WindowFrame::Op { meta, op, reply } => {
+                self.handle_op(from, meta, op, reply, part).map(|_| None)
+            }
             WindowFrame::Answer {
                 origin,
                 index,
                 values,
             } => Ok(self
-                .handle_answer(origin, index)
+                .handle_answer(from, origin, index, &values)
                 .then_some((origin, index, values))),
             WindowFrame::Notice { epoch, count } => {
                 self.handle_notice(from, epoch, count).map(|_| None)
@@ -810,16 +920,12 @@ impl Member {
             WindowFrame::AnswersTaken { answers } => {
                 self.handle_answers_taken(from, &answers).map(|_| None)
             }
-            WindowFrame::Restarted { applied, epoch } => {
-                self.handle_restarted(from, &applied, epoch).map(|_| None)
+            WindowFrame::Restarted(progress) => {
+                self.handle_progress(from, &progress, true).map(|_| None)
             }
-            WindowFrame::Resumed {
-                applied,
-                covered,
-                covered_epoch,
-            } => self
-                .handle_resumed(from, &applied, &covered, covered_epoch)
-                .map(|_| None),
+            WindowFrame::Resumed(progress) => {
+                self.handle_progress(from, &progress, false).map(|_| None)
+            }
         }
     }
 
@@ -846,11 +952,12 @@ impl Member {
             answers,
             answer_bytes,
             held,
+            answered_again: self.answered_again,
         }
     }
 
     /// The origins and indices of the operations this node awaits answers for.
-    pub fn awaiting(&self) -> BTreeSet<(ActorId, u64)> {
+    pub fn awaiting(&self) -> BTreeSet<(u16, ActorId, u64)> {
         self.awaiting.keys().copied().collect()
     }
 }
@@ -936,7 +1043,7 @@ mod tests {
             if target == rank {
                 let part = &mut self.parts[r];
                 self.members[r]
-                    .handle_op(rank, issued.meta, op, part)
+                    .handle_op(rank, issued.meta, op, Reply::Answer, part)
                     .unwrap();
             } else {
                 self.members[r].send_op(target, issued.meta, op);
@@ -1109,7 +1216,7 @@ mod tests {
     }
 
     #[test]
-    fn direct_operations_are_booked_once_and_a_repeat_is_refused() {
+    fn direct_operations_are_booked_once_and_a_repeat_changes_nothing() {
         let mut m = Member::new(shape(2, 2), 1).unwrap();
         let meta = OpMeta {
             origin: actor(0),
@@ -1119,14 +1226,18 @@ mod tests {
         m.handle_direct(0, meta, OpKind::Get, Some(values(&[3])))
             .unwrap();
         assert_eq!(m.stats().answers, 1);
+        // Its origin wrote it again while it was resent (a restart): counted once.
+        m.handle_direct(0, meta, OpKind::Get, Some(values(&[3])))
+            .unwrap();
+        assert_eq!(m.counted[0], 1);
         assert!(matches!(
-            m.handle_direct(0, meta, OpKind::Get, None),
-            Err(WindowError::DirectRepeated { index: 1, .. })
+            m.handle_direct(0, meta, OpKind::Accumulate(ReduceOp::Sum), None),
+            Err(WindowError::NotDirect(_))
         ));
         // Over the message path the same operation is a repeat answered from the log.
         let mut part = vec![0; 16];
         let again = m
-            .handle_op(0, meta, op(OpKind::Get, 0, &[]), &mut part)
+            .handle_op(0, meta, op(OpKind::Get, 0, &[]), Reply::Answer, &mut part)
             .unwrap();
         assert_eq!(again, Applied::Again);
         let answer = m.poll_transmit().unwrap();
@@ -1152,19 +1263,37 @@ mod tests {
         let mut wrong = op(OpKind::Put, 0, &[1]);
         wrong.elem = ElementType::F64;
         assert!(matches!(
-            m.handle_op(0, meta(1, 0), wrong, &mut part),
+            m.handle_op(0, meta(1, 0), wrong, Reply::Answer, &mut part),
             Err(WindowError::WrongElementType { .. })
         ));
         assert!(matches!(
-            m.handle_op(0, meta(1, 0), op(OpKind::Put, 2, &[1]), &mut part),
+            m.handle_op(
+                0,
+                meta(1, 0),
+                op(OpKind::Put, 2, &[1]),
+                Reply::Answer,
+                &mut part
+            ),
             Err(WindowError::OutOfRange { .. })
         ));
         assert!(matches!(
-            m.handle_op(0, meta(0, 0), op(OpKind::Put, 0, &[1]), &mut part),
+            m.handle_op(
+                0,
+                meta(0, 0),
+                op(OpKind::Put, 0, &[1]),
+                Reply::Answer,
+                &mut part
+            ),
             Err(WindowError::ZeroIndex(_))
         ));
         assert!(matches!(
-            m.handle_op(1, meta(1, 0), op(OpKind::Put, 0, &[1]), &mut part),
+            m.handle_op(
+                1,
+                meta(1, 0),
+                op(OpKind::Put, 0, &[1]),
+                Reply::Answer,
+                &mut part
+            ),
             Err(WindowError::UnknownMember { .. })
         ));
         m.handle_notice(0, 0, 1).unwrap();
@@ -1172,10 +1301,22 @@ mod tests {
             m.handle_notice(0, 0, 2),
             Err(WindowError::NoticeChanged { .. })
         ));
-        m.handle_op(0, meta(1, 0), op(OpKind::Put, 0, &[1]), &mut part)
-            .unwrap();
+        m.handle_op(
+            0,
+            meta(1, 0),
+            op(OpKind::Put, 0, &[1]),
+            Reply::Answer,
+            &mut part,
+        )
+        .unwrap();
         assert!(matches!(
-            m.handle_op(0, meta(2, 0), op(OpKind::Put, 1, &[1]), &mut part),
+            m.handle_op(
+                0,
+                meta(2, 0),
+                op(OpKind::Put, 1, &[1]),
+                Reply::Answer,
+                &mut part
+            ),
             Err(WindowError::TooManyOperations { .. })
         ));
         assert_eq!(part, values(&[1, 0]), "only the valid put changed the part");

@@ -20,14 +20,18 @@
 //!    node awaits has come. An operation of epoch `e` is applied only while its target is
 //!    at `e`: a later one waits ([`Applied::Held`]); an earlier one cannot exist, its
 //!    origin's count held the target's fence.
-//! 3. **The gate** ([`GateWord`], the paper's delay at the target). An origin that
-//!    touches the target's memory itself enters the target's gate first, which it may
-//!    only while the target is at the operation's epoch and not copying its checkpoint
-//!    image; it applies the operation, leaves a record for the target's bookkeeping
+//! 3. **The gate** ([`gate`], the paper's delay at the target). An origin that touches
+//!    the target's memory itself enters the target's gate first, which it may only while
+//!    the target is at the operation's epoch and not copying its checkpoint image; it
+//!    applies the operation, leaves a record for the target's bookkeeping
 //!    ([`Member::handle_direct`]) and leaves. A checkpoint closes the gate, waits until it
 //!    is drained, takes the records, copies the part with [`Member::image`], and opens
 //!    it. So no operation crosses a checkpoint's cut and none overlaps it: a part's image
-//!    holds an operation wholly, with its index, or not at all.
+//!    holds an operation wholly, with its index, or not at all. Only puts and gets go
+//!    direct: an origin killed in the middle of a put leaves half of it, which its
+//!    re-execution writes again whole; half an accumulate would be added twice. So
+//!    accumulates and fetch-and-ops always take the message path, where the target
+//!    applies each one in one step.
 //! 4. **Logs at the origin.** Every operation to another node stays in its origin node's
 //!    log (in that node's checkpoint image too) until the target's committed checkpoint
 //!    holds it ([`WindowFrame::Covered`]); fence counts stay until the target's
@@ -36,13 +40,14 @@
 //!    log (and image) until the origin's committed checkpoint has issued past it
 //!    ([`WindowFrame::AnswersTaken`]): a restarted origin's re-executed get returns what
 //!    it returned before, though the target has moved on.
-//! 6. **Restart.** A restarted node tells every member what its image had applied of its
-//!    actors ([`WindowFrame::Restarted`]); each resends the rest of its log and its fence
-//!    counts from the image's epoch on, and answers what it has applied of the restarted
-//!    node's actors ([`WindowFrame::Resumed`]). Until that answer, the restarted node's
-//!    operations take the message path; after it, those the target has go that way
-//!    still (the target drops or answers them), the new ones may go direct. Survivors
-//!    never roll back.
+//! 6. **Restart.** A restarted node tells every member what it has of that member's
+//!    actors' operations ([`Progress`] in [`WindowFrame::Restarted`]); each resends what
+//!    is missing from its log and its fence counts from the restarted node's epoch on,
+//!    and answers with what it has of the restarted node's actors
+//!    ([`WindowFrame::Resumed`]), which makes the restarted node resend in turn (both may
+//!    have restarted). Until that answer, the restarted node's operations take the
+//!    message path; after it, those the target has go that way still (the target drops
+//!    or answers them), new ones may go direct. Survivors never roll back.
 //!
 //! The contract with applications (docs/semantics.md): within an epoch, no two
 //! operations touch the same element unless both are accumulates of one commutative
@@ -61,6 +66,6 @@ pub mod member;
 pub mod ops;
 
 pub use element::{ElementType, ReduceOp, WindowError};
-pub use gate::{Closed, GateWord, MAX_EPOCH};
+pub use gate::{drained, Closed, GateWord, MAX_EPOCH};
 pub use member::{Applied, Issued, Member, MemberImage, MemberStats, Transmit};
-pub use ops::{Op, OpKind, OpMeta, Shape, WindowFrame, WindowId};
+pub use ops::{Op, OpKind, OpMeta, Progress, Reply, Shape, WindowFrame, WindowId};

@@ -69,6 +69,13 @@ impl OpKind {
         !matches!(self, OpKind::Get)
     }
 
+    /// Whether an origin may apply it to another node's part itself (puts and gets): an
+    /// origin killed halfway through leaves half a put, which its re-execution writes
+    /// again whole, but half an accumulate would be added twice.
+    pub fn may_go_direct(self) -> bool {
+        matches!(self, OpKind::Put | OpKind::Get)
+    }
+
     /// Whether it returns values to its origin.
     pub fn answers(self) -> bool {
         matches!(self, OpKind::Get | OpKind::FetchAndOp(_))
@@ -184,6 +191,8 @@ pub enum WindowFrame {
         meta: OpMeta,
         /// The operation.
         op: Op,
+        /// What its origin wants back.
+        reply: Reply,
     },
     /// The values a get or fetch-and-op answered.
     Answer {
@@ -218,23 +227,39 @@ pub enum WindowFrame {
         /// Highest index issued, per origin actor of the sender.
         answers: Vec<(ActorId, u64)>,
     },
-    /// The sender restarted from its checkpoint, whose image had applied these operations
-    /// of the receiver's actors and was at `epoch`: resend what comes after.
-    Restarted {
-        /// The indices applied, per origin actor of the receiver.
-        applied: Vec<(ActorId, RangeSet)>,
-        /// The image's epoch.
-        epoch: u64,
-    },
-    /// The answer to `Restarted`: what the sender has applied of the restarted node's
-    /// actors (its re-executed operations up to these go over the message path, which
-    /// answers them from the log) and what its last checkpoint covers.
-    Resumed {
-        /// The indices applied now, per origin actor of the receiver.
-        applied: Vec<(ActorId, RangeSet)>,
-        /// The indices the sender's committed checkpoint holds, per origin actor.
-        covered: Vec<(ActorId, RangeSet)>,
-        /// The epoch of that checkpoint.
-        covered_epoch: u64,
-    },
+    /// The sender restarted from its checkpoint: what it has of the receiver now. The
+    /// receiver resends what it lacks, answers with [`WindowFrame::Resumed`], and drops
+    /// from its log what the checkpoint covers.
+    Restarted(Progress),
+    /// The answer to [`WindowFrame::Restarted`]: what the sender has of the restarted
+    /// node. The restarted node resends what it lacks (the sender may have restarted too)
+    /// and sends its re-executed operations the sender already has over the message
+    /// path, where they are dropped or answered from the log.
+    Resumed(Progress),
+}
+
+/// What the origin of an operation wants back from its target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// It waits for the answer (a get or fetch-and-op issued, or asked again).
+    Answer,
+    /// Nothing: the operation is resent to a restarted target for its effect only.
+    Effect,
+    /// Nothing, and it got these values already: the target keeps them as the
+    /// operation's answer. A fetch-and-op that a restarted target applies again, in
+    /// another order than the first time, answers what it answered the first time.
+    Answered(#[serde(with = "crate::wire::byte_string")] Vec<u8>),
+}
+
+/// What a member has of another member's operations, sent when one of them restarted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The indices it has applied or holds, per origin actor of the receiver.
+    pub applied: Vec<(ActorId, RangeSet)>,
+    /// Its epoch: fence counts of this epoch and later are sent again.
+    pub epoch: u64,
+    /// The indices its last committed checkpoint holds, per origin actor of the receiver.
+    pub covered: Vec<(ActorId, RangeSet)>,
+    /// The epoch of that checkpoint: fence counts before it are no longer needed.
+    pub covered_epoch: u64,
 }
