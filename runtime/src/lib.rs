@@ -54,6 +54,7 @@ pub mod recovery;
 pub mod telemetry;
 #[doc(hidden)]
 pub mod transport;
+pub mod window;
 
 #[doc(hidden)]
 pub use actor::actor_kind;
@@ -79,6 +80,7 @@ pub use node::{CoreId, Node, NodeBuilder, NodeHandle};
 pub use payload::Payload;
 pub use reply::ReplyTo;
 pub use supervision::{FailureKind, SupervisionEvent};
+pub use window::{ReduceOp, Window, WindowError};
 
 /// What an app needs in scope: `use lazarus::prelude::*;` brings the derive macros, the
 /// node and cluster, actor references, the handler context and reply slots, and the

@@ -159,6 +159,7 @@ impl NodeBuilder {
             transport: OnceLock::new(),
             recovery: crossbeam_utils::CachePadded::new(OnceLock::new()),
             gate,
+            windows: crate::window::Windows::default(),
         };
         let handle = NodeHandle {
             inner: Arc::new(inner),
@@ -197,6 +198,8 @@ struct NodeInner {
     /// handle's reference count, the counters) do not make each read a miss.
     recovery: crossbeam_utils::CachePadded<OnceLock<Arc<dyn RecoveryHooks>>>,
     gate: Arc<PauseGate>,
+    /// The node's one-sided windows.
+    windows: crate::window::Windows,
 }
 
 /// A cloneable handle to a running node: spawn actors, look them up. Handlers reach it
@@ -389,6 +392,11 @@ impl NodeHandle {
                 id.rank()
             )),
         }
+    }
+
+    /// The node's one-sided windows.
+    pub(crate) fn windows(&self) -> &crate::window::Windows {
+        &self.inner.windows
     }
 
     /// The transport, when this node is part of a cluster.

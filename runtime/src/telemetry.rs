@@ -27,6 +27,8 @@ pub const DEAD_LETTERS: &str = "lazarus_dead_letters_total";
 pub const SEND_ERRORS: &str = "lazarus_send_errors_total";
 /// Asks that got no reply in time (label `actor_type`).
 pub const ASK_TIMEOUTS: &str = "lazarus_ask_timeouts_total";
+/// Frames of a one-sided window that its machine refused (the window fails its waits).
+pub const WINDOW_REFUSED: &str = "lazarus_window_frames_refused_total";
 /// Spawn requests refused (label `reason`).
 pub const SPAWN_ERRORS: &str = "lazarus_spawn_errors_total";
 /// Actors spawned by actors, with recovery on, whose type is not registered for

@@ -34,7 +34,7 @@ pub fn is_main_request(request: u64) -> bool {
 /// First two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"LZ";
 /// Wire protocol version; peers with another version are refused.
-pub const VERSION: u8 = 9;
+pub const VERSION: u8 = 10;
 /// Bytes of the fixed header.
 pub const HEADER_LEN: usize = 8;
 /// Default largest accepted body (64 MiB).
@@ -97,6 +97,14 @@ pub enum FrameBody {
     /// A frame between the recovery layers of two nodes (recovery on only): the
     /// transport hands it to the layer without looking in.
     Recovery(RecoveryFrame),
+    /// A frame between two members of one-sided window `window`: the receiver's window
+    /// machine handles it (see [`crate::window`]).
+    Window {
+        /// The window.
+        window: crate::window::WindowId,
+        /// The frame.
+        frame: crate::window::WindowFrame,
+    },
 }
 
 /// The shared-memory part of a Hello: two nodes on one host move their frames through a

@@ -722,6 +722,30 @@ impl Cluster {
         }
     }
 
+    /// Creates the cluster's next one-sided window: `len` elements of `T` on every node.
+    /// Every node's `main` creates the same windows in the same order (a window is named
+    /// by its order); operations from nodes that got there first wait for it.
+    ///
+    /// With recovery on, windows are refused for now: their checkpoints and restart are
+    /// not in the runtime yet (the rules are, in `lazarus_proto::window`).
+    pub fn window<T: crate::window::Element>(
+        &self,
+        len: usize,
+    ) -> Result<crate::window::Window<T>, crate::window::WindowError> {
+        let node = self.node.handle();
+        if node.recovers() {
+            return Err(crate::window::WindowError::Unsupported(
+                "one-sided windows with recovery on are not in the runtime yet: run with --ft off"
+                    .into(),
+            ));
+        }
+        let members = u16::try_from(self.size()).map_err(|_| {
+            crate::window::WindowError::Unsupported("more than 65,535 nodes".into())
+        })?;
+        let shared = node.windows().create(node, members, T::TYPE, len as u64)?;
+        Ok(crate::window::Window::new(shared))
+    }
+
     /// Blocks until every node has reached this barrier.
     pub fn barrier(&self) -> Result<(), ClusterError> {
         match &self.transport {

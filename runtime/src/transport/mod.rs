@@ -1186,6 +1186,7 @@ impl Transport {
                     );
                 }
             },
+            FrameBody::Window { window, frame } => node.windows().handle_frame(from, window, frame),
             FrameBody::Heartbeat | FrameBody::Hello { .. } => {}
         }
         None

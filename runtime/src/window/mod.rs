@@ -1,0 +1,484 @@
+//! One-sided windows in a running cluster: memory every node exposes to the others'
+//! `put`, `get`, `accumulate` and fetch-and-op, synchronized by fences. The rules are the
+//! sans-IO machine of [`lazarus_proto::window`] (one [`Member`] per node and window);
+//! this module owns what drives it: the node's part of each window, the frames between
+//! the members (over the node's transport, `FrameBody::Window`), the answers and fences
+//! callers wait for, and the registry the transport hands incoming frames to.
+//!
+//! Operations here take the message path: the target's network thread applies each one
+//! to its part. A window is created by every node's `main`, in the same order on every
+//! node ([`crate::Cluster::window`]).
+
+mod element;
+
+pub use element::Element;
+pub use lazarus_proto::window::{ElementType, ReduceOp};
+
+use crate::actor_id::ActorId;
+use crate::node::NodeHandle;
+use crate::transport::frame::FrameBody;
+use lazarus_proto::window::{
+    Member, Op, OpKind, Reply, Shape, WindowError as RuleError, WindowFrame, WindowId,
+};
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long a caller waits before it says, once per period, what it still waits for.
+const STALL_REPORT: Duration = Duration::from_secs(10);
+
+/// Why a window operation failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WindowError {
+    /// The operation breaks the window's rules (range, element type, reduction): refused
+    /// before it touched any memory.
+    #[error(transparent)]
+    Refused(#[from] RuleError),
+    /// The node is not part of a cluster, or the cluster is gone.
+    #[error("no cluster transport: {0}")]
+    NoTransport(String),
+    /// Windows are not available in this configuration.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A member refused a frame of this window: the window can no longer be trusted.
+    #[error("window {window} failed: {reason}")]
+    Failed {
+        /// The window.
+        window: u32,
+        /// What went wrong, and where.
+        reason: String,
+    },
+}
+
+/// One node's part of a window and its membership, behind one lock.
+struct State {
+    member: Member,
+    part: Vec<u8>,
+    /// Answers that came, by (target, origin actor, index), until their caller takes them.
+    answers: BTreeMap<(u16, ActorId, u64), Vec<u8>>,
+    /// The first frame this window refused, which fails every later wait.
+    failed: Option<String>,
+}
+
+/// What every handle of one window shares.
+pub(crate) struct Shared {
+    id: WindowId,
+    rank: u16,
+    state: Mutex<State>,
+    changed: Condvar,
+    out: mpsc::Sender<(u16, FrameBody)>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends what the machine queued: frames to peers through the sender thread, answers
+    /// to this node's own operations straight into the answers.
+    fn flush(&self, state: &mut State) {
+        let mut woke = false;
+        while let Some(t) = state.member.poll_transmit() {
+            if t.to == self.rank {
+                if let WindowFrame::Answer {
+                    origin,
+                    index,
+                    values,
+                } = t.frame
+                {
+                    state.answers.insert((t.to, origin, index), values);
+                    woke = true;
+                }
+                continue;
+            }
+            let body = FrameBody::Window {
+                window: self.id,
+                frame: t.frame,
+            };
+            // The sender thread outlives every window; if it is gone, so is the node.
+            let _ = self.out.send((t.to, body));
+        }
+        if woke {
+            self.changed.notify_all();
+        }
+    }
+
+    /// A frame from member `from`.
+    fn handle(&self, from: u16, frame: WindowFrame) {
+        let mut state = self.lock();
+        let state = &mut *state;
+        let result = state
+            .member
+            .handle_frame(from, frame, &mut state.part)
+            .and_then(|answer| {
+                if let Some((origin, index, values)) = answer {
+                    state.answers.insert((from, origin, index), values);
+                }
+                state.member.poll_fence(&mut state.part).map(|_| ())
+            });
+        if let Err(e) = result {
+            metrics::counter!(crate::telemetry::WINDOW_REFUSED).increment(1);
+            tracing::error!(
+                window = self.id.0,
+                from,
+                "window frame from node {from} refused: {e}"
+            );
+            state
+                .failed
+                .get_or_insert_with(|| format!("a frame from node {from}: {e}"));
+        }
+        self.flush(state);
+        self.changed.notify_all();
+    }
+
+    /// Waits until `ready` holds, saying every [`STALL_REPORT`] what it waits for.
+    fn wait<R>(
+        &self,
+        what: &str,
+        mut ready: impl FnMut(&mut State) -> Option<R>,
+    ) -> Result<R, WindowError> {
+        let mut state = self.lock();
+        let mut next_report = Instant::now() + STALL_REPORT;
+        loop {
+            if let Some(reason) = &state.failed {
+                return Err(WindowError::Failed {
+                    window: self.id.0,
+                    reason: reason.clone(),
+                });
+            }
+            if let Some(r) = ready(&mut state) {
+                return Ok(r);
+            }
+            let now = Instant::now();
+            if now >= next_report {
+                tracing::warn!(
+                    window = self.id.0,
+                    "window {} on node {} still waits for {what}: epoch {}, answers awaited {:?}",
+                    self.id.0,
+                    self.rank,
+                    state.member.epoch(),
+                    state.member.awaiting()
+                );
+                next_report = now + STALL_REPORT;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, next_report.saturating_duration_since(now))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// The windows of one node, by id, and the frames that came for a window its `main` has
+/// not created yet.
+#[derive(Default)]
+pub(crate) struct Windows {
+    inner: Mutex<Registry>,
+}
+
+#[derive(Default)]
+struct Registry {
+    windows: Vec<Arc<Shared>>,
+    early: BTreeMap<WindowId, Vec<(u16, WindowFrame)>>,
+    sender: Option<mpsc::Sender<(u16, FrameBody)>>,
+    /// The receiving end of a lone node's sender, which nothing reads.
+    alone: Option<mpsc::Receiver<(u16, FrameBody)>>,
+}
+
+impl Windows {
+    /// A frame of window `window` from node `from` (the transport's network thread).
+    pub(crate) fn handle_frame(&self, from: u16, window: WindowId, frame: WindowFrame) {
+        let shared = {
+            let mut reg = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            match reg.windows.get(window.0 as usize) {
+                Some(s) => Arc::clone(s),
+                None => {
+                    // Its `main` has not created it yet: kept, handed over at creation.
+                    reg.early.entry(window).or_default().push((from, frame));
+                    return;
+                }
+            }
+        };
+        shared.handle(from, frame);
+    }
+
+    fn sender(
+        &self,
+        reg: &mut Registry,
+        node: &NodeHandle,
+    ) -> Result<mpsc::Sender<(u16, FrameBody)>, WindowError> {
+        if let Some(s) = &reg.sender {
+            return Ok(s.clone());
+        }
+        let (tx, rx) = mpsc::channel::<(u16, FrameBody)>();
+        let Some(transport) = node.transport() else {
+            // A node alone has no peer to send to: its window never sends a frame.
+            reg.alone = Some(rx);
+            reg.sender = Some(tx.clone());
+            return Ok(tx);
+        };
+        // Sending may wait for room in a peer's queue; the network thread that hands
+        // frames to the windows must never wait, so one thread of the node sends.
+        std::thread::Builder::new()
+            .name("lazarus-windows".into())
+            .spawn(move || {
+                while let Ok((to, body)) = rx.recv() {
+                    if let Err(e) = transport.send_body(to, &body) {
+                        tracing::warn!(to, "a window frame for node {to} was not sent: {e}");
+                    }
+                }
+            })
+            .map_err(|e| {
+                WindowError::NoTransport(format!("cannot start the window sender: {e}"))
+            })?;
+        reg.sender = Some(tx.clone());
+        Ok(tx)
+    }
+
+    /// Creates the node's next window: `len` elements of `elem` on every member.
+    pub(crate) fn create(
+        &self,
+        node: &NodeHandle,
+        members: u16,
+        elem: ElementType,
+        len: u64,
+    ) -> Result<Arc<Shared>, WindowError> {
+        let rank = node.rank();
+        let mut reg = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let id = WindowId(u32::try_from(reg.windows.len()).map_err(|_| RuleError::Overflow)?);
+        let shape = Shape {
+            window: id,
+            elem,
+            lens: vec![len; usize::from(members)],
+        };
+        let bytes = shape.bytes_of(rank)?;
+        let member = Member::new(shape, rank)?;
+        let out = self.sender(&mut reg, node)?;
+        let shared = Arc::new(Shared {
+            id,
+            rank,
+            state: Mutex::new(State {
+                member,
+                part: vec![0; bytes],
+                answers: BTreeMap::new(),
+                failed: None,
+            }),
+            changed: Condvar::new(),
+            out,
+        });
+        reg.windows.push(Arc::clone(&shared));
+        let early = reg.early.remove(&id).unwrap_or_default();
+        drop(reg);
+        for (from, frame) in early {
+            shared.handle(from, frame);
+        }
+        Ok(shared)
+    }
+}
+
+/// A window of `T` elements: every member node exposes a part of the same length.
+///
+/// Operations name a target node and an element offset in its part. Puts and accumulates
+/// return at once; gets, fetch-and-ops and fences wait. Within an epoch (between two
+/// fences) no two operations may touch the same element unless both are accumulates of
+/// one commutative reduction, and a node reads or writes its own elements
+/// ([`Window::read`], [`Window::write`]) only where no operation of the epoch does; after
+/// a fence every operation of the epoch is complete everywhere (docs/semantics.md).
+pub struct Window<T: Element> {
+    shared: Arc<Shared>,
+    _elements: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> Clone for Window<T> {
+    fn clone(&self) -> Self {
+        Window {
+            shared: Arc::clone(&self.shared),
+            _elements: PhantomData,
+        }
+    }
+}
+
+impl<T: Element> std::fmt::Debug for Window<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Window({}, node {})", self.shared.id.0, self.shared.rank)
+    }
+}
+
+/// The actor whose channel an operation goes on: the handler's actor, or `main`.
+fn origin(rank: u16) -> ActorId {
+    crate::actor::lifecycle::current_actor().unwrap_or_else(|| ActorId::main_of(rank))
+}
+
+impl<T: Element> Window<T> {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Window {
+            shared,
+            _elements: PhantomData,
+        }
+    }
+
+    /// The window's number (its order of creation).
+    pub fn id(&self) -> u32 {
+        self.shared.id.0
+    }
+
+    /// Elements of each member's part.
+    pub fn len(&self) -> usize {
+        let state = self.shared.lock();
+        state.part.len() / T::TYPE.size()
+    }
+
+    /// Whether the parts are empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The node's epoch: the number of fences it has completed.
+    pub fn epoch(&self) -> u64 {
+        self.shared.lock().member.epoch()
+    }
+
+    fn issue(&self, target: u16, op: Op) -> Result<(ActorId, u64), WindowError> {
+        let shared = &self.shared;
+        let mut state = shared.lock();
+        let state = &mut *state;
+        if let Some(reason) = &state.failed {
+            return Err(WindowError::Failed {
+                window: shared.id.0,
+                reason: reason.clone(),
+            });
+        }
+        let issued = state.member.issue(origin(shared.rank), target, &op)?;
+        if target == shared.rank {
+            state
+                .member
+                .handle_op(target, issued.meta, op, Reply::Answer, &mut state.part)?;
+        } else {
+            state.member.send_op(target, issued.meta, op);
+        }
+        shared.flush(state);
+        Ok((issued.meta.origin, issued.meta.index))
+    }
+
+    fn answer(&self, target: u16, key: (ActorId, u64)) -> Result<Vec<u8>, WindowError> {
+        self.shared.wait("an answer", |state| {
+            state.answers.remove(&(target, key.0, key.1))
+        })
+    }
+
+    /// Writes `values` at element `offset` of node `target`'s part.
+    pub fn put(&self, target: u16, offset: usize, values: &[T]) -> Result<(), WindowError> {
+        self.issue(
+            target,
+            Op {
+                kind: OpKind::Put,
+                elem: T::TYPE,
+                offset: offset as u64,
+                count: values.len() as u64,
+                operand: T::encode(values),
+            },
+        )
+        .map(|_| ())
+    }
+
+    /// Combines `values` into the elements at `offset` of node `target`'s part.
+    pub fn accumulate(
+        &self,
+        target: u16,
+        offset: usize,
+        values: &[T],
+        op: ReduceOp,
+    ) -> Result<(), WindowError> {
+        self.issue(
+            target,
+            Op {
+                kind: OpKind::Accumulate(op),
+                elem: T::TYPE,
+                offset: offset as u64,
+                count: values.len() as u64,
+                operand: T::encode(values),
+            },
+        )
+        .map(|_| ())
+    }
+
+    /// Reads `count` elements at `offset` of node `target`'s part (waits for them).
+    pub fn get(&self, target: u16, offset: usize, count: usize) -> Result<Vec<T>, WindowError> {
+        let key = self.issue(
+            target,
+            Op {
+                kind: OpKind::Get,
+                elem: T::TYPE,
+                offset: offset as u64,
+                count: count as u64,
+                operand: Vec::new(),
+            },
+        )?;
+        self.answer(target, key).map(|b| T::decode(&b))
+    }
+
+    /// Combines `value` into the element at `offset` of node `target`'s part and returns
+    /// the element from before, in one step at the target (waits for it).
+    pub fn fetch_and_op(
+        &self,
+        target: u16,
+        offset: usize,
+        value: T,
+        op: ReduceOp,
+    ) -> Result<T, WindowError> {
+        let key = self.issue(
+            target,
+            Op {
+                kind: OpKind::FetchAndOp(op),
+                elem: T::TYPE,
+                offset: offset as u64,
+                count: 1,
+                operand: T::encode(&[value]),
+            },
+        )?;
+        let values = T::decode(&self.answer(target, key)?);
+        values.first().copied().ok_or_else(|| WindowError::Failed {
+            window: self.shared.id.0,
+            reason: "a fetch-and-op answered no element".into(),
+        })
+    }
+
+    /// Ends the node's epoch: returns once every operation of the epoch, this node's and
+    /// the other members' towards it, is complete.
+    pub fn fence(&self) -> Result<(), WindowError> {
+        let shared = &self.shared;
+        let target = {
+            let mut state = shared.lock();
+            let state = &mut *state;
+            state.member.fence()?;
+            state.member.poll_fence(&mut state.part)?;
+            shared.flush(state);
+            state.member.epoch() + u64::from(state.member.is_fencing())
+        };
+        shared.wait("the fence's counts and operations", |state| {
+            (!state.member.is_fencing() && state.member.epoch() >= target).then_some(())
+        })
+    }
+
+    /// A copy of this node's own part.
+    pub fn read(&self) -> Vec<T> {
+        T::decode(&self.shared.lock().part)
+    }
+
+    /// Writes `values` into this node's own part at `offset` (a local store).
+    pub fn write(&self, offset: usize, values: &[T]) -> Result<(), WindowError> {
+        let mut state = self.shared.lock();
+        let len = (state.part.len() / T::TYPE.size()) as u64;
+        let range = lazarus_proto::window::element::byte_range(
+            self.shared.rank,
+            T::TYPE,
+            len,
+            offset as u64,
+            values.len() as u64,
+        )?;
+        state.part[range].copy_from_slice(&T::encode(values));
+        Ok(())
+    }
+}

@@ -1,0 +1,128 @@
+//! One-sided windows between nodes: puts, gets, accumulates and fetch-and-ops complete at
+//! the fence, bad operations are refused before they touch memory, and the `histogram`
+//! app's totals check out under `lazarus run`.
+
+mod support;
+
+use lazarus::{ReduceOp, WindowError};
+use std::collections::HashMap;
+use std::process::Command;
+use support::{bin, parse_result};
+
+#[test]
+fn operations_of_an_epoch_are_complete_on_every_node_after_the_fence() {
+    let (a, b) = support::in_process::two_nodes("windows-epoch", false);
+    let wa = a.window::<u64>(8).unwrap();
+    let other = std::thread::spawn(move || {
+        let wb = b.window::<u64>(8).unwrap();
+        // Node 1 puts into node 0, accumulates into both and takes a ticket from node 0.
+        wb.put(0, 4, &[40, 41]).unwrap();
+        wb.accumulate(0, 0, &[5], ReduceOp::Sum).unwrap();
+        wb.accumulate(1, 0, &[5], ReduceOp::Sum).unwrap();
+        let ticket = wb.fetch_and_op(0, 7, 1, ReduceOp::Sum).unwrap();
+        wb.fence().unwrap();
+        // After the fence node 0's puts of the epoch are here.
+        let mine = wb.read();
+        // Epoch 1: read node 0's part (written in epoch 0), nothing writes it now.
+        let theirs = wb.get(0, 0, 8).unwrap();
+        wb.fence().unwrap();
+        (ticket, mine, theirs, b)
+    });
+    wa.put(1, 2, &[20, 21, 22]).unwrap();
+    wa.accumulate(0, 0, &[7], ReduceOp::Sum).unwrap();
+    wa.accumulate(1, 0, &[7], ReduceOp::Sum).unwrap();
+    let ticket = wa.fetch_and_op(0, 7, 1, ReduceOp::Sum).unwrap();
+    wa.fence().unwrap();
+    let mine = wa.read();
+    wa.fence().unwrap();
+    let (their_ticket, theirs, read_of_mine, b) = other.join().unwrap();
+    assert_eq!(mine, [12, 0, 0, 0, 40, 41, 0, 2], "node 0 after the fence");
+    assert_eq!(
+        theirs,
+        [12, 0, 20, 21, 22, 0, 0, 0],
+        "node 1 after the fence"
+    );
+    assert_eq!(
+        read_of_mine, mine,
+        "a get of the next epoch reads the fenced values"
+    );
+    let mut tickets = [ticket, their_ticket];
+    tickets.sort();
+    assert_eq!(tickets, [0, 1], "each fetch-and-op saw the other's or none");
+    drop((wa, a, b));
+}
+
+#[test]
+fn bad_operations_are_refused_before_they_touch_memory() {
+    let (a, b) = support::in_process::two_nodes("windows-refused", false);
+    let wa = a.window::<i32>(4).unwrap();
+    let other = std::thread::spawn(move || {
+        let wb = b.window::<i32>(4).unwrap();
+        wb.fence().unwrap();
+        (wb.read(), b)
+    });
+    let refused = |r: Result<(), WindowError>| match r {
+        Err(WindowError::Refused(e)) => e.to_string(),
+        other => panic!("not refused: {other:?}"),
+    };
+    let out_of_range = refused(wa.put(1, 3, &[1, 2]));
+    assert!(
+        out_of_range.contains("outside node 1's part"),
+        "{out_of_range}"
+    );
+    let no_node = refused(wa.put(9, 0, &[1]));
+    assert!(no_node.contains("not a member"), "{no_node}");
+    assert!(matches!(
+        wa.accumulate(0, 0, &[1], ReduceOp::BitXor),
+        Ok(())
+    ));
+    let local = refused(wa.write(4, &[1]));
+    assert!(local.contains("outside"), "{local}");
+    // The window keeps working: the refused operations were never counted.
+    wa.put(1, 0, &[9]).unwrap();
+    wa.fence().unwrap();
+    let (theirs, b) = other.join().unwrap();
+    assert_eq!(theirs, [9, 0, 0, 0]);
+    assert_eq!(wa.read(), [1, 0, 0, 0]);
+    drop((a, b));
+}
+
+#[test]
+fn with_recovery_on_a_window_is_refused_with_the_reason() {
+    let (a, b) = support::in_process::two_nodes("windows-recovery", true);
+    match a.window::<u64>(4) {
+        Err(WindowError::Unsupported(why)) => assert!(why.contains("--ft off"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    drop((a, b));
+}
+
+/// Runs `histogram` on `nodes` nodes; its RESULT.
+fn histogram(nodes: &str, transport: &str) -> HashMap<String, String> {
+    let out = support::output(
+        Command::new(bin("lazarus"))
+            .args(["run", "-n", nodes, "--"])
+            .arg(bin("histogram"))
+            .args(["--keys", "50000", "--rounds", "6", "--bins", "1000"])
+            .env("LAZARUS_TRANSPORT", transport),
+    )
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let all = format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{all}");
+    let result = parse_result(stdout.lines().last().unwrap()).expect("RESULT last");
+    assert_eq!(result["verified"], "true", "{all}");
+    result
+}
+
+#[test]
+fn a_histogram_built_with_accumulates_counts_every_key_once() {
+    let three = histogram("3", "auto");
+    assert_eq!(three["keys"], (50_000 * 6 * 3).to_string());
+    assert_eq!(three["tickets"], "18");
+    let quic = histogram("3", "quic");
+    assert_eq!(
+        quic["checksum"], three["checksum"],
+        "the same counts over QUIC"
+    );
+}
