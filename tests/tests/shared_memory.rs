@@ -101,5 +101,8 @@ fn rdma_required_on_a_host_without_a_device_is_refused_with_the_reason() {
     // The test binaries are built with the `rdma` feature (tests/Cargo.toml); this host
     // has no RDMA device.
     let all = refused_with("rdma");
-    assert!(all.contains("LAZARUS_TRANSPORT=rdma: no RDMA device"), "{all}");
+    assert!(
+        all.contains("LAZARUS_TRANSPORT=rdma: no RDMA device"),
+        "{all}"
+    );
 }
