@@ -126,3 +126,37 @@ fn a_histogram_built_with_accumulates_counts_every_key_once() {
         "the same counts over QUIC"
     );
 }
+
+#[test]
+fn a_frame_its_target_refuses_fails_both_nodes_waits_with_the_reason() {
+    // The nodes disagree on the window's element type: a contract broken by the app.
+    let (a, b) = support::in_process::two_nodes("windows-mismatch", false);
+    let wa = a.window::<u64>(4).unwrap();
+    let other = std::thread::spawn(move || {
+        let wb = b.window::<f64>(4).unwrap();
+        (wb.fence(), b)
+    });
+    wa.put(1, 0, &[1]).unwrap();
+    // The origin's fence may complete before the refusal comes back (it waits for what
+    // others issued to it, not for its own operations); its next call fails.
+    let started = std::time::Instant::now();
+    let mine = loop {
+        match wa.fence().and_then(|()| wa.put(1, 0, &[1])) {
+            Err(e) => break e,
+            Ok(()) => assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "the origin never heard of the refusal"
+            ),
+        }
+    };
+    let (theirs, b) = other.join().unwrap();
+    for (who, result) in [("origin", Err(mine)), ("target", theirs)] {
+        match result {
+            Err(WindowError::Failed { reason, .. }) => {
+                assert!(reason.contains("the window holds f64"), "{who}: {reason}")
+            }
+            other => panic!("{who}: {other:?}"),
+        }
+    }
+    drop((a, b));
+}

@@ -241,6 +241,8 @@ struct World {
     /// origin and the target fail, the order of fetch-and-ops may change: see
     /// docs/semantics.md).
     fetched: BTreeMap<(u16, ActorId, u64), (u64, Vec<u8>)>,
+    /// The incarnation of the target that answered each operation last.
+    answered_by: BTreeMap<(u16, ActorId, u64), u64>,
     stats: WindowSimStats,
     trace: Option<Vec<String>>,
 }
@@ -391,6 +393,7 @@ impl World {
             graveyard: BTreeMap::new(),
             answers: BTreeMap::new(),
             fetched: BTreeMap::new(),
+            answered_by: BTreeMap::new(),
             stats: WindowSimStats {
                 runs: 1,
                 ..WindowSimStats::default()
@@ -416,10 +419,19 @@ impl World {
                 } = t.frame
                 {
                     let node = &mut self.nodes[usize::from(rank)];
-                    if node.member.handle_answer(rank, origin, index, &values) {
+                    if node
+                        .member
+                        .handle_answer(rank, origin, index, &values)
+                        .unwrap_or(false)
+                    {
                         node.app.answers.insert((rank, origin, index), values);
                     }
                 }
+                continue;
+            }
+            // A frame for a dead node is lost (the transport drops it with the
+            // connection); its next incarnation gets what it needs from the restart.
+            if !self.nodes[usize::from(t.to)].alive {
                 continue;
             }
             self.queues
@@ -579,6 +591,8 @@ impl World {
         }
         if let Some((origin, index, values)) = got {
             node.app.answers.insert((from, origin, index), values);
+            let life = self.nodes[usize::from(from)].life;
+            self.answered_by.insert((from, origin, index), life);
         }
         self.collect(rank);
         self.network_step(rank)?;
@@ -630,7 +644,12 @@ impl World {
         for (key, values) in std::mem::take(&mut app.answers) {
             let (target, origin, index) = key;
             let fetch = fetches.contains(&key);
-            let target_life = lives[usize::from(target)];
+            // The incarnation of the target that gave this answer.
+            let target_life = self
+                .answered_by
+                .get(&key)
+                .copied()
+                .unwrap_or(lives[usize::from(target)]);
             let first = if fetch {
                 let (life, first) = self
                     .fetched

@@ -118,15 +118,25 @@ impl Shared {
                 state.member.poll_fence(&mut state.part).map(|_| ())
             });
         if let Err(e) = result {
-            metrics::counter!(crate::telemetry::WINDOW_REFUSED).increment(1);
-            tracing::error!(
-                window = self.id.0,
-                from,
-                "window frame from node {from} refused: {e}"
-            );
-            state
-                .failed
-                .get_or_insert_with(|| format!("a frame from node {from}: {e}"));
+            if !matches!(e, RuleError::PeerRefused { .. }) {
+                metrics::counter!(crate::telemetry::WINDOW_REFUSED).increment(1);
+                tracing::error!(
+                    window = self.id.0,
+                    from,
+                    "window frame from node {from} refused: {e}"
+                );
+                // Its sender's waits fail too, with the reason, instead of waiting for ever.
+                let _ = self.out.send((
+                    from,
+                    FrameBody::Window {
+                        window: self.id,
+                        frame: WindowFrame::Refused {
+                            reason: format!("node {}: {e}", self.rank),
+                        },
+                    },
+                ));
+            }
+            state.failed.get_or_insert_with(|| e.to_string());
         }
         self.flush(state);
         self.changed.notify_all();
@@ -284,8 +294,8 @@ impl Windows {
 /// return at once; gets, fetch-and-ops and fences wait. Within an epoch (between two
 /// fences) no two operations may touch the same element unless both are accumulates of
 /// one commutative reduction, and a node reads or writes its own elements
-/// ([`Window::read`], [`Window::write`]) only where no operation of the epoch does; after
-/// a fence every operation of the epoch is complete everywhere (docs/semantics.md).
+/// ([`Window::read`], [`Window::write`]) only where no operation of the epoch does. After
+/// its fence a node's part holds every operation of the epoch (docs/semantics.md).
 pub struct Window<T: Element> {
     shared: Arc<Shared>,
     _elements: PhantomData<fn() -> T>,
@@ -445,8 +455,9 @@ impl<T: Element> Window<T> {
         })
     }
 
-    /// Ends the node's epoch: returns once every operation of the epoch, this node's and
-    /// the other members' towards it, is complete.
+    /// Ends the node's epoch: returns once every operation the other members issued to
+    /// this node in the epoch is applied here and every answer this node awaits has come
+    /// (this node's own puts are applied at a target by that target's fence).
     pub fn fence(&self) -> Result<(), WindowError> {
         let shared = &self.shared;
         let target = {

@@ -163,9 +163,27 @@ pub enum WindowError {
         /// Number of members.
         members: u16,
     },
-    /// An operation with index 0 (indices start at 1).
-    #[error("operation index 0 from {0} (indices start at 1)")]
+    /// An operation with index 0 (indices start at 1) or `u64::MAX` (never issued).
+    #[error("operation index 0 or 2^64-1 from {0} (indices start at 1)")]
     ZeroIndex(String),
+    /// An answer whose length is not that of the elements its operation read.
+    #[error("an answer of {bytes} bytes from node {from} to an operation that reads {expected}")]
+    AnswerLength {
+        /// The answering node.
+        from: u16,
+        /// Bytes it sent.
+        bytes: usize,
+        /// Bytes the operation reads.
+        expected: usize,
+    },
+    /// Member `from` refused a frame of this window: it can no longer be trusted.
+    #[error("node {from} refused a frame of this window: {reason}")]
+    PeerRefused {
+        /// The refusing node.
+        from: u16,
+        /// Its reason.
+        reason: String,
+    },
     /// An operation of an epoch this node has already closed, not a duplicate: its
     /// origin's fence count did not include it.
     #[error("operation {index} from {origin} belongs to epoch {epoch}, node {rank} is at epoch {current}")]

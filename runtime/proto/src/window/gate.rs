@@ -14,9 +14,10 @@
 //! with its record, or not at all: none crosses the cut, none overlaps it.
 //!
 //! A counter per origin node, not one shared count, because an origin node killed inside
-//! the gate never lowers it: the target resets a dead node's counter when it learns of
-//! the death (what that node half wrote is a put its re-execution writes again whole;
-//! accumulates never go direct, see [`super`]).
+//! the gate never lowers it: each counter carries its origin's incarnation, and the target
+//! zeroes it when it hears of that incarnation's death (a notice that comes after the next
+//! incarnation is inside finds the newer tag and leaves it). What the dead node half wrote is a put its
+//! re-execution writes again whole; accumulates never go direct, see [`super`].
 //!
 //! [`Member::handle_direct`]: super::Member::handle_direct
 //! [`Member::image`]: super::Member::image

@@ -247,8 +247,17 @@ impl Member {
     pub fn issue(&mut self, origin: ActorId, target: u16, op: &Op) -> Result<Issued, WindowError> {
         let t = self.member(target)?;
         op.check(&self.shape, target)?;
+        // The fence's counts are out: an operation now would be in no count (the app
+        // issued it concurrently with its fence, against the contract).
+        if self.fencing {
+            return Err(WindowError::FenceInProgress(self.epoch));
+        }
         let last = self.issued.get(&(origin, target)).copied().unwrap_or(0);
-        let index = last.checked_add(1).ok_or(WindowError::Overflow)?;
+        // u64::MAX is no member of a range set: the last index is never used.
+        let index = last
+            .checked_add(1)
+            .filter(|i| *i < u64::MAX)
+            .ok_or(WindowError::Overflow)?;
         let in_epoch = self.issued_in_epoch[t]
             .checked_add(1)
             .ok_or(WindowError::Overflow)?;
@@ -316,19 +325,37 @@ impl Member {
     /// it to the waiting actor), `false` for a second answer to a resent operation.
     /// An operation on the node's own part is answered at once, by a frame to itself. A
     /// fetch-and-op's answer is kept with the operation in the log.
-    pub fn handle_answer(&mut self, from: u16, origin: ActorId, index: u64, values: &[u8]) -> bool {
+    ///
+    /// Refused if its length is not that of the elements the operation reads.
+    pub fn handle_answer(
+        &mut self,
+        from: u16,
+        origin: ActorId,
+        index: u64,
+        values: &[u8],
+    ) -> Result<bool, WindowError> {
         if from == self.rank {
-            return true;
+            return Ok(true);
         }
-        if self.awaiting.remove(&(from, origin, index)).is_none() {
-            return false;
+        let key = (from, origin, index);
+        let Some(awaited) = self.awaiting.get(&key) else {
+            return Ok(false);
+        };
+        let expected = (awaited.op.count as usize).saturating_mul(awaited.op.elem.size());
+        if values.len() != expected {
+            return Err(WindowError::AnswerLength {
+                from,
+                bytes: values.len(),
+                expected,
+            });
         }
+        self.awaiting.remove(&key);
         if let Some(logged) = self.log[usize::from(from)].get_mut(&(origin, index)) {
             if matches!(logged.op.kind, OpKind::FetchAndOp(_)) {
                 logged.answered = Some(values.to_vec());
             }
         }
-        true
+        Ok(true)
     }
 
     /// The node's fence of its current epoch: every member is told how many operations
@@ -370,7 +397,7 @@ impl Member {
                 members: self.shape.members(),
             });
         }
-        if meta.index == 0 {
+        if meta.index == 0 || meta.index == u64::MAX {
             return Err(WindowError::ZeroIndex(meta.origin.to_string()));
         }
         let seen = |m: &BTreeMap<ActorId, RangeSet>| {
@@ -550,12 +577,24 @@ impl Member {
         // Something else than `None`: the origin resent it over the message path while it
         // was writing it (this node restarted); a put written twice, or a get read twice,
         // is the same.
-        if self.admit(from, &meta)?.is_none() {
-            // Its origin has the values already: nothing to send, only to keep.
-            let answer = answer.filter(|_| kind.answers());
-            self.record(from, &meta, answer, false);
+        match self.admit(from, &meta)? {
+            None => {
+                // Its origin has the values already: nothing to send, only to keep.
+                let answer = answer.filter(|_| kind.answers());
+                self.record(from, &meta, answer, false);
+                Ok(())
+            }
+            Some(Applied::Again) => Ok(()),
+            // The gate let it in at another epoch than this machine's: the driver's gate
+            // word and the machine disagree.
+            Some(_) => Err(WindowError::EpochPassed {
+                origin: meta.origin.to_string(),
+                rank: self.rank,
+                index: meta.index,
+                epoch: meta.epoch,
+                current: self.epoch,
+            }),
         }
-        Ok(())
     }
 
     /// Node `from`'s fence of `epoch` announced `count` operations to this node. A
@@ -745,6 +784,10 @@ impl Member {
             || !sized(image.covered.len())
             || !sized(image.counted.len())
             || image.shape.len_of(image.rank).is_err()
+            || image
+                .awaiting
+                .keys()
+                .any(|(t, _, i)| *i == 0 || usize::from(*t) >= n)
         {
             return Err(WindowError::InvalidImage(format!(
                 "its tables do not have one entry per member of {n}"
@@ -909,8 +952,9 @@ impl Member {
                 index,
                 values,
             } => Ok(self
-                .handle_answer(from, origin, index, &values)
+                .handle_answer(from, origin, index, &values)?
                 .then_some((origin, index, values))),
+            WindowFrame::Refused { reason } => Err(WindowError::PeerRefused { from, reason }),
             WindowFrame::Notice { epoch, count } => {
                 self.handle_notice(from, epoch, count).map(|_| None)
             }
@@ -1326,5 +1370,99 @@ mod tests {
             Err(WindowError::UnknownMember { rank: 5, .. })
         ));
         assert_eq!(origin.stats().logged, 0);
+    }
+}
+
+#[cfg(test)]
+mod refusals {
+    use super::*;
+    use crate::window::element::{ElementType, ReduceOp};
+    use crate::window::WindowId;
+
+    fn member(rank: u16) -> Member {
+        let shape = Shape {
+            window: WindowId(0),
+            elem: ElementType::U32,
+            lens: vec![4, 4],
+        };
+        Member::new(shape, rank).unwrap()
+    }
+
+    fn get(count: u64) -> Op {
+        Op {
+            kind: OpKind::Get,
+            elem: ElementType::U32,
+            offset: 0,
+            count,
+            operand: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_operation_issued_during_the_fence_is_refused_and_counts_nothing() {
+        let mut m = member(0);
+        m.fence().unwrap();
+        let put = Op {
+            kind: OpKind::Accumulate(ReduceOp::Sum),
+            elem: ElementType::U32,
+            offset: 0,
+            count: 1,
+            operand: 1u32.to_le_bytes().to_vec(),
+        };
+        assert_eq!(
+            m.issue(ActorId::main_of(0), 1, &put),
+            Err(WindowError::FenceInProgress(0))
+        );
+        assert_eq!(m.stats().logged, 0);
+    }
+
+    #[test]
+    fn an_answer_of_the_wrong_length_is_refused_and_still_awaited() {
+        let mut m = member(0);
+        let issued = m.issue(ActorId::main_of(0), 1, &get(2)).unwrap();
+        m.send_op(1, issued.meta, get(2));
+        let origin = issued.meta.origin;
+        assert!(matches!(
+            m.handle_answer(1, origin, 1, &[0; 4]),
+            Err(WindowError::AnswerLength {
+                bytes: 4,
+                expected: 8,
+                ..
+            })
+        ));
+        assert_eq!(m.awaiting().len(), 1);
+        assert_eq!(m.handle_answer(1, origin, 1, &[0; 8]), Ok(true));
+        assert_eq!(m.handle_answer(1, origin, 1, &[0; 8]), Ok(false), "once");
+    }
+
+    #[test]
+    fn the_last_index_is_refused_from_the_network() {
+        let mut m = member(1);
+        let meta = OpMeta {
+            origin: ActorId::main_of(0),
+            index: u64::MAX,
+            epoch: 0,
+        };
+        let mut part = vec![0; 16];
+        assert!(matches!(
+            m.handle_op(0, meta, get(1), Reply::Answer, &mut part),
+            Err(WindowError::ZeroIndex(_))
+        ));
+    }
+
+    #[test]
+    fn a_refusal_from_a_peer_fails_the_frame_with_its_reason() {
+        let mut m = member(0);
+        let mut part = vec![0; 16];
+        let e = m
+            .handle_frame(
+                1,
+                WindowFrame::Refused {
+                    reason: "wrong element type".into(),
+                },
+                &mut part,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("wrong element type"), "{e}");
     }
 }

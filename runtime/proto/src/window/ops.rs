@@ -227,6 +227,12 @@ pub enum WindowFrame {
         /// Highest index issued, per origin actor of the sender.
         answers: Vec<(ActorId, u64)>,
     },
+    /// The sender refused a frame of the receiver's (out of range, wrong element type,
+    /// out of order): the receiver's waits on this window fail with the reason.
+    Refused {
+        /// Why.
+        reason: String,
+    },
     /// The sender restarted from its checkpoint: what it has of the receiver now. The
     /// receiver resends what it lacks, answers with [`WindowFrame::Resumed`], and drops
     /// from its log what the checkpoint covers.
