@@ -11,10 +11,9 @@
 use lazarus::recovery::DependencyRule;
 use lazarus_sim::world::{run_counting, run_seed, Mutation, SimConfig, SimStats};
 use std::time::Instant;
+use support::env_u64;
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
-}
+mod support;
 
 #[test]
 fn random_seeds_recover_to_the_failure_free_result() {
@@ -368,18 +367,7 @@ fn sweep(config: fn(u64) -> SimConfig, default_seeds: u64) -> SimStats {
         total.reexecuted,
         total.results_replayed,
     );
-    if !failures.is_empty() {
-        let shown: Vec<String> = failures
-            .iter()
-            .take(5)
-            .map(|(s, e)| format!("  seed {s}: {e}"))
-            .collect();
-        panic!(
-            "{} of {seeds} seeds failed; replay one with LAZARUS_SIM_SEED=<seed>:\n{}",
-            failures.len(),
-            shown.join("\n")
-        );
-    }
+    support::assert_no_failed_seeds(seeds, &failures);
     total
 }
 

@@ -6,7 +6,7 @@ mod support;
 
 use std::collections::{BTreeSet, HashMap};
 use std::process::Command;
-use support::{bin, parse_result};
+use support::bin;
 
 /// The `lazarus-*` files in `/dev/shm` now.
 fn segments() -> BTreeSet<String> {
@@ -21,20 +21,13 @@ fn segments() -> BTreeSet<String> {
 
 /// Runs a 2-node ping-pong up to 1 MiB with `transport`; its output and RESULT.
 fn pingpong(transport: &str) -> (String, HashMap<String, String>) {
-    let out = support::output(
+    support::verified_run(
         Command::new(bin("lazarus"))
             .args(["run", "-n", "2", "--"])
             .arg(bin("pingpong"))
             .args(["--max-size", "1048576", "--iters", "300"])
             .env("LAZARUS_TRANSPORT", transport),
     )
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let all = format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{all}");
-    let result = parse_result(stdout.lines().last().unwrap()).expect("RESULT last");
-    assert_eq!(result["verified"], "true", "{all}");
-    (all, result)
 }
 
 #[test]

@@ -9,12 +9,11 @@
 //! `LAZARUS_SIM_SEED=1234 cargo test -p lazarus-tests --test window_simulator -- --nocapture`
 //! More seeds: `LAZARUS_SIM_SEEDS=100000` (from `LAZARUS_SIM_SEED_BASE`).
 
+mod support;
+
 use lazarus_sim::windows::{run_window_seed, WindowMutation, WindowSimConfig, WindowSimStats};
 use std::time::Instant;
-
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
-}
+use support::env_u64;
 
 /// Runs `default_seeds` seeds of `config` (or the environment's), or replays one.
 fn sweep(config: fn(u64) -> WindowSimConfig, default_seeds: u64) -> WindowSimStats {
@@ -45,18 +44,7 @@ fn sweep(config: fn(u64) -> WindowSimConfig, default_seeds: u64) -> WindowSimSta
         }
     }
     println!("{seeds} seeds in {:.1?}: {total:#?}", started.elapsed());
-    if !failures.is_empty() {
-        let shown: Vec<String> = failures
-            .iter()
-            .take(5)
-            .map(|(s, e)| format!("  seed {s}: {e}"))
-            .collect();
-        panic!(
-            "{} of {seeds} seeds failed; replay one with LAZARUS_SIM_SEED=<seed>:\n{}",
-            failures.len(),
-            shown.join("\n")
-        );
-    }
+    support::assert_no_failed_seeds(seeds, &failures);
     total
 }
 

@@ -7,7 +7,7 @@ mod support;
 use lazarus::{ReduceOp, WindowError};
 use std::collections::HashMap;
 use std::process::Command;
-use support::{bin, parse_result};
+use support::bin;
 
 #[test]
 fn operations_of_an_epoch_are_complete_on_every_node_after_the_fence() {
@@ -99,20 +99,14 @@ fn with_recovery_on_a_window_is_refused_with_the_reason() {
 
 /// Runs `histogram` on `nodes` nodes; its RESULT.
 fn histogram(nodes: &str, transport: &str) -> HashMap<String, String> {
-    let out = support::output(
+    support::verified_run(
         Command::new(bin("lazarus"))
             .args(["run", "-n", nodes, "--"])
             .arg(bin("histogram"))
             .args(["--keys", "50000", "--rounds", "6", "--bins", "1000"])
             .env("LAZARUS_TRANSPORT", transport),
     )
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let all = format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{all}");
-    let result = parse_result(stdout.lines().last().unwrap()).expect("RESULT last");
-    assert_eq!(result["verified"], "true", "{all}");
-    result
+    .1
 }
 
 #[test]

@@ -114,3 +114,43 @@ pub fn output(cmd: &mut Command) -> std::io::Result<std::process::Output> {
     }
     bounded.output()
 }
+
+/// Runs `cmd` (a `lazarus run` of an app), which must exit successfully with a
+/// `RESULT ... verified=true` last line: everything it printed (standard output, then
+/// standard error) and that line's fields.
+pub fn verified_run(cmd: &mut Command) -> (String, std::collections::HashMap<String, String>) {
+    let out = output(cmd).expect("the launcher runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let all = format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{all}");
+    let result = stdout
+        .lines()
+        .last()
+        .and_then(parse_result)
+        .unwrap_or_else(|| panic!("no RESULT line last:\n{all}"));
+    assert_eq!(result["verified"], "true", "{all}");
+    (all, result)
+}
+
+/// A number from the environment (`LAZARUS_SIM_SEEDS`, ...), if set and valid.
+pub fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// Fails a sweep of `seeds` simulator seeds if any failed, naming the first five and how
+/// to replay one.
+pub fn assert_no_failed_seeds(seeds: u64, failures: &[(u64, String)]) {
+    if failures.is_empty() {
+        return;
+    }
+    let shown: Vec<String> = failures
+        .iter()
+        .take(5)
+        .map(|(s, e)| format!("  seed {s}: {e}"))
+        .collect();
+    panic!(
+        "{} of {seeds} seeds failed; replay one with LAZARUS_SIM_SEED=<seed>:\n{}",
+        failures.len(),
+        shown.join("\n")
+    );
+}
