@@ -143,33 +143,25 @@ impl Pending {
 /// One node's membership in one window.
 #[derive(Debug)]
 pub struct Member {
-    shape: Shape,
-    rank: u16,
-    epoch: u64,
-    fencing: bool,
-    // Origin side: the last index issued per channel (origin actor, target); operations
-    // of the current epoch per target; the log (writes and gets until the target's
-    // checkpoint covers them); fence counts sent (until the target's checkpoint passes
-    // their epoch); answers awaited; what each target's last checkpoint covers.
-    issued: BTreeMap<(ActorId, u16), u64>,
-    issued_in_epoch: Vec<u64>,
-    log: Vec<BTreeMap<(ActorId, u64), Logged>>,
-    notices_sent: Vec<BTreeMap<u64, u64>>,
-    awaiting: BTreeMap<(u16, ActorId, u64), Logged>,
-    covered: Vec<BTreeMap<ActorId, RangeSet>>,
+    /// What a checkpoint keeps: the shape, the epoch and fence; on the origin side the
+    /// last index issued per channel (origin actor, target), operations of the current
+    /// epoch per target, the log (operations until the target's checkpoint covers them),
+    /// fence counts sent (until the target's checkpoint passes their epoch), answers
+    /// awaited and what each target's last checkpoint covers; on the target side the
+    /// indices applied per origin actor (a set, not a high mark: within an epoch
+    /// operations commute, and a direct operation may overtake a resent one), operations
+    /// of the current epoch applied per origin node, and answers kept for origins that
+    /// may re-execute.
+    kept: MemberImage,
+    /// Per target: what this node knows of its progress after this node's restart.
     known: Vec<Known>,
-    // Target side: the indices applied, and applied or held, per origin actor (a set,
-    // not a high mark: within an epoch operations commute, and a direct operation may
-    // overtake a resent one); operations of the current epoch applied per origin node;
-    // fence counts received per epoch; operations of later epochs; answers kept for
-    // origins that may re-execute.
-    applied: BTreeMap<ActorId, RangeSet>,
+    /// The indices applied or held, per origin actor.
     received: BTreeMap<ActorId, RangeSet>,
-    counted: Vec<u64>,
+    /// Fence counts received, per epoch and origin node.
     notices: BTreeMap<u64, BTreeMap<u16, u64>>,
+    /// Operations of later epochs.
     held: BTreeMap<u64, Vec<(u16, OpMeta, Op, Pending)>>,
-    answers: BTreeMap<ActorId, BTreeMap<u64, Vec<u8>>>,
-    // What the last committed checkpoint holds of the target side.
+    /// What the last committed checkpoint holds of the target side.
     committed: Option<(u64, BTreeMap<ActorId, RangeSet>)>,
     answered_again: u64,
     outbox: VecDeque<Transmit>,
@@ -181,23 +173,25 @@ impl Member {
         shape.len_of(rank)?;
         let n = usize::from(shape.members());
         Ok(Member {
-            shape,
-            rank,
-            epoch: 0,
-            fencing: false,
-            issued: BTreeMap::new(),
-            issued_in_epoch: vec![0; n],
-            log: vec![BTreeMap::new(); n],
-            notices_sent: vec![BTreeMap::new(); n],
-            awaiting: BTreeMap::new(),
-            covered: vec![BTreeMap::new(); n],
+            kept: MemberImage {
+                shape,
+                rank,
+                epoch: 0,
+                fencing: false,
+                issued: BTreeMap::new(),
+                issued_in_epoch: vec![0; n],
+                log: vec![BTreeMap::new(); n],
+                notices_sent: vec![BTreeMap::new(); n],
+                awaiting: BTreeMap::new(),
+                covered: vec![BTreeMap::new(); n],
+                applied: BTreeMap::new(),
+                counted: vec![0; n],
+                answers: BTreeMap::new(),
+            },
             known: vec![Known::Everything; n],
-            applied: BTreeMap::new(),
             received: BTreeMap::new(),
-            counted: vec![0; n],
             notices: BTreeMap::new(),
             held: BTreeMap::new(),
-            answers: BTreeMap::new(),
             committed: None,
             answered_again: 0,
             outbox: VecDeque::new(),
@@ -206,31 +200,31 @@ impl Member {
 
     /// The window's shape.
     pub fn shape(&self) -> &Shape {
-        &self.shape
+        &self.kept.shape
     }
 
     /// This node's rank.
     pub fn rank(&self) -> u16 {
-        self.rank
+        self.kept.rank
     }
 
     /// The node's epoch: the number of fences it has completed.
     pub fn epoch(&self) -> u64 {
-        self.epoch
+        self.kept.epoch
     }
 
     /// Whether the node has called a fence that has not completed.
     pub fn is_fencing(&self) -> bool {
-        self.fencing
+        self.kept.fencing
     }
 
     fn member(&self, rank: u16) -> Result<usize, WindowError> {
-        self.shape.len_of(rank)?;
+        self.kept.shape.len_of(rank)?;
         Ok(usize::from(rank))
     }
 
     fn members(&self) -> impl Iterator<Item = u16> {
-        0..self.shape.members()
+        0..self.kept.shape.members()
     }
 
     /// The next frame to send, in order.
@@ -246,42 +240,47 @@ impl Member {
     /// [`Member::handle_direct`] at the target) or hands it to [`Member::send_op`].
     pub fn issue(&mut self, origin: ActorId, target: u16, op: &Op) -> Result<Issued, WindowError> {
         let t = self.member(target)?;
-        op.check(&self.shape, target)?;
+        op.check(&self.kept.shape, target)?;
         // The fence's counts are out: an operation now would be in no count (the app
         // issued it concurrently with its fence, against the contract).
-        if self.fencing {
-            return Err(WindowError::FenceInProgress(self.epoch));
+        if self.kept.fencing {
+            return Err(WindowError::FenceInProgress(self.kept.epoch));
         }
-        let last = self.issued.get(&(origin, target)).copied().unwrap_or(0);
+        let last = self
+            .kept
+            .issued
+            .get(&(origin, target))
+            .copied()
+            .unwrap_or(0);
         // u64::MAX is no member of a range set: the last index is never used.
         let index = last
             .checked_add(1)
             .filter(|i| *i < u64::MAX)
             .ok_or(WindowError::Overflow)?;
-        let in_epoch = self.issued_in_epoch[t]
+        let in_epoch = self.kept.issued_in_epoch[t]
             .checked_add(1)
             .ok_or(WindowError::Overflow)?;
-        self.issued.insert((origin, target), index);
-        self.issued_in_epoch[t] = in_epoch;
+        self.kept.issued.insert((origin, target), index);
+        self.kept.issued_in_epoch[t] = in_epoch;
         let meta = OpMeta {
             origin,
             index,
-            epoch: self.epoch,
+            epoch: self.kept.epoch,
         };
-        let covered = self.covered[t]
+        let covered = self.kept.covered[t]
             .get(&origin)
             .is_some_and(|c| c.contains(index));
-        if target != self.rank && !covered {
-            self.log[t].insert(
+        if target != self.kept.rank && !covered {
+            self.kept.log[t].insert(
                 (origin, index),
                 Logged {
-                    epoch: self.epoch,
+                    epoch: self.kept.epoch,
                     op: op.clone(),
                     answered: None,
                 },
             );
         }
-        let direct = target == self.rank
+        let direct = target == self.kept.rank
             || op.kind.may_go_direct()
                 && match &self.known[t] {
                     Known::Everything => true,
@@ -298,7 +297,7 @@ impl Member {
     /// is applied with [`Member::handle_op`] instead.
     pub fn send_op(&mut self, target: u16, meta: OpMeta, op: Op) {
         if op.kind.answers() {
-            self.awaiting.insert(
+            self.kept.awaiting.insert(
                 (target, meta.origin, meta.index),
                 Logged {
                     epoch: meta.epoch,
@@ -334,11 +333,11 @@ impl Member {
         index: u64,
         values: &[u8],
     ) -> Result<bool, WindowError> {
-        if from == self.rank {
+        if from == self.kept.rank {
             return Ok(true);
         }
         let key = (from, origin, index);
-        let Some(awaited) = self.awaiting.get(&key) else {
+        let Some(awaited) = self.kept.awaiting.get(&key) else {
             return Ok(false);
         };
         let expected = (awaited.op.count as usize).saturating_mul(awaited.op.elem.size());
@@ -349,8 +348,8 @@ impl Member {
                 expected,
             });
         }
-        self.awaiting.remove(&key);
-        if let Some(logged) = self.log[usize::from(from)].get_mut(&(origin, index)) {
+        self.kept.awaiting.remove(&key);
+        if let Some(logged) = self.kept.log[usize::from(from)].get_mut(&(origin, index)) {
             if matches!(logged.op.kind, OpKind::FetchAndOp(_)) {
                 logged.answered = Some(values.to_vec());
             }
@@ -362,23 +361,23 @@ impl Member {
     /// this node issued to it in the epoch. The fence completes in
     /// [`Member::poll_fence`].
     pub fn fence(&mut self) -> Result<(), WindowError> {
-        if self.fencing {
-            return Err(WindowError::FenceInProgress(self.epoch));
+        if self.kept.fencing {
+            return Err(WindowError::FenceInProgress(self.kept.epoch));
         }
-        self.fencing = true;
+        self.kept.fencing = true;
         for target in self.members() {
-            let count = self.issued_in_epoch[usize::from(target)];
-            if target == self.rank {
+            let count = self.kept.issued_in_epoch[usize::from(target)];
+            if target == self.kept.rank {
                 self.notices
-                    .entry(self.epoch)
+                    .entry(self.kept.epoch)
                     .or_default()
                     .insert(target, count);
             } else {
-                self.notices_sent[usize::from(target)].insert(self.epoch, count);
+                self.kept.notices_sent[usize::from(target)].insert(self.kept.epoch, count);
                 self.outbox.push_back(Transmit {
                     to: target,
                     frame: WindowFrame::Notice {
-                        epoch: self.epoch,
+                        epoch: self.kept.epoch,
                         count,
                     },
                 });
@@ -394,7 +393,7 @@ impl Member {
         if meta.origin.rank() != from {
             return Err(WindowError::UnknownMember {
                 rank: meta.origin.rank(),
-                members: self.shape.members(),
+                members: self.kept.shape.members(),
             });
         }
         if meta.index == 0 || meta.index == u64::MAX {
@@ -403,34 +402,34 @@ impl Member {
         let seen = |m: &BTreeMap<ActorId, RangeSet>| {
             m.get(&meta.origin).is_some_and(|s| s.contains(meta.index))
         };
-        if seen(&self.applied) || seen(&self.received) {
+        if seen(&self.kept.applied) || seen(&self.received) {
             return Ok(Some(Applied::Again));
         }
-        if meta.epoch < self.epoch {
+        if meta.epoch < self.kept.epoch {
             return Err(WindowError::EpochPassed {
                 origin: meta.origin.to_string(),
-                rank: self.rank,
+                rank: self.kept.rank,
                 index: meta.index,
                 epoch: meta.epoch,
-                current: self.epoch,
+                current: self.kept.epoch,
             });
         }
-        if meta.epoch > self.epoch {
+        if meta.epoch > self.kept.epoch {
             return Ok(Some(Applied::Held));
         }
         let announced = self
             .notices
-            .get(&self.epoch)
+            .get(&self.kept.epoch)
             .and_then(|n| n.get(&from))
             .copied();
         if let Some(announced) = announced {
-            if self.counted[f] >= announced {
+            if self.kept.counted[f] >= announced {
                 return Err(WindowError::TooManyOperations {
                     from,
-                    rank: self.rank,
-                    epoch: self.epoch,
+                    rank: self.kept.rank,
+                    epoch: self.kept.epoch,
                     announced,
-                    applied: self.counted[f] + 1,
+                    applied: self.kept.counted[f] + 1,
                 });
             }
         }
@@ -438,7 +437,8 @@ impl Member {
     }
 
     fn record(&mut self, from: u16, meta: &OpMeta, answer: Option<Vec<u8>>, send: bool) {
-        self.applied
+        self.kept
+            .applied
             .entry(meta.origin)
             .or_default()
             .insert(meta.index);
@@ -446,11 +446,12 @@ impl Member {
             .entry(meta.origin)
             .or_default()
             .insert(meta.index);
-        self.counted[usize::from(from)] += 1;
+        self.kept.counted[usize::from(from)] += 1;
         let Some(values) = answer else { return };
         // An origin of this node fails with it: its answers need no keeping.
-        if from != self.rank {
-            self.answers
+        if from != self.kept.rank {
+            self.kept
+                .answers
                 .entry(meta.origin)
                 .or_default()
                 .insert(meta.index, values.clone());
@@ -475,7 +476,7 @@ impl Member {
         pending: Pending,
         part: &mut [u8],
     ) -> Result<(), WindowError> {
-        let values = op.apply(&self.shape, self.rank, part)?;
+        let values = op.apply(&self.kept.shape, self.kept.rank, part)?;
         // What its origin got the first time wins over what this order gives.
         let values = pending.answered.or(values);
         self.record(from, meta, values, pending.send);
@@ -484,6 +485,7 @@ impl Member {
 
     fn answer_again(&mut self, from: u16, meta: &OpMeta, op: &Op) -> Result<(), WindowError> {
         let applied = self
+            .kept
             .applied
             .get(&meta.origin)
             .is_some_and(|s| s.contains(meta.index));
@@ -492,6 +494,7 @@ impl Member {
             return Ok(());
         }
         let values = self
+            .kept
             .answers
             .get(&meta.origin)
             .and_then(|a| a.get(&meta.index))
@@ -525,7 +528,7 @@ impl Member {
         reply: Reply,
         part: &mut [u8],
     ) -> Result<Applied, WindowError> {
-        op.check(&self.shape, self.rank)?;
+        op.check(&self.kept.shape, self.kept.rank)?;
         match self.admit(from, &meta)? {
             Some(Applied::Again) => {
                 if reply == Reply::Answer {
@@ -589,10 +592,10 @@ impl Member {
             // word and the machine disagree.
             Some(_) => Err(WindowError::EpochPassed {
                 origin: meta.origin.to_string(),
-                rank: self.rank,
+                rank: self.kept.rank,
                 index: meta.index,
                 epoch: meta.epoch,
-                current: self.epoch,
+                current: self.kept.epoch,
             }),
         }
     }
@@ -601,7 +604,7 @@ impl Member {
     /// count of an epoch this node has passed is a re-executed fence's and is ignored.
     pub fn handle_notice(&mut self, from: u16, epoch: u64, count: u64) -> Result<(), WindowError> {
         let f = self.member(from)?;
-        if epoch < self.epoch {
+        if epoch < self.kept.epoch {
             return Ok(());
         }
         let notices = self.notices.entry(epoch).or_default();
@@ -609,7 +612,7 @@ impl Member {
             if before != count {
                 return Err(WindowError::NoticeChanged {
                     from,
-                    rank: self.rank,
+                    rank: self.kept.rank,
                     epoch,
                     count,
                     before,
@@ -617,13 +620,13 @@ impl Member {
             }
             return Ok(());
         }
-        if epoch == self.epoch && self.counted[f] > count {
+        if epoch == self.kept.epoch && self.kept.counted[f] > count {
             return Err(WindowError::TooManyOperations {
                 from,
-                rank: self.rank,
+                rank: self.kept.rank,
                 epoch,
                 announced: count,
-                applied: self.counted[f],
+                applied: self.kept.counted[f],
             });
         }
         notices.insert(from, count);
@@ -634,14 +637,14 @@ impl Member {
     /// epoch is in, that many of its operations have been applied here, and every answer
     /// this node's operations of the epoch wait for has come.
     pub fn fence_ready(&self) -> bool {
-        if !self.fencing || !self.awaiting.is_empty() {
+        if !self.kept.fencing || !self.kept.awaiting.is_empty() {
             return false;
         }
-        let Some(notices) = self.notices.get(&self.epoch) else {
+        let Some(notices) = self.notices.get(&self.kept.epoch) else {
             return false;
         };
         self.members()
-            .all(|r| notices.get(&r) == Some(&self.counted[usize::from(r)]))
+            .all(|r| notices.get(&r) == Some(&self.kept.counted[usize::from(r)]))
     }
 
     /// Completes the fence if it is ready ([`Member::fence_ready`]): the node enters the
@@ -651,12 +654,16 @@ impl Member {
         if !self.fence_ready() {
             return Ok(None);
         }
-        let next = self.epoch.checked_add(1).ok_or(WindowError::Overflow)?;
-        self.notices.remove(&self.epoch);
-        self.epoch = next;
-        self.fencing = false;
-        self.issued_in_epoch.iter_mut().for_each(|c| *c = 0);
-        self.counted.iter_mut().for_each(|c| *c = 0);
+        let next = self
+            .kept
+            .epoch
+            .checked_add(1)
+            .ok_or(WindowError::Overflow)?;
+        self.notices.remove(&self.kept.epoch);
+        self.kept.epoch = next;
+        self.kept.fencing = false;
+        self.kept.issued_in_epoch.iter_mut().for_each(|c| *c = 0);
+        self.kept.counted.iter_mut().for_each(|c| *c = 0);
         for (from, meta, op, pending) in self.held.remove(&next).unwrap_or_default() {
             // Held operations passed the channel checks when they came.
             self.apply_and_record(from, &meta, &op, pending, part)?;
@@ -669,27 +676,13 @@ impl Member {
     /// What a checkpoint keeps. Taken with the gate closed and drained and every direct
     /// record handled, beside a copy of the part.
     pub fn image(&self) -> MemberImage {
-        MemberImage {
-            shape: self.shape.clone(),
-            rank: self.rank,
-            epoch: self.epoch,
-            fencing: self.fencing,
-            issued: self.issued.clone(),
-            issued_in_epoch: self.issued_in_epoch.clone(),
-            log: self.log.clone(),
-            notices_sent: self.notices_sent.clone(),
-            awaiting: self.awaiting.clone(),
-            covered: self.covered.clone(),
-            applied: self.applied.clone(),
-            counted: self.counted.clone(),
-            answers: self.answers.clone(),
-        }
+        self.kept.clone()
     }
 
     /// The checkpoint holding `image` is committed: each origin node is told which of
     /// its operations it may drop from its log, each target which answers it may drop.
     pub fn checkpoint_committed(&mut self, image: &MemberImage) {
-        for peer in self.members().filter(|&r| r != self.rank) {
+        for peer in self.members().filter(|&r| r != self.kept.rank) {
             let ops = of_rank(&image.applied, peer);
             self.outbox.push_back(Transmit {
                 to: peer,
@@ -724,16 +717,16 @@ impl Member {
 
     fn release_log(&mut self, target: usize, ops: &[(ActorId, RangeSet)], epoch: u64) {
         for (origin, indices) in ops {
-            if origin.rank() != self.rank {
+            if origin.rank() != self.kept.rank {
                 continue;
             }
-            self.covered[target]
+            self.kept.covered[target]
                 .entry(*origin)
                 .or_default()
                 .union_with(indices);
-            self.log[target].retain(|(o, i), _| o != origin || !indices.contains(*i));
+            self.kept.log[target].retain(|(o, i), _| o != origin || !indices.contains(*i));
         }
-        self.notices_sent[target].retain(|e, _| *e >= epoch);
+        self.kept.notices_sent[target].retain(|e, _| *e >= epoch);
     }
 
     /// Target `from`'s committed checkpoint holds these of this node's operations and is
@@ -761,10 +754,10 @@ impl Member {
             if origin.rank() != from {
                 continue;
             }
-            if let Some(kept) = self.answers.get_mut(&origin) {
+            if let Some(kept) = self.kept.answers.get_mut(&origin) {
                 kept.retain(|i, _| *i > index);
                 if kept.is_empty() {
-                    self.answers.remove(&origin);
+                    self.kept.answers.remove(&origin);
                 }
             }
         }
@@ -801,30 +794,18 @@ impl Member {
             committed: Some((image.epoch, image.applied.clone())),
             answered_again: 0,
             outbox: VecDeque::new(),
-            shape: image.shape,
-            rank: image.rank,
-            epoch: image.epoch,
-            fencing: image.fencing,
-            issued: image.issued,
-            issued_in_epoch: image.issued_in_epoch,
-            log: image.log,
-            notices_sent: image.notices_sent,
-            awaiting: image.awaiting,
-            covered: image.covered,
-            applied: image.applied,
-            counted: image.counted,
-            answers: image.answers,
+            kept: image,
         };
-        member.known[usize::from(member.rank)] = Known::Everything;
-        if member.fencing {
-            let own = member.issued_in_epoch[usize::from(member.rank)];
+        member.known[usize::from(member.kept.rank)] = Known::Everything;
+        if member.kept.fencing {
+            let own = member.kept.issued_in_epoch[usize::from(member.kept.rank)];
             member
                 .notices
-                .entry(member.epoch)
+                .entry(member.kept.epoch)
                 .or_default()
-                .insert(member.rank, own);
+                .insert(member.kept.rank, own);
         }
-        for peer in member.members().filter(|&r| r != member.rank) {
+        for peer in member.members().filter(|&r| r != member.kept.rank) {
             let progress = member.progress_of(peer);
             member.outbox.push_back(Transmit {
                 to: peer,
@@ -844,7 +825,7 @@ impl Member {
         };
         Progress {
             applied: of_rank(&self.received, peer),
-            epoch: self.epoch,
+            epoch: self.kept.epoch,
             covered,
             covered_epoch,
         }
@@ -871,7 +852,7 @@ impl Member {
         };
         // What it awaits from `from`: asked again whether `from` has it or not (an answer
         // in flight is lost with a restarted sender; `from` answers from its log).
-        for (&(target, origin, index), logged) in &self.awaiting {
+        for (&(target, origin, index), logged) in &self.kept.awaiting {
             if target != from {
                 continue;
             }
@@ -888,8 +869,8 @@ impl Member {
                 },
             });
         }
-        for (&(origin, index), logged) in &self.log[t] {
-            if has(&origin, index) || self.awaiting.contains_key(&(from, origin, index)) {
+        for (&(origin, index), logged) in &self.kept.log[t] {
+            if has(&origin, index) || self.kept.awaiting.contains_key(&(from, origin, index)) {
                 continue;
             }
             self.outbox.push_back(Transmit {
@@ -909,7 +890,7 @@ impl Member {
                 },
             });
         }
-        for (&e, &count) in self.notices_sent[t].range(progress.epoch..) {
+        for (&e, &count) in self.kept.notices_sent[t].range(progress.epoch..) {
             self.outbox.push_back(Transmit {
                 to: from,
                 frame: WindowFrame::Notice { epoch: e, count },
@@ -919,7 +900,7 @@ impl Member {
             let mine = progress
                 .applied
                 .iter()
-                .filter(|(o, _)| o.rank() == self.rank)
+                .filter(|(o, _)| o.rank() == self.kept.rank)
                 .cloned()
                 .collect();
             self.known[t] = Known::Applied(mine);
@@ -975,15 +956,17 @@ impl Member {
 
     /// What the membership keeps now.
     pub fn stats(&self) -> MemberStats {
-        let logged = self.log.iter().map(BTreeMap::len).sum();
+        let logged = self.kept.log.iter().map(BTreeMap::len).sum();
         let logged_bytes = self
+            .kept
             .log
             .iter()
             .flat_map(|l| l.values())
             .map(|l| l.op.weight())
             .sum();
-        let answers = self.answers.values().map(BTreeMap::len).sum();
+        let answers = self.kept.answers.values().map(BTreeMap::len).sum();
         let answer_bytes = self
+            .kept
             .answers
             .values()
             .flat_map(|a| a.values())
@@ -1002,7 +985,7 @@ impl Member {
 
     /// The origins and indices of the operations this node awaits answers for.
     pub fn awaiting(&self) -> BTreeSet<(u16, ActorId, u64)> {
-        self.awaiting.keys().copied().collect()
+        self.kept.awaiting.keys().copied().collect()
     }
 }
 
@@ -1273,7 +1256,7 @@ mod tests {
         // Its origin wrote it again while it was resent (a restart): counted once.
         m.handle_direct(0, meta, OpKind::Get, Some(values(&[3])))
             .unwrap();
-        assert_eq!(m.counted[0], 1);
+        assert_eq!(m.kept.counted[0], 1);
         assert!(matches!(
             m.handle_direct(0, meta, OpKind::Accumulate(ReduceOp::Sum), None),
             Err(WindowError::NotDirect(_))
