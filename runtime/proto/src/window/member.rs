@@ -55,6 +55,21 @@ struct Logged {
     answered: Option<Vec<u8>>,
 }
 
+impl Logged {
+    /// The frame that sends it again as `origin`'s operation `index`.
+    fn resend(&self, origin: ActorId, index: u64, reply: Reply) -> WindowFrame {
+        WindowFrame::Op {
+            meta: OpMeta {
+                origin,
+                index,
+                epoch: self.epoch,
+            },
+            op: self.op.clone(),
+            reply,
+        }
+    }
+}
+
 /// What the node knows after its own restart of a target's progress on its channels.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 enum Known {
@@ -853,41 +868,25 @@ impl Member {
         // What it awaits from `from`: asked again whether `from` has it or not (an answer
         // in flight is lost with a restarted sender; `from` answers from its log).
         for (&(target, origin, index), logged) in &self.kept.awaiting {
-            if target != from {
-                continue;
+            if target == from {
+                self.outbox.push_back(Transmit {
+                    to: from,
+                    frame: logged.resend(origin, index, Reply::Answer),
+                });
             }
-            self.outbox.push_back(Transmit {
-                to: from,
-                frame: WindowFrame::Op {
-                    meta: OpMeta {
-                        origin,
-                        index,
-                        epoch: logged.epoch,
-                    },
-                    op: logged.op.clone(),
-                    reply: Reply::Answer,
-                },
-            });
         }
         for (&(origin, index), logged) in &self.kept.log[t] {
             if has(&origin, index) || self.kept.awaiting.contains_key(&(from, origin, index)) {
                 continue;
             }
+            // Resent for its effect: nobody waits for what it answers.
+            let reply = match &logged.answered {
+                Some(values) => Reply::Answered(values.clone()),
+                None => Reply::Effect,
+            };
             self.outbox.push_back(Transmit {
                 to: from,
-                frame: WindowFrame::Op {
-                    meta: OpMeta {
-                        origin,
-                        index,
-                        epoch: logged.epoch,
-                    },
-                    op: logged.op.clone(),
-                    // Resent for its effect: nobody waits for what it answers.
-                    reply: match &logged.answered {
-                        Some(values) => Reply::Answered(values.clone()),
-                        None => Reply::Effect,
-                    },
-                },
+                frame: logged.resend(origin, index, reply),
             });
         }
         for (&e, &count) in self.kept.notices_sent[t].range(progress.epoch..) {
