@@ -3,7 +3,8 @@
 //! (`lazarus_proto::window::Member`) and gate words, with same-host origins writing into
 //! their targets' memory themselves, checkpoints copied a piece at a time and nodes killed
 //! at any step. Every run must end with the parts, program states and get answers of the
-//! failure-free run of its seed; taking the gate out must fail seeds.
+//! failure-free run of its seed; taking the gate out, or keeping no answers for a
+//! restarted `main`, must fail seeds.
 //!
 //! Replay one seed with its trace:
 //! `LAZARUS_SIM_SEED=1234 cargo test -p lazarus-tests --test window_simulator -- --nocapture`
@@ -59,22 +60,28 @@ fn one_sided_operations_recover_to_the_failure_free_result() {
         assert!(total.refused_epoch > 0, "{total:?}");
         assert!(total.crashes > 0 && total.checkpoints > 0, "{total:?}");
         assert!(total.held > 0 && total.answers_from_log > 0, "{total:?}");
+        // Restarted `main`s ran again from their start over what their images had.
+        assert!(total.replayed > 0, "{total:?}");
     }
 }
 
 #[test]
-fn taking_the_gate_out_fails_seeds() {
+fn taking_a_rule_out_fails_seeds() {
     if env_u64("LAZARUS_SIM_SEED").is_some() {
         return;
     }
     for mutation in [
         WindowMutation::IgnoreCheckpointGate,
         WindowMutation::IgnoreEpochGate,
+        WindowMutation::ReleaseMainAnswers,
     ] {
         let failed = (0..600)
             .filter(|&seed| {
                 let mut cfg = WindowSimConfig::random(seed);
                 cfg.mutation = Some(mutation);
+                if mutation == WindowMutation::ReleaseMainAnswers {
+                    cfg.main_reruns = true;
+                }
                 run_window_seed(cfg, false).0.is_err()
             })
             .count();

@@ -12,10 +12,18 @@
 //!   nodes, and fetch-and-ops there whose answers are only checked for stability;
 //! - in epochs `e % 3 == 2`, gets of the accumulate region (nobody accumulates then).
 //!
-//! After each fence it folds the answers of its gets (by index), the slot its peers just
-//! put into, and in the epochs before `e % 3 == 2` its accumulate region. That is the
-//! contract of docs/semantics.md, so every interleaving gives the same parts, states and
-//! answers: the run's result is compared with a failure-free run of the same seed.
+//! - in epochs after the first, a get of its own slot of the other parity (what its peers
+//!   put into it in the previous epoch), and in epochs `e % 3 == 2` of its own accumulate
+//!   region: a node reads its own part through gets, which a restarted `main` can ask
+//!   again.
+//!
+//! After each fence it folds the answers of its gets (by index). That is the contract of
+//! docs/semantics.md, so every interleaving gives the same parts, states and answers: the
+//! run's result is compared with a failure-free run of the same seed.
+//!
+//! The program is either an actor, whose state and position are in its node's image, or
+//! the node's `main` ([`WindowSimConfig::main_reruns`]), which is in no image: after a
+//! restart it runs again from its start, its operations and fences numbered again.
 //!
 //! Checkpoints close the node's gate, wait until it is drained, copy the part in pieces
 //! over several steps, take the origins' records, and reopen; a crash loses the node's
@@ -26,8 +34,8 @@
 use crate::rng::{mix, Rng};
 use lazarus_proto::actor_id::ActorId;
 use lazarus_proto::window::{
-    drained, Closed, ElementType, GateWord, Member, MemberImage, Op, OpKind, OpMeta, ReduceOp,
-    Reply, Shape, WindowFrame, WindowId,
+    drained, Closed, ElementType, GateWord, MainFence, Member, MemberImage, Op, OpKind, OpMeta,
+    ReduceOp, Reply, Shape, WindowFrame, WindowId,
 };
 use std::collections::{BTreeMap, VecDeque};
 
@@ -44,6 +52,9 @@ pub enum WindowMutation {
     IgnoreCheckpointGate,
     /// Origins write into a target of another epoch (the fence's delay removed).
     IgnoreEpochGate,
+    /// Targets drop `main`'s answers once its origin's checkpoint has issued past them,
+    /// like an actor's: a restarted `main`, which runs from its start, asks in vain.
+    ReleaseMainAnswers,
 }
 
 /// One run's shape.
@@ -67,6 +78,9 @@ pub struct WindowSimConfig {
     pub crashes: u64,
     /// A rule taken out.
     pub mutation: Option<WindowMutation>,
+    /// The program is the node's `main`, which a restart runs again from its start;
+    /// otherwise an actor, restored with its image.
+    pub main_reruns: bool,
 }
 
 impl WindowSimConfig {
@@ -88,6 +102,7 @@ impl WindowSimConfig {
             checkpoint_percent: rng.range(1, 6),
             crashes: rng.range(0, 2),
             mutation: None,
+            main_reruns: rng.chance(1, 2),
         }
     }
 }
@@ -114,6 +129,8 @@ pub struct WindowSimStats {
     pub answers_from_log: u64,
     /// Operations held at a target for a later epoch.
     pub held: u64,
+    /// Operations a restarted `main` issued again that its image had issued.
+    pub replayed: u64,
 }
 
 impl WindowSimStats {
@@ -128,6 +145,7 @@ impl WindowSimStats {
         self.crashes += o.crashes;
         self.answers_from_log += o.answers_from_log;
         self.held += o.held;
+        self.replayed += o.replayed;
     }
 }
 
@@ -147,6 +165,26 @@ struct App {
     /// Which of them are fetch-and-ops (their answers depend on arrival order: checked
     /// for stability, not folded).
     fetches: Vec<(u16, ActorId, u64)>,
+    /// The operations of the epoch that answer.
+    asked: Vec<(u16, ActorId, u64)>,
+    /// A restarted `main` called a fence its node had completed: it returns once the
+    /// epoch's answers are in.
+    fence_done_before: bool,
+}
+
+impl App {
+    fn start() -> App {
+        App {
+            epoch: 0,
+            cursor: 0,
+            state: 1,
+            fenced: false,
+            answers: BTreeMap::new(),
+            fetches: Vec::new(),
+            asked: Vec::new(),
+            fence_done_before: false,
+        }
+    }
 }
 
 /// A record an origin leaves in the target's memory after a direct operation.
@@ -197,6 +235,8 @@ struct Saved {
     image: MemberImage,
     part: Vec<u8>,
     app: App,
+    /// The last index the program had issued per target (for the mutation).
+    issued: BTreeMap<u16, u64>,
 }
 
 struct Node {
@@ -213,6 +253,8 @@ struct Node {
     uncommitted: Option<Saved>,
     committed: Saved,
     restart_at: Option<u64>,
+    /// The last index the program issued per target.
+    issued: BTreeMap<u16, u64>,
 }
 
 /// The final outcome of a run: every part, every state, every get answer.
@@ -247,8 +289,13 @@ struct World {
     trace: Option<Vec<String>>,
 }
 
-fn actor(rank: u16) -> ActorId {
-    ActorId::main_of(rank)
+/// The program's actor on node `rank`: `main`, or an actor in the node's image.
+fn actor(cfg: &WindowSimConfig, rank: u16) -> Option<ActorId> {
+    if cfg.main_reruns {
+        Some(ActorId::main_of(rank))
+    } else {
+        ActorId::new(rank, 1)
+    }
 }
 
 fn le(values: &[u64]) -> Vec<u8> {
@@ -291,6 +338,20 @@ fn program(cfg: &WindowSimConfig, rank: u16, epoch: u64, state: u64) -> Vec<(u16
         ));
     }
     let quiet = epoch % 3 == 2;
+    let get = |offset, count| Op {
+        kind: OpKind::Get,
+        elem: ElementType::U64,
+        offset,
+        count,
+        operand: Vec::new(),
+    };
+    if epoch > 0 {
+        // What the peers put into its own part in the previous epoch.
+        ops.push((rank, get(slot(n, 1 - parity, 0), u64::from(n) * W)));
+    }
+    if quiet {
+        ops.push((rank, get(acc_base(n), A)));
+    }
     for _ in 0..cfg.gets {
         let target = rng.below(u64::from(n)) as u16;
         let (offset, count) = if quiet {
@@ -348,14 +409,7 @@ impl World {
             elem: ElementType::U64,
             lens: vec![len; usize::from(n)],
         };
-        let app = App {
-            epoch: 0,
-            cursor: 0,
-            state: 1,
-            fenced: false,
-            answers: BTreeMap::new(),
-            fetches: Vec::new(),
-        };
+        let app = App::start();
         let nodes = (0..n)
             .map(|rank| {
                 let member = Member::new(shape.clone(), rank).expect("a member of its window");
@@ -364,6 +418,7 @@ impl World {
                     image: member.image(),
                     part: part.clone(),
                     app: app.clone(),
+                    issued: BTreeMap::new(),
                 };
                 Node {
                     alive: true,
@@ -379,6 +434,7 @@ impl World {
                     uncommitted: None,
                     committed,
                     restart_at: None,
+                    issued: BTreeMap::new(),
                 }
             })
             .collect();
@@ -508,6 +564,7 @@ impl World {
                     || n.copying.is_some()
                     || n.uncommitted.is_some()
                     || (n.app.epoch < self.cfg.epochs && !n.app.fenced)
+                    || n.app.fence_done_before
                     || n.member.fence_ready()
             })
     }
@@ -619,7 +676,13 @@ impl World {
         {
             node.gate = node.gate.advance().ok_or("epoch overflow")?;
             self.collect(rank);
-            self.fence_done(rank, epoch)?;
+            // A restarted `main` that has not called this fence again (its image had)
+            // finds it done when it does.
+            let app = &self.nodes[usize::from(rank)].app;
+            let called = app.fenced && !app.fence_done_before && app.epoch + 1 == epoch;
+            if called || !self.cfg.main_reruns {
+                self.fence_done(rank, epoch)?;
+            }
             progressed = true;
         }
         self.collect(rank);
@@ -628,7 +691,6 @@ impl World {
 
     /// The node's fence completed: it folds what the epoch gave it.
     fn fence_done(&mut self, rank: u16, epoch: u64) -> Result<(), String> {
-        let n = self.cfg.nodes;
         let lives: Vec<u64> = self.nodes.iter().map(|n| n.life).collect();
         let node = &mut self.nodes[usize::from(rank)];
         let closed = epoch - 1;
@@ -641,7 +703,14 @@ impl World {
         }
         let mut state = app.state;
         let fetches = std::mem::take(&mut app.fetches);
-        for (key, values) in std::mem::take(&mut app.answers) {
+        // The epoch's answers; one that came before its operation was issued again (a
+        // restarted node's awaited answer, resent at once) waits for its epoch.
+        let epoch_answers: Vec<_> = app
+            .asked
+            .iter()
+            .filter_map(|k| app.answers.remove(k).map(|v| (*k, v)))
+            .collect();
+        for (key, values) in epoch_answers {
             let (target, origin, index) = key;
             let fetch = fetches.contains(&key);
             // The incarnation of the target that gave this answer.
@@ -682,25 +751,6 @@ impl World {
                 }
             }
         }
-        // The slot the peers put into in the epoch that closed.
-        let start = slot(n, closed % 2, 0) as usize * 8;
-        let end = slot(n, closed % 2, n) as usize * 8;
-        for v in words(&node.part[start..end]) {
-            state = mix(state ^ v);
-        }
-        if let Some(t) = &mut self.trace {
-            t.push(format!(
-                "{:>6} node {rank} folds its part {:?}",
-                self.step,
-                words(&node.part).collect::<Vec<_>>()
-            ));
-        }
-        if (closed + 1) % 3 == 2 {
-            let base = acc_base(n) as usize * 8;
-            for v in words(&node.part[base..base + A as usize * 8]) {
-                state = mix(state ^ v);
-            }
-        }
         app.state = state;
         app.epoch = epoch;
         if let Some(t) = &mut self.trace {
@@ -711,6 +761,8 @@ impl World {
         }
         app.cursor = 0;
         app.fenced = false;
+        app.fence_done_before = false;
+        app.asked.clear();
         Ok(())
     }
 
@@ -722,14 +774,35 @@ impl World {
         let cfg = self.cfg.clone();
         let node = &mut self.nodes[usize::from(rank)];
         let app = &node.app;
+        if app.fence_done_before && app.asked.iter().all(|k| app.answers.contains_key(k)) {
+            let epoch = app.epoch + 1;
+            self.log(|| {
+                format!(
+                    "node {rank}: main's fence of epoch {} done before",
+                    epoch - 1
+                )
+            });
+            self.fence_done(rank, epoch)?;
+            return Ok(true);
+        }
         if app.epoch >= cfg.epochs || app.fenced {
             return Ok(false);
         }
         let ops = program(&cfg, rank, app.epoch, app.state);
         if app.cursor == ops.len() {
-            node.member
-                .fence()
-                .map_err(|e| format!("node {rank}'s fence: {e}"))?;
+            let fence = if cfg.main_reruns {
+                node.member.main_fence()
+            } else {
+                MainFence::New
+            };
+            match fence {
+                MainFence::New => node
+                    .member
+                    .fence()
+                    .map_err(|e| format!("node {rank}'s fence: {e}"))?,
+                MainFence::Resume => {}
+                MainFence::Done => node.app.fence_done_before = true,
+            }
             node.app.fenced = true;
             self.collect(rank);
             self.network_step(rank)?;
@@ -737,17 +810,27 @@ impl World {
         }
         let (target, op) = ops[app.cursor].clone();
         node.app.cursor += 1;
+        let origin = actor(&cfg, rank).ok_or("no actor id")?;
         let issued = node
             .member
-            .issue(actor(rank), target, &op)
+            .issue(origin, target, &op)
             .map_err(|e| format!("node {rank} issue: {e}"))?;
-        self.log(|| format!("node {rank} issues {:?} to {target}: {op:?}", issued.meta));
+        self.log(|| format!("node {rank} issues {issued:?} to {target}: {op:?}"));
+        let key = (target, issued.meta.origin, issued.meta.index);
+        self.stats.replayed += u64::from(issued.replayed);
+        let last = self.nodes[usize::from(rank)]
+            .issued
+            .entry(target)
+            .or_insert(0);
+        *last = (*last).max(issued.meta.index);
         if matches!(op.kind, OpKind::FetchAndOp(_)) {
-            self.nodes[usize::from(rank)].app.fetches.push((
-                target,
-                issued.meta.origin,
-                issued.meta.index,
-            ));
+            self.nodes[usize::from(rank)].app.fetches.push(key);
+        }
+        if op.kind.answers() {
+            self.nodes[usize::from(rank)].app.asked.push(key);
+        } else if issued.replayed {
+            // Done before the image: applied, or in the image's log.
+            return Ok(true);
         }
         if target == rank {
             let node = &mut self.nodes[usize::from(rank)];
@@ -804,7 +887,7 @@ impl World {
                         gate.reopen().admits(d.meta.epoch)
                     }
                     Some(WindowMutation::IgnoreEpochGate) => gate.admits(gate.epoch()),
-                    None => gate.admits(d.meta.epoch),
+                    None | Some(WindowMutation::ReleaseMainAnswers) => gate.admits(d.meta.epoch),
                 };
                 if verdict.is_ok() {
                     d.stage = Stage::First;
@@ -903,6 +986,18 @@ impl World {
         let node = &mut self.nodes[usize::from(rank)];
         if let Some(saved) = node.uncommitted.take() {
             node.member.checkpoint_committed(&saved.image);
+            if self.cfg.mutation == Some(WindowMutation::ReleaseMainAnswers) {
+                if let Some(main) = actor(&self.cfg, rank).filter(|_| self.cfg.main_reruns) {
+                    for (&target, &last) in saved.issued.iter().filter(|(t, _)| **t != rank) {
+                        self.queues.entry((rank, target)).or_default().push_back(
+                            WindowFrame::AnswersTaken {
+                                answers: vec![(main, last)],
+                            },
+                        );
+                    }
+                }
+            }
+            let node = &mut self.nodes[usize::from(rank)];
             node.committed = saved;
             self.stats.checkpoints += 1;
             self.log(|| format!("node {rank}: checkpoint committed"));
@@ -948,6 +1043,7 @@ impl World {
                     image: node.member.image(),
                     part: copy,
                     app: node.app.clone(),
+                    issued: node.issued.clone(),
                 };
                 node.uncommitted = Some(saved);
                 node.gate = node.gate.reopen();
@@ -997,7 +1093,12 @@ impl World {
         node.inside = vec![0; usize::from(self.cfg.nodes)];
         node.member = member;
         node.part = saved.part.clone();
-        node.app = saved.app.clone();
+        node.issued = saved.issued.clone();
+        node.app = if self.cfg.main_reruns {
+            App::start()
+        } else {
+            saved.app.clone()
+        };
         self.log(|| format!("node {rank} RESTARTS at epoch {}", saved.image.epoch()));
         self.collect(rank);
         Ok(())

@@ -32,6 +32,37 @@ pub struct Issued {
     /// target's gate). False for a re-execution the target may already have: that one
     /// goes over the message path, where the target drops it or answers it from its log.
     pub direct: bool,
+    /// A restarted node's `main` issued again an operation its checkpoint image had
+    /// issued: a write is done already (applied, or in the image's log, which the
+    /// restart exchange resends), so the driver drops it; a read is asked again with
+    /// [`Member::send_op`] (or [`Member::handle_op`] on the node's own part) and the
+    /// target answers it from the answers it keeps for `main`.
+    pub replayed: bool,
+}
+
+/// What a restarted node's `main` does at a fence it calls again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MainFence {
+    /// The node completed it before: it returns at once.
+    Done,
+    /// The checkpoint image was taken during it: the driver waits for it to complete.
+    Resume,
+    /// A fence the image had not called: [`Member::fence`].
+    New,
+}
+
+/// A restarted node's `main`, which is in no image: it runs again from its start, and
+/// its operations and fences are numbered again from the first.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Rerun {
+    /// Per target: operations `main` issued again in this incarnation.
+    issued: BTreeMap<u16, u64>,
+    /// Per target: the last index of `main`'s the image had issued.
+    upto: BTreeMap<u16, u64>,
+    /// Fences `main` called again.
+    fences: u64,
+    /// Fences the image had called: its epoch, one more if it was fencing.
+    fences_upto: u64,
 }
 
 /// What became of an operation that reached the target.
@@ -179,6 +210,8 @@ pub struct Member {
     /// What the last committed checkpoint holds of the target side.
     committed: Option<(u64, BTreeMap<ActorId, RangeSet>)>,
     answered_again: u64,
+    /// After a restart: `main` running again from its start.
+    rerun: Rerun,
     outbox: VecDeque<Transmit>,
 }
 
@@ -209,6 +242,7 @@ impl Member {
             held: BTreeMap::new(),
             committed: None,
             answered_again: 0,
+            rerun: Rerun::default(),
             outbox: VecDeque::new(),
         })
     }
@@ -256,6 +290,19 @@ impl Member {
     pub fn issue(&mut self, origin: ActorId, target: u16, op: &Op) -> Result<Issued, WindowError> {
         let t = self.member(target)?;
         op.check(&self.kept.shape, target)?;
+        if origin == ActorId::main_of(self.kept.rank) {
+            if let Some(index) = self.rerun_index(target) {
+                return Ok(Issued {
+                    meta: OpMeta {
+                        origin,
+                        index,
+                        epoch: self.rerun.fences,
+                    },
+                    direct: false,
+                    replayed: true,
+                });
+            }
+        }
         // The fence's counts are out: an operation now would be in no count (the app
         // issued it concurrently with its fence, against the contract).
         if self.kept.fencing {
@@ -304,7 +351,38 @@ impl Member {
                         !applied.get(&origin).is_some_and(|a| a.contains(index))
                     }
                 };
-        Ok(Issued { meta, direct })
+        Ok(Issued {
+            meta,
+            direct,
+            replayed: false,
+        })
+    }
+
+    /// The index of a restarted `main`'s next operation to `target` if the image had
+    /// issued it already.
+    fn rerun_index(&mut self, target: u16) -> Option<u64> {
+        let upto = self.rerun.upto.get(&target).copied().unwrap_or(0);
+        let issued = self.rerun.issued.entry(target).or_insert(0);
+        if *issued >= upto {
+            return None;
+        }
+        *issued += 1;
+        Some(*issued)
+    }
+
+    /// `main` calls a fence: on a restarted node, one its image had called already
+    /// returns at once or resumes ([`MainFence`]); any other is [`MainFence::New`].
+    /// Only `main`'s fences go through here: an actor's are in its image.
+    pub fn main_fence(&mut self) -> MainFence {
+        if self.rerun.fences >= self.rerun.fences_upto {
+            return MainFence::New;
+        }
+        self.rerun.fences += 1;
+        if self.rerun.fences <= self.kept.epoch {
+            MainFence::Done
+        } else {
+            MainFence::Resume
+        }
     }
 
     /// Sends an issued operation over the message path (not direct, or the target's gate
@@ -463,8 +541,9 @@ impl Member {
             .insert(meta.index);
         self.kept.counted[usize::from(from)] += 1;
         let Some(values) = answer else { return };
-        // An origin of this node fails with it: its answers need no keeping.
-        if from != self.kept.rank {
+        // An actor of this node fails with it, its state with its image: its answers
+        // need no keeping. `main` is in no image: it asks again after a restart.
+        if from != self.kept.rank || meta.origin == ActorId::main_of(self.kept.rank) {
             self.kept
                 .answers
                 .entry(meta.origin)
@@ -707,10 +786,12 @@ impl Member {
                 },
             });
             // Up to the first answer the image still awaits: a restore asks for it again.
+            // Never `main`'s: a restarted `main` runs from its start and asks them all.
+            let main = ActorId::main_of(self.kept.rank);
             let answers: Vec<(ActorId, u64)> = image
                 .issued
                 .iter()
-                .filter(|((_, target), _)| *target == peer)
+                .filter(|((origin, target), _)| *target == peer && *origin != main)
                 .map(|((o, _), i)| {
                     let awaited = image
                         .awaiting
@@ -808,6 +889,16 @@ impl Member {
             held: BTreeMap::new(),
             committed: Some((image.epoch, image.applied.clone())),
             answered_again: 0,
+            rerun: Rerun {
+                upto: image
+                    .issued
+                    .iter()
+                    .filter(|((origin, _), _)| *origin == ActorId::main_of(image.rank))
+                    .map(|((_, target), last)| (*target, *last))
+                    .collect(),
+                fences_upto: image.epoch + u64::from(image.fencing),
+                ..Rerun::default()
+            },
             outbox: VecDeque::new(),
             kept: image,
         };
@@ -1117,6 +1208,103 @@ mod tests {
             let p = &self.parts[usize::from(rank)];
             u64::from_le_bytes(p[i * 8..i * 8 + 8].try_into().unwrap())
         }
+    }
+
+    /// `main` of node `rank` issues `op` to `target` as a driver does: a replayed write
+    /// is dropped, anything else is sent (or applied on the own part). The operation's
+    /// identity, and whether it was replayed.
+    fn main_issues(c: &mut Cluster, rank: u16, target: u16, op: Op) -> (OpMeta, bool) {
+        let r = usize::from(rank);
+        let issued = c.members[r]
+            .issue(ActorId::main_of(rank), target, &op)
+            .unwrap();
+        if !issued.replayed || op.kind.answers() {
+            if target == rank {
+                let part = &mut c.parts[r];
+                c.members[r]
+                    .handle_op(rank, issued.meta, op, Reply::Answer, part)
+                    .unwrap();
+            } else {
+                c.members[r].send_op(target, issued.meta, op);
+            }
+        }
+        c.collect(rank);
+        (issued.meta, issued.replayed)
+    }
+
+    /// `main` of node 0: puts 7 at node 1, gets node 1's element and its own, fences;
+    /// accumulates 1 into node 1's element and gets it, fences.
+    fn main_program(c: &mut Cluster, fenced: &mut Vec<MainFence>) -> Vec<(OpMeta, bool)> {
+        let mut seen = Vec::new();
+        seen.push(main_issues(c, 0, 1, op(OpKind::Put, 0, &[7])));
+        c.settle();
+        let f = c.members[0].main_fence();
+        fenced.push(f);
+        if f == MainFence::New {
+            c.members[0].fence().unwrap();
+            c.collect(0);
+        }
+        c.members[1].fence().unwrap();
+        c.collect(1);
+        c.settle();
+        let _ = c.members[0].poll_fence(&mut c.parts[0]).unwrap();
+        seen.push(main_issues(c, 0, 1, op(OpKind::Get, 0, &[])));
+        seen.push(main_issues(c, 0, 0, op(OpKind::Get, 0, &[])));
+        seen.push(main_issues(
+            c,
+            0,
+            1,
+            op(OpKind::Accumulate(ReduceOp::Sum), 0, &[1]),
+        ));
+        c.settle();
+        seen
+    }
+
+    #[test]
+    fn a_restarted_main_runs_again_from_its_start_and_gets_what_it_got_before() {
+        let mut c = Cluster::new(2, 1);
+        c.parts[0] = values(&[3]);
+        let mut fenced = Vec::new();
+        let first = main_program(&mut c, &mut fenced);
+        assert_eq!(fenced, vec![MainFence::New]);
+        let got = |c: &Cluster, meta: &OpMeta| c.answers.get(&(meta.origin, meta.index)).cloned();
+        let before: Vec<_> = first.iter().map(|(m, _)| got(&c, m)).collect();
+        assert_eq!(before[1], Some(values(&[7])));
+        assert_eq!(before[2], Some(values(&[3])));
+        // Node 0's checkpoint, committed; then node 1 moves on and node 0 dies.
+        let image = c.members[0].image();
+        let saved = c.parts[0].clone();
+        c.members[0].checkpoint_committed(&image);
+        c.collect(0);
+        c.settle();
+        c.issue(1, 1, op(OpKind::Accumulate(ReduceOp::Sum), 0, &[100]));
+        c.issue(1, 0, op(OpKind::Put, 0, &[200]));
+        c.settle();
+        c.members[0] = Member::restore(image).unwrap();
+        c.parts[0] = saved;
+        c.answers.clear();
+        c.collect(0);
+        c.settle();
+        // `main` runs again from its start: same indices, replayed, the same answers
+        // (node 1 keeps `main`'s, node 0 its own `main`'s), and its put is not redone.
+        let mut fenced = Vec::new();
+        let again = main_program(&mut c, &mut fenced);
+        assert_eq!(fenced, vec![MainFence::Done]);
+        assert!(again.iter().all(|(_, replayed)| *replayed));
+        assert_eq!(
+            again.iter().map(|(m, _)| m.index).collect::<Vec<_>>(),
+            first.iter().map(|(m, _)| m.index).collect::<Vec<_>>()
+        );
+        let after: Vec<_> = again.iter().map(|(m, _)| got(&c, m)).collect();
+        assert_eq!(after, before);
+        assert_eq!(c.word(1, 0), 108, "7, node 0's 1 once, node 1's own 100");
+        // Past the image, `main`'s operations are new.
+        let (meta, replayed) = main_issues(&mut c, 0, 1, op(OpKind::Get, 0, &[]));
+        assert!(!replayed);
+        assert_eq!(meta.index, 4);
+        c.settle();
+        assert_eq!(got(&c, &meta), Some(values(&[108])));
+        assert_eq!(c.members[0].main_fence(), MainFence::New);
     }
 
     #[test]
