@@ -12,6 +12,7 @@
 //! | `logger-full:INDEX:K` | logger node `INDEX`, in its `K`-th start (0 the first; the launcher restarts a logger that dies), declines every block as if it were full |
 //! | `slow-start:RANK:INCARNATION:MILLIS` | node `RANK`'s process of incarnation `INCARNATION` waits `MILLIS` ms before it joins the cluster (a replacement slow to come up: a cold host, a binary on a slow file system), printing `failpoint: node RANK incarnation I joins in MILLIS ms` and `failpoint: node RANK incarnation I joins now` |
 //! | `shm-write:RANK:K` | node `RANK` SIGKILLs itself halfway through writing its `K`-th frame of at least 64 KiB into a shared-memory ring (the first half committed, the peer's reader holding a frame that never completes), in the first incarnation only, printing `failpoint: node RANK SIGKILL halfway through a BYTES-byte frame to node PEER` |
+//! | `window-get:RANK:K` | node `RANK` (recovery on) holds the `K`-th get another node sends it over a window until its next checkpoint has committed (the request came before the checkpoint's cut, its data leaves after it), then applies it and SIGKILLs itself before the answer leaves, in the first incarnation only, printing `failpoint: node RANK holds get INDEX of ORIGIN from node F across its next checkpoint` and `failpoint: node RANK answered the held get after checkpoint ID: SIGKILL before the answer leaves` |
 //! | `withhold:RANK:K` | node `RANK` (recovery on) drops the `K`-th logged message it receives, in the first incarnation only, and prints `failpoint: node RANK withholds logged message index=I channel=C from node F`: the channel waits for it for ever, a stall whose report must name it |
 //!
 //! Some faults cannot be hit from outside at a precise moment (a SIGKILL "during a
@@ -100,6 +101,14 @@ pub enum Failpoint {
         /// Which frame of at least [`LARGE_FRAME`] bytes (from 1).
         k: u64,
     },
+    /// Node `rank` holds the `k`-th window get it receives across its next checkpoint,
+    /// then dies before the answer leaves.
+    WindowGet {
+        /// The target node.
+        rank: u16,
+        /// Which get from another node (from 1).
+        k: u64,
+    },
     /// Node `rank` stalls before handling its first message of type `message`.
     StallOn {
         /// The node.
@@ -143,6 +152,10 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
             rank: rank(r)?,
             k: num(k)?,
         }),
+        ["window-get", r, k] => Ok(Failpoint::WindowGet {
+            rank: rank(r)?,
+            k: num(k)?,
+        }),
         ["withhold", r, k] => Ok(Failpoint::Withhold {
             rank: rank(r)?,
             k: num(k)?,
@@ -171,7 +184,7 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
             "failpoint `{spec}`: expected checkpoint:RANK:N, panic:RANK:SEQ:K, \
              panic-always:RANK:SEQ:K, stall:RANK:K:MILLIS, stall-on:RANK:MESSAGE:MILLIS, \
              before-finished:RANK, after-final:RANK, slow-start:RANK:INCARNATION:MILLIS, \
-             withhold:RANK:K, shm-write:RANK:K or logger-full:INDEX:K"
+             withhold:RANK:K, shm-write:RANK:K, window-get:RANK:K or logger-full:INDEX:K"
         )),
     }
 }
@@ -201,6 +214,7 @@ pub(crate) fn arm(point: Failpoint, rank: u16, incarnation: u32) {
         | Failpoint::Stall { rank: r, .. }
         | Failpoint::Withhold { rank: r, .. }
         | Failpoint::ShmWrite { rank: r, .. }
+        | Failpoint::WindowGet { rank: r, .. }
         | Failpoint::StallOn { rank: r, .. } => *r == rank && incarnation == 0,
         Failpoint::SlowStart {
             rank: r,
@@ -314,6 +328,40 @@ fn withhold_slow(from: u16, meta: &crate::recovery::MessageMeta) -> bool {
 }
 
 /// Frames from this size on count for `shm-write`.
+static WINDOW_GETS: AtomicU64 = AtomicU64::new(0);
+
+/// A window get of `origin`'s (index `index`) came from node `from`: true if it is the
+/// one to hold across the node's next checkpoint (`window-get`).
+#[inline]
+pub(crate) fn hold_window_get(from: u16, origin: ActorId, index: u64) -> bool {
+    ARMED.load(Ordering::Relaxed) && hold_window_get_slow(from, origin, index)
+}
+
+#[cold]
+fn hold_window_get_slow(from: u16, origin: ActorId, index: u64) -> bool {
+    let Some(Failpoint::WindowGet { rank, k }) = POINT.get() else {
+        return false;
+    };
+    if WINDOW_GETS.fetch_add(1, Ordering::Relaxed) + 1 != *k {
+        return false;
+    }
+    eprintln!(
+        "failpoint: node {rank} holds get {index} of {origin} from node {from} across its \
+         next checkpoint"
+    );
+    true
+}
+
+/// The held get was applied after checkpoint `id` committed; its answer has not left.
+pub(crate) fn window_get_answered(id: u64) {
+    if let Some(Failpoint::WindowGet { rank, .. }) = POINT.get() {
+        die(&format!(
+            "node {rank} answered the held get after checkpoint {id}: SIGKILL before the \
+             answer leaves"
+        ));
+    }
+}
+
 pub const LARGE_FRAME: usize = 64 << 10;
 
 /// For `shm-write`: large frames written so far.

@@ -22,7 +22,7 @@ fn operations_of_an_epoch_are_complete_on_every_node_after_the_fence() {
         let ticket = wb.fetch_and_op(0, 7, 1, ReduceOp::Sum).unwrap();
         wb.fence().unwrap();
         // After the fence node 0's puts of the epoch are here.
-        let mine = wb.read();
+        let mine = wb.read().unwrap();
         // Epoch 1: read node 0's part (written in epoch 0), nothing writes it now.
         let theirs = wb.get(0, 0, 8).unwrap();
         wb.fence().unwrap();
@@ -33,7 +33,7 @@ fn operations_of_an_epoch_are_complete_on_every_node_after_the_fence() {
     wa.accumulate(1, 0, &[7], ReduceOp::Sum).unwrap();
     let ticket = wa.fetch_and_op(0, 7, 1, ReduceOp::Sum).unwrap();
     wa.fence().unwrap();
-    let mine = wa.read();
+    let mine = wa.read().unwrap();
     wa.fence().unwrap();
     let (their_ticket, theirs, read_of_mine, b) = other.join().unwrap();
     assert_eq!(mine, [12, 0, 0, 0, 40, 41, 0, 2], "node 0 after the fence");
@@ -59,7 +59,7 @@ fn bad_operations_are_refused_before_they_touch_memory() {
     let other = std::thread::spawn(move || {
         let wb = b.window::<i32>(4).unwrap();
         wb.fence().unwrap();
-        (wb.read(), b)
+        (wb.read().unwrap(), b)
     });
     let refused = |r: Result<(), WindowError>| match r {
         Err(WindowError::Refused(e)) => e.to_string(),
@@ -83,18 +83,37 @@ fn bad_operations_are_refused_before_they_touch_memory() {
     wa.fence().unwrap();
     let (theirs, b) = other.join().unwrap();
     assert_eq!(theirs, [9, 0, 0, 0]);
-    assert_eq!(wa.read(), [1, 0, 0, 0]);
+    assert_eq!(wa.read().unwrap(), [1, 0, 0, 0]);
     drop((a, b));
 }
 
 #[test]
-fn with_recovery_on_a_window_is_refused_with_the_reason() {
-    let (a, b) = support::in_process::two_nodes("windows-recovery", true);
-    match a.window::<u64>(4) {
-        Err(WindowError::Unsupported(why)) => assert!(why.contains("--ft off"), "{why}"),
-        other => panic!("{other:?}"),
+fn with_recovery_on_main_writes_and_reads_its_own_part_in_epochs() {
+    // `main`'s local reads and writes are operations on its own part with recovery on
+    // (a restarted `main` reads again what it read): the same results as without.
+    for recovery in [false, true] {
+        let (a, b) = support::in_process::two_nodes("windows-recovery", recovery);
+        let wa = a.window::<u32>(4).unwrap();
+        let other = std::thread::spawn(move || {
+            let wb = b.window::<u32>(4).unwrap();
+            wb.put(0, 2, &[7, 8]).unwrap();
+            wb.fence().unwrap();
+            (wb.fence(), b)
+        });
+        wa.write(0, &[1, 2]).unwrap();
+        wa.fence().unwrap();
+        assert_eq!(wa.read().unwrap(), [1, 2, 7, 8], "recovery {recovery}");
+        wa.write(3, &[9]).unwrap();
+        wa.fence().unwrap();
+        assert_eq!(wa.read().unwrap(), [1, 2, 7, 9], "recovery {recovery}");
+        let (fenced, b) = other.join().unwrap();
+        fenced.unwrap();
+        drop((a, b));
+        let _ = std::fs::remove_dir_all(support::in_process::checkpoint_dir(
+            "windows-recovery",
+            recovery,
+        ));
     }
-    drop((a, b));
 }
 
 /// Runs `histogram` on `nodes` nodes; its RESULT.

@@ -1,9 +1,11 @@
 //! `histogram`: a distributed histogram built with one-sided operations. Every node draws
 //! its keys, counts them per bin and accumulates the counts into the bins' owners' parts
 //! of a window (bin `b` lives on node `b % n`); a fetch-and-op on node 0 hands out one
-//! ticket per node and round; a fence closes each round. At the end node 0 gets every
-//! part and checks it against the histogram it computes itself from every node's keys,
-//! and the ticket counter against the number of rounds.
+//! ticket per node and round; a fence closes each round. Then every node peeks at one bin
+//! of the next node with a get (folded into `peeks`, the same in every run) and fences
+//! again. At the end node 0 gets every part and checks it against the histogram it
+//! computes itself from every node's keys, and the ticket counter against the number of
+//! rounds.
 
 use clap::Parser;
 use lazarus::{Cluster, ClusterSpec, Node, ReduceOp};
@@ -60,6 +62,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let window = cluster.window::<u64>(per_node + 1)?;
     let started = cluster.begin_timed_part();
     let mut tickets = Vec::new();
+    let mut peeks = 0u64;
+    eprintln!("histogram: node {rank}: rounds started");
     for round in 0..args.rounds {
         let c = counts(&args, rank, round);
         for target in 0..n {
@@ -68,6 +72,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             window.accumulate(target as u16, 0, &mine, ReduceOp::Sum)?;
         }
         tickets.push(window.fetch_and_op(0, ticket, 1, ReduceOp::Sum)?);
+        window.fence()?;
+        // Nobody accumulates in this epoch: what a get reads is fixed.
+        let next = (rank as usize + 1) % n;
+        let bin = (round as usize * 7) % per_node;
+        peeks = mix(peeks, window.get(next as u16, bin, 1)?[0]);
         window.fence()?;
     }
     if rank != 0 {
@@ -105,6 +114,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .field("rounds", args.rounds)
             .field("tickets", handed_out)
             .field("first_ticket", tickets.first().copied().unwrap_or(0))
+            .hex("peeks", peeks)
             .hex("checksum", checksum)
             .elapsed(elapsed)
             .field("keys_per_s", format!("{:.0}", updates as f64 / elapsed)),

@@ -733,12 +733,6 @@ impl Cluster {
         len: usize,
     ) -> Result<crate::window::Window<T>, crate::window::WindowError> {
         let node = self.node.handle();
-        if node.recovers() {
-            return Err(crate::window::WindowError::Unsupported(
-                "one-sided windows with recovery on are not in the runtime yet: run with --ft off"
-                    .into(),
-            ));
-        }
         let members = u16::try_from(self.size()).map_err(|_| {
             crate::window::WindowError::Unsupported("more than 65,535 nodes".into())
         })?;

@@ -8,6 +8,15 @@
 //! Operations here take the message path: the target's network thread applies each one
 //! to its part. A window is created by every node's `main`, in the same order on every
 //! node ([`crate::Cluster::window`]).
+//!
+//! With recovery on, each window's membership and part are in the node's set checkpoint
+//! ([`WindowImage`], taken under the window's lock in the checkpoint's paused instant);
+//! a restarted node's `main` creates its windows again and gets them back from the image
+//! (or fresh, if the image has none), and the machine's restart exchange brings back what
+//! the image lacks. `main` itself is in no image: its operations and fences the image
+//! had are replayed ([`lazarus_proto::window::Issued::replayed`],
+//! [`lazarus_proto::window::MainFence`]), and its reads and writes of its own part are
+//! operations too, so that a re-executed `main` reads what it read before.
 
 mod element;
 
@@ -18,8 +27,10 @@ use crate::actor_id::ActorId;
 use crate::node::NodeHandle;
 use crate::transport::frame::FrameBody;
 use lazarus_proto::window::{
-    Member, Op, OpKind, Reply, Shape, WindowError as RuleError, WindowFrame, WindowId,
+    MainFence, Member, MemberImage, Op, OpKind, Recovery, Reply, Shape, WindowError as RuleError,
+    WindowFrame, WindowId,
 };
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
@@ -51,6 +62,15 @@ pub enum WindowError {
     },
 }
 
+/// What a node's checkpoint keeps of one window: its membership and a copy of its part,
+/// taken together under the window's lock.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct WindowImage {
+    member: MemberImage,
+    #[serde(with = "lazarus_proto::wire::byte_string")]
+    part: Vec<u8>,
+}
+
 /// One node's part of a window and its membership, behind one lock.
 struct State {
     member: Member,
@@ -65,6 +85,7 @@ struct State {
 pub(crate) struct Shared {
     id: WindowId,
     rank: u16,
+    recovery: Recovery,
     state: Mutex<State>,
     changed: Condvar,
     out: mpsc::Sender<(u16, FrameBody)>,
@@ -191,17 +212,83 @@ pub(crate) struct Windows {
 #[derive(Default)]
 struct Registry {
     windows: Vec<Arc<Shared>>,
+    /// On a restarted node: the windows of its checkpoint image, taken back by the
+    /// re-executed `main`'s creations.
+    restarted: Option<BTreeMap<WindowId, WindowImage>>,
     early: BTreeMap<WindowId, Vec<(u16, WindowFrame)>>,
     sender: Option<mpsc::Sender<(u16, FrameBody)>>,
     /// The receiving end of a lone node's sender, which nothing reads.
     alone: Option<mpsc::Receiver<(u16, FrameBody)>>,
+    /// A get the `window-get` failpoint holds across the node's next checkpoint.
+    held: Option<(u16, WindowId, WindowFrame)>,
 }
 
 impl Windows {
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The node restarted: its windows are created again from `images` (its checkpoint
+    /// image's), or fresh where the image has none, and tell the other members.
+    pub(crate) fn restart(&self, images: Vec<WindowImage>) {
+        let images = images
+            .into_iter()
+            .map(|i| (i.member.shape().window, i))
+            .collect();
+        self.registry().restarted = Some(images);
+    }
+
+    /// Every window's image, for the node's checkpoint (its cores paused).
+    pub(crate) fn images(&self) -> Vec<WindowImage> {
+        let windows = self.registry().windows.clone();
+        windows
+            .iter()
+            .map(|w| {
+                let state = w.lock();
+                WindowImage {
+                    member: state.member.image(),
+                    part: state.part.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Checkpoint `id` holding `images` is committed: each member tells its peers what
+    /// they may drop.
+    pub(crate) fn committed(&self, id: u64, images: &[WindowImage]) {
+        let (windows, held) = {
+            let mut reg = self.registry();
+            (reg.windows.clone(), reg.held.take())
+        };
+        for (w, image) in windows.iter().zip(images) {
+            let mut state = w.lock();
+            state.member.checkpoint_committed(&image.member);
+            w.flush(&mut state);
+        }
+        if let Some((from, window, frame)) = held {
+            // The failpoint's get, applied after the cut; its answer stays in the outbox.
+            if let Some(w) = windows.get(window.0 as usize) {
+                let mut state = w.lock();
+                let state = &mut *state;
+                let _ = state.member.handle_frame(from, frame, &mut state.part);
+            }
+            crate::failpoint::window_get_answered(id);
+        }
+    }
+
     /// A frame of window `window` from node `from` (the transport's network thread).
     pub(crate) fn handle_frame(&self, from: u16, window: WindowId, frame: WindowFrame) {
         let shared = {
             let mut reg = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            if let WindowFrame::Op { meta, op, .. } = &frame {
+                if op.kind == OpKind::Get
+                    && reg.held.is_none()
+                    && crate::failpoint::hold_window_get(from, meta.origin, meta.index)
+                {
+                    reg.held = Some((from, window, frame));
+                    return;
+                }
+            }
             match reg.windows.get(window.0 as usize) {
                 Some(s) => Arc::clone(s),
                 None => {
@@ -264,14 +351,54 @@ impl Windows {
             lens: vec![len; usize::from(members)],
         };
         let bytes = shape.bytes_of(rank)?;
-        let member = Member::new(shape, rank)?;
+        let (member, part) = match reg.restarted.as_mut() {
+            None if node.recovers() => (Member::new(shape, rank)?, vec![0; bytes]),
+            None => (Member::without_recovery(shape, rank)?, vec![0; bytes]),
+            // A restarted node: the window as its image had it, or as new; either way the
+            // other members hear of the restart.
+            Some(images) => match images.remove(&id) {
+                Some(image) => {
+                    if *image.member.shape() != shape || image.part.len() != bytes {
+                        return Err(WindowError::Unsupported(format!(
+                            "window {} is created with another shape than the checkpoint's \
+                             ({:?}, {} bytes here, {:?}, {} bytes there): main must create \
+                             its windows the same way in every run",
+                            id.0,
+                            shape,
+                            bytes,
+                            image.member.shape(),
+                            image.part.len()
+                        )));
+                    }
+                    crate::cluster::supervisor_channel::event(
+                        rank,
+                        &format!(
+                            "window {} restored from the checkpoint epoch={} part_bytes={}",
+                            id.0,
+                            image.member.epoch(),
+                            image.part.len()
+                        ),
+                    );
+                    (Member::restore(image.member)?, image.part)
+                }
+                None => (
+                    Member::restore(Member::new(shape, rank)?.image())?,
+                    vec![0; bytes],
+                ),
+            },
+        };
         let out = self.sender(&mut reg, node)?;
         let shared = Arc::new(Shared {
             id,
             rank,
+            recovery: if node.recovers() {
+                Recovery::On
+            } else {
+                Recovery::Off
+            },
             state: Mutex::new(State {
                 member,
-                part: vec![0; bytes],
+                part,
                 answers: BTreeMap::new(),
                 failed: None,
             }),
@@ -281,6 +408,8 @@ impl Windows {
         reg.windows.push(Arc::clone(&shared));
         let early = reg.early.remove(&id).unwrap_or_default();
         drop(reg);
+        // A restored membership's restart frames first, then what came early.
+        shared.flush(&mut shared.lock());
         for (from, frame) in early {
             shared.handle(from, frame);
         }
@@ -361,6 +490,10 @@ impl<T: Element> Window<T> {
             });
         }
         let issued = state.member.issue(origin(shared.rank), target, &op)?;
+        if issued.replayed && !op.kind.answers() {
+            // A restarted `main`'s write its image had: applied, or in the image's log.
+            return Ok((issued.meta.origin, issued.meta.index));
+        }
         if target == shared.rank {
             state
                 .member
@@ -463,7 +596,16 @@ impl<T: Element> Window<T> {
         let target = {
             let mut state = shared.lock();
             let state = &mut *state;
-            state.member.fence()?;
+            let fence = if crate::actor::lifecycle::current_actor().is_none() {
+                state.member.main_fence()
+            } else {
+                MainFence::New
+            };
+            match fence {
+                MainFence::Done => return Ok(()),
+                MainFence::Resume => {}
+                MainFence::New => state.member.fence()?,
+            }
             state.member.poll_fence(&mut state.part)?;
             shared.flush(state);
             state.member.epoch() + u64::from(state.member.is_fencing())
@@ -473,13 +615,31 @@ impl<T: Element> Window<T> {
         })
     }
 
-    /// A copy of this node's own part.
-    pub fn read(&self) -> Vec<T> {
-        T::decode(&self.shared.lock().part)
+    /// Whether the caller is `main` of a node with recovery on: its reads and writes of
+    /// its own part are operations, which a re-executed `main` replays.
+    fn main_replays(&self) -> bool {
+        crate::actor::lifecycle::current_actor().is_none() && self.shared.recovery == Recovery::On
     }
 
-    /// Writes `values` into this node's own part at `offset` (a local store).
+    /// A copy of this node's own part.
+    ///
+    /// With recovery on, `main`'s read is a get of its whole part: its target keeps the
+    /// answer for a restarted `main` for the whole run (read only what you need with
+    /// [`Window::get`] if the part is large).
+    pub fn read(&self) -> Result<Vec<T>, WindowError> {
+        if self.main_replays() {
+            let len = self.len();
+            return self.get(self.shared.rank, 0, len);
+        }
+        Ok(T::decode(&self.shared.lock().part))
+    }
+
+    /// Writes `values` into this node's own part at `offset` (a local store; with
+    /// recovery on, `main`'s is a put to its own part).
     pub fn write(&self, offset: usize, values: &[T]) -> Result<(), WindowError> {
+        if self.main_replays() {
+            return self.put(self.shared.rank, offset, values);
+        }
         let mut state = self.shared.lock();
         let len = (state.part.len() / T::TYPE.size()) as u64;
         let range = lazarus_proto::window::element::byte_range(

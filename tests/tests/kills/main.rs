@@ -17,3 +17,4 @@ mod logger_nodes;
 mod payments_kill;
 mod spawned_actors_kill;
 mod transfer_kill;
+mod windows_kill;

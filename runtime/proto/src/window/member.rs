@@ -51,6 +51,16 @@ pub enum MainFence {
     New,
 }
 
+/// Whether a membership keeps what recovery needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// Operations logged at their origins, answers kept at their targets: a restarted
+    /// node gets back what its image lacks.
+    On,
+    /// Nothing kept for a restart (the run has recovery off): no node restarts.
+    Off,
+}
+
 /// A restarted node's `main`, which is in no image: it runs again from its start, and
 /// its operations and fences are numbered again from the first.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -139,6 +149,11 @@ impl MemberImage {
     pub fn epoch(&self) -> u64 {
         self.epoch
     }
+
+    /// The window's shape.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
 }
 
 /// Sizes of what the membership keeps, for metrics and the memory cost of recovery.
@@ -212,6 +227,7 @@ pub struct Member {
     answered_again: u64,
     /// After a restart: `main` running again from its start.
     rerun: Rerun,
+    recovery: Recovery,
     outbox: VecDeque<Transmit>,
 }
 
@@ -243,8 +259,17 @@ impl Member {
             committed: None,
             answered_again: 0,
             rerun: Rerun::default(),
+            recovery: Recovery::On,
             outbox: VecDeque::new(),
         })
+    }
+
+    /// The membership of node `rank` in a new window of a run without recovery: nothing
+    /// is logged or kept for a restart.
+    pub fn without_recovery(shape: Shape, rank: u16) -> Result<Member, WindowError> {
+        let mut member = Member::new(shape, rank)?;
+        member.recovery = Recovery::Off;
+        Ok(member)
     }
 
     /// The window's shape.
@@ -332,7 +357,7 @@ impl Member {
         let covered = self.kept.covered[t]
             .get(&origin)
             .is_some_and(|c| c.contains(index));
-        if target != self.kept.rank && !covered {
+        if self.recovery == Recovery::On && target != self.kept.rank && !covered {
             self.kept.log[t].insert(
                 (origin, index),
                 Logged {
@@ -543,7 +568,8 @@ impl Member {
         let Some(values) = answer else { return };
         // An actor of this node fails with it, its state with its image: its answers
         // need no keeping. `main` is in no image: it asks again after a restart.
-        if from != self.kept.rank || meta.origin == ActorId::main_of(self.kept.rank) {
+        let keep = from != self.kept.rank || meta.origin == ActorId::main_of(self.kept.rank);
+        if keep && self.recovery == Recovery::On {
             self.kept
                 .answers
                 .entry(meta.origin)
@@ -899,6 +925,7 @@ impl Member {
                 fences_upto: image.epoch + u64::from(image.fencing),
                 ..Rerun::default()
             },
+            recovery: Recovery::On,
             outbox: VecDeque::new(),
             kept: image,
         };
@@ -1305,6 +1332,32 @@ mod tests {
         c.settle();
         assert_eq!(got(&c, &meta), Some(values(&[108])));
         assert_eq!(c.members[0].main_fence(), MainFence::New);
+    }
+
+    #[test]
+    fn without_recovery_nothing_is_kept_for_a_restart() {
+        let mut c = Cluster::new(2, 2);
+        c.members = (0..2)
+            .map(|r| Member::without_recovery(shape(2, 2), r).unwrap())
+            .collect();
+        c.issue(0, 1, op(OpKind::Put, 0, &[5]));
+        let get = c.issue(0, 1, op(OpKind::Get, 0, &[]));
+        main_issues(&mut c, 1, 1, op(OpKind::Get, 0, &[]));
+        c.settle();
+        assert_eq!(c.answers.get(&(get.origin, get.index)), Some(&values(&[5])));
+        for m in &c.members {
+            let stats = m.stats();
+            assert_eq!((stats.logged, stats.answers), (0, 0), "{stats:?}");
+        }
+        // With recovery on, the same keeps the put and get until a checkpoint, and the
+        // answers of main.
+        let mut c = Cluster::new(2, 2);
+        c.issue(0, 1, op(OpKind::Put, 0, &[5]));
+        c.issue(0, 1, op(OpKind::Get, 0, &[]));
+        main_issues(&mut c, 1, 1, op(OpKind::Get, 0, &[]));
+        c.settle();
+        assert_eq!(c.members[0].stats().logged, 2);
+        assert_eq!(c.members[1].stats().answers, 2);
     }
 
     #[test]

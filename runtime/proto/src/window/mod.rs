@@ -67,5 +67,7 @@ pub mod ops;
 
 pub use element::{ElementType, ReduceOp, WindowError};
 pub use gate::{drained, Closed, GateWord, MAX_EPOCH};
-pub use member::{Applied, Issued, MainFence, Member, MemberImage, MemberStats, Transmit};
+pub use member::{
+    Applied, Issued, MainFence, Member, MemberImage, MemberStats, Recovery, Transmit,
+};
 pub use ops::{Op, OpKind, OpMeta, Progress, Reply, Shape, WindowFrame, WindowId};

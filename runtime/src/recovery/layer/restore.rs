@@ -195,15 +195,19 @@ impl RecoveryLayer {
         let incarnation = Incarnation(self.config.incarnation);
         let (image, source, unusable) = self.load_newest();
         let (snapshot, actors, main_replay, events, exited, logger_instances) = match image {
-            Some((img, journal)) => (
-                img.protocol,
-                img.actors,
-                super::main_replay::MainReplay::restored(img.main_replay, journal)?,
-                img.events,
-                img.exited,
-                img.logger_instances,
-            ),
+            Some((img, journal)) => {
+                node.windows().restart(img.windows);
+                (
+                    img.protocol,
+                    img.actors,
+                    super::main_replay::MainReplay::restored(img.main_replay, journal)?,
+                    img.events,
+                    img.exited,
+                    img.logger_instances,
+                )
+            }
             None => {
+                node.windows().restart(Vec::new());
                 let mut fresh =
                     SetProtocol::new(SetId(self.rank), self.size).map_err(|e| e.to_string())?;
                 (

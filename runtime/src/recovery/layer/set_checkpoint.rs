@@ -45,7 +45,8 @@ pub(crate) fn blocked_state(state: &super::LayerState, node: &NodeHandle) -> Str
 /// have exited. 8: every actor that has exited. 9: the logger processes the node knew.
 /// 10: the exited actors `main` spawned as ranges of ids. 11: actor images keep a
 /// suspended async handler, the results not taken yet, the ask counters and the sleeps.
-pub const SET_IMAGE_FORMAT: u16 = 12;
+/// 13: the one-sided windows.
+pub const SET_IMAGE_FORMAT: u16 = 13;
 
 /// Everything a node's checkpoint holds.
 #[derive(Debug, Serialize, Deserialize)]
@@ -69,10 +70,13 @@ pub(crate) struct SetImage {
     /// a restored node that finds another one there knows the blocks missing there were
     /// lost with a restart, not released since the checkpoint.
     pub(crate) logger_instances: Vec<Option<u64>>,
+    /// The node's one-sided windows, membership and part, in order of creation.
+    pub(crate) windows: Vec<crate::window::WindowImage>,
 }
 
 /// What a checkpoint read in its paused instant, and how long the cores were paused.
 struct Captured {
+    windows: Vec<crate::window::WindowImage>,
     protocol: Snapshot<Envelope>,
     actors: Vec<ActorImage>,
     main_replay: super::main_replay::MainImage,
@@ -218,7 +222,10 @@ impl RecoveryLayer {
             // Read with the log: a block in this image was stored at the instance the
             // client knew then, or at an older one it had not found restarted yet.
             let logger_instances = self.logger_instances();
+            // No handler runs; `main`'s window calls hold the window's lock.
+            let windows = node.windows().images();
             Ok(Captured {
+                windows,
                 protocol,
                 actors,
                 main_replay,
@@ -253,6 +260,7 @@ impl RecoveryLayer {
             logger_instances,
             pause,
             gate,
+            windows,
         } = self.capture(node).inspect_err(|e| match e {
             CheckpointFailure::AwaitingSpawn(_) => {
                 counter!(CHECKPOINT_FAILURES, "reason" => "awaiting_spawn").increment(1);
@@ -288,6 +296,7 @@ impl RecoveryLayer {
             events,
             exited,
             logger_instances,
+            windows,
         };
         let replicated = self.config.buddy && self.size > 1;
         let store_span = tracing::info_span!("store", replicated).entered();
@@ -307,7 +316,10 @@ impl RecoveryLayer {
         // The state buffers go back to their actors: the next checkpoint encodes into
         // memory that is already mapped. The rest (logged payloads among it) is freed now.
         let SetImage {
-            actors, protocol, ..
+            actors,
+            protocol,
+            windows,
+            ..
         } = image;
         drop(protocol);
         for actor in actors {
@@ -352,6 +364,7 @@ impl RecoveryLayer {
             Self::outgoing(&mut state)
         };
         self.emit(frames);
+        node.windows().committed(id.0, &windows);
         let _ = self.store.prune_before(self.rank, id.0);
         let total = started.elapsed();
         counter!(CHECKPOINTS).increment(1);
