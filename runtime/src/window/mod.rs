@@ -33,6 +33,7 @@ use lazarus_proto::window::{
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -88,7 +89,45 @@ pub(crate) struct Shared {
     recovery: Recovery,
     state: Mutex<State>,
     changed: Condvar,
-    out: mpsc::Sender<(u16, FrameBody)>,
+    out: Arc<Outbound>,
+}
+
+/// How a node's windows send frames. A frame is queued straight on the peer's link when
+/// it has room and nothing waits before it (no thread hand-off on the way of a get);
+/// otherwise it goes to the node's sender thread, which may wait for room (the network
+/// thread that hands frames in must never wait), and the frames after it follow it there,
+/// so frames to a peer keep their order.
+pub(crate) struct Outbound {
+    transport: Option<Arc<crate::transport::Transport>>,
+    queue: mpsc::Sender<(u16, FrameBody)>,
+    /// Frames handed to the sender thread and not sent yet.
+    queued: Arc<AtomicUsize>,
+}
+
+impl Outbound {
+    /// Sends `body` to node `to` (called with the window's lock held, which keeps one
+    /// window's frames in order).
+    fn send(&self, to: u16, body: FrameBody) {
+        let Some(transport) = &self.transport else {
+            // A node alone has no peer: its windows never send.
+            return;
+        };
+        if self.queued.load(Ordering::Acquire) == 0 {
+            match transport.offer_body(to, &body) {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::debug!(to, "a window frame for node {to} was not sent: {e}");
+                    return;
+                }
+            }
+        }
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        if self.queue.send((to, body)).is_err() {
+            // The sender thread outlives every window; if it is gone, so is the node.
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 impl Shared {
@@ -117,8 +156,7 @@ impl Shared {
                 window: self.id,
                 frame: t.frame,
             };
-            // The sender thread outlives every window; if it is gone, so is the node.
-            let _ = self.out.send((t.to, body));
+            self.out.send(t.to, body);
         }
         if woke {
             self.changed.notify_all();
@@ -147,7 +185,7 @@ impl Shared {
                     "window frame from node {from} refused: {e}"
                 );
                 // Its sender's waits fail too, with the reason, instead of waiting for ever.
-                let _ = self.out.send((
+                self.out.send(
                     from,
                     FrameBody::Window {
                         window: self.id,
@@ -155,7 +193,7 @@ impl Shared {
                             reason: format!("node {}: {e}", self.rank),
                         },
                     },
-                ));
+                );
             }
             state.failed.get_or_insert_with(|| e.to_string());
         }
@@ -216,9 +254,7 @@ struct Registry {
     /// re-executed `main`'s creations.
     restarted: Option<BTreeMap<WindowId, WindowImage>>,
     early: BTreeMap<WindowId, Vec<(u16, WindowFrame)>>,
-    sender: Option<mpsc::Sender<(u16, FrameBody)>>,
-    /// The receiving end of a lone node's sender, which nothing reads.
-    alone: Option<mpsc::Receiver<(u16, FrameBody)>>,
+    sender: Option<Arc<Outbound>>,
     /// A get the `window-get` failpoint holds across the node's next checkpoint.
     held: Option<(u16, WindowId, WindowFrame)>,
 }
@@ -301,37 +337,43 @@ impl Windows {
         shared.handle(from, frame);
     }
 
-    fn sender(
-        &self,
-        reg: &mut Registry,
-        node: &NodeHandle,
-    ) -> Result<mpsc::Sender<(u16, FrameBody)>, WindowError> {
+    fn sender(&self, reg: &mut Registry, node: &NodeHandle) -> Result<Arc<Outbound>, WindowError> {
         if let Some(s) = &reg.sender {
-            return Ok(s.clone());
+            return Ok(Arc::clone(s));
         }
         let (tx, rx) = mpsc::channel::<(u16, FrameBody)>();
-        let Some(transport) = node.transport() else {
-            // A node alone has no peer to send to: its window never sends a frame.
-            reg.alone = Some(rx);
-            reg.sender = Some(tx.clone());
-            return Ok(tx);
-        };
-        // Sending may wait for room in a peer's queue; the network thread that hands
-        // frames to the windows must never wait, so one thread of the node sends.
-        std::thread::Builder::new()
-            .name("lazarus-windows".into())
-            .spawn(move || {
-                while let Ok((to, body)) = rx.recv() {
-                    if let Err(e) = transport.send_body(to, &body) {
-                        tracing::warn!(to, "a window frame for node {to} was not sent: {e}");
+        let queued = Arc::new(AtomicUsize::new(0));
+        let transport = node.transport();
+        if let Some(transport) = transport.clone() {
+            let queued = Arc::clone(&queued);
+            std::thread::Builder::new()
+                .name("lazarus-windows".into())
+                .spawn(move || {
+                    let mut warned: BTreeMap<u16, Instant> = BTreeMap::new();
+                    while let Ok((to, body)) = rx.recv() {
+                        if let Err(e) = transport.send_body(to, &body) {
+                            // A dead peer fails every frame until its replacement is up:
+                            // said once per peer and period.
+                            let now = Instant::now();
+                            if warned.get(&to).is_none_or(|at| now >= *at + STALL_REPORT) {
+                                tracing::warn!(to, "window frames for node {to} not sent: {e}");
+                                warned.insert(to, now);
+                            }
+                        }
+                        queued.fetch_sub(1, Ordering::AcqRel);
                     }
-                }
-            })
-            .map_err(|e| {
-                WindowError::NoTransport(format!("cannot start the window sender: {e}"))
-            })?;
-        reg.sender = Some(tx.clone());
-        Ok(tx)
+                })
+                .map_err(|e| {
+                    WindowError::NoTransport(format!("cannot start the window sender: {e}"))
+                })?;
+        }
+        let out = Arc::new(Outbound {
+            transport,
+            queue: tx,
+            queued,
+        });
+        reg.sender = Some(Arc::clone(&out));
+        Ok(out)
     }
 
     /// Creates the node's next window: `len` elements of `elem` on every member.

@@ -1,0 +1,321 @@
+//! One-sided windows between two nodes of one host, in the same run as their baselines:
+//! a get of `n` bytes against an actor ping-pong of `n` bytes each way between the same two
+//! nodes (the message round trip a get replaces) and against a plain copy of `n` bytes
+//! (what a get through shared memory could approach); an epoch of one put of `n` bytes and
+//! a fence on both nodes against the same ping-pong; and recovery on against off for both.
+//!
+//! Both nodes run in this process on separate threads over 127.0.0.1, with the default data
+//! path (shared memory between nodes of one host). Operations take the message path: the
+//! target's network thread applies them. Every comparison is paired
+//! (`lazarus_benches::paired`): baseline and candidate alternate, round after round, and
+//! the ratio is the median of the per-round ratios with its 95% confidence interval. The
+//! table is printed and written to `<criterion dir>/lazarus-windows-summary.md`.
+//!
+//! With recovery on, `main`'s get answers are kept at their target for the whole run (a
+//! restarted `main` asks again), so the recovery comparison of gets uses 8-byte gets.
+
+use lazarus::cluster::{ClusterSpec, Launcher};
+use lazarus::transport::shm::DataPath;
+use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, Node, Payload, ReplyTo, Window};
+use lazarus_benches::criterion_data::criterion_dir;
+use lazarus_benches::machine::Machine;
+use lazarus_benches::paired::{paired, Paired};
+use serde::{Deserialize, Serialize};
+use std::net::UdpSocket;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const SECRET: &[u8] = b"windows benchmark secret 32 byte";
+const SIZES: [usize; 2] = [8, 1 << 20];
+/// Rounds per comparison, and the seconds one side of a round takes.
+const ROUNDS: usize = 15;
+const SECONDS: f64 = 0.3;
+
+#[derive(Actor, Serialize, Deserialize, Default)]
+struct Pong;
+
+#[messages]
+impl Pong {
+    #[message]
+    fn ball(&mut self, payload: Payload, back: ActorRef<Ping>) {
+        let _ = back.tell(Returned { payload });
+    }
+}
+
+#[derive(Actor, Serialize, Deserialize, Default)]
+struct Ping {
+    pong: Option<ActorRef<Pong>>,
+    left: u64,
+    #[serde(skip)]
+    started: Option<Instant>,
+    done: ReplyTo<u64>,
+}
+
+#[messages]
+impl Ping {
+    /// `iters` round trips of `size` bytes; replies with the elapsed nanoseconds.
+    #[message]
+    fn run(
+        &mut self,
+        pong: ActorRef<Pong>,
+        size: usize,
+        iters: u64,
+        ctx: &mut lazarus::Context<Self>,
+        reply: ReplyTo<u64>,
+    ) {
+        self.done = reply;
+        self.left = iters;
+        self.started = Some(Instant::now());
+        let _ = pong.tell(Ball {
+            payload: Payload(vec![1; size]),
+            back: ctx.myself().clone(),
+        });
+        self.pong = Some(pong);
+    }
+
+    #[message]
+    fn returned(&mut self, payload: Payload, ctx: &mut lazarus::Context<Self>) {
+        self.left -= 1;
+        if self.left == 0 {
+            let ns = self.started.map_or(0, |s| s.elapsed().as_nanos() as u64);
+            self.done.take().send(ns);
+        } else if let Some(p) = &self.pong {
+            let _ = p.tell(Ball {
+                payload,
+                back: ctx.myself().clone(),
+            });
+        }
+    }
+}
+
+/// Two nodes with a window of bytes, a ping-pong pair, and node 1's `main` thread, which
+/// fences on request.
+struct Pair {
+    node0: Cluster,
+    window: Window<u8>,
+    ping: ActorRef<Ping>,
+    pong: ActorRef<Pong>,
+    fences: mpsc::Sender<u64>,
+    fenced: mpsc::Receiver<()>,
+    _node1: std::thread::JoinHandle<Cluster>,
+}
+
+fn pair(recovery: bool) -> Pair {
+    let dir = std::env::temp_dir().join(format!(
+        "lazarus-bench-windows-{}-{recovery}",
+        std::process::id()
+    ));
+    let socks: Vec<UdpSocket> = (0..2)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let addrs: Vec<_> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
+    drop(socks);
+    let spec = move |rank: u16| ClusterSpec {
+        metrics_addr: None,
+        per_actor_metrics: false,
+        launcher: Launcher::Lazarus,
+        rank,
+        addrs: addrs.clone(),
+        secret: SECRET.to_vec(),
+        cores: Some(1),
+        core_offset: rank as usize,
+        idle_spin: None,
+        net: None,
+        data_path: DataPath::default(),
+        shm_ring_bytes: lazarus::transport::shm::DEFAULT_RING_BYTES,
+        failure_timeout: None,
+        // The launcher's checkpoint period; the runtime's defaults for the rest.
+        recovery: recovery
+            .then(|| {
+                lazarus::recovery::layer::RecoveryConfig::from_vars(|k| match k {
+                    "LAZARUS_FT" => Some("on".into()),
+                    "LAZARUS_CHECKPOINT_EVERY_MS" => Some("1000".into()),
+                    "LAZARUS_CHECKPOINT_DIR" => Some(dir.display().to_string()),
+                    _ => None,
+                })
+                .expect("valid recovery settings")
+            })
+            .flatten(),
+    };
+    let (fences, todo) = mpsc::channel::<u64>();
+    let (done, fenced) = mpsc::channel();
+    let s1 = spec(1);
+    let node1 = std::thread::spawn(move || {
+        let node1 = Cluster::start_with(s1, Node::builder()).unwrap();
+        node1.spawn(Pong).unwrap();
+        let window = node1.window::<u8>(1 << 20).unwrap();
+        while let Ok(k) = todo.recv() {
+            for _ in 0..k {
+                window.fence().unwrap();
+            }
+            let _ = done.send(());
+        }
+        node1
+    });
+    let node0 = Cluster::start_with(spec(0), Node::builder()).unwrap();
+    let window = node0.window::<u8>(1 << 20).unwrap();
+    let ping = node0.spawn(Ping::default()).unwrap();
+    let pong = node0
+        .handle()
+        .actor_ref::<Pong>(ActorId::new(1, 0).unwrap())
+        .unwrap();
+    Pair {
+        node0,
+        window,
+        ping,
+        pong,
+        fences,
+        fenced,
+        _node1: node1,
+    }
+}
+
+impl Pair {
+    fn ping_pong(&self, size: usize, iters: u64) -> Duration {
+        let run = Run {
+            pong: self.pong.clone(),
+            size,
+            iters,
+        };
+        let ns = self
+            .node0
+            .block_on(self.ping.ask(run).no_timeout())
+            .unwrap();
+        Duration::from_nanos(ns)
+    }
+
+    fn gets(&self, size: usize, iters: u64) -> Duration {
+        let start = Instant::now();
+        for _ in 0..iters {
+            std::hint::black_box(self.window.get(1, 0, size).unwrap());
+        }
+        start.elapsed()
+    }
+
+    /// `iters` epochs: node 0 puts `size` bytes into node 1's part, both fence.
+    fn put_epochs(&self, size: usize, iters: u64) -> Duration {
+        let values = vec![7u8; size];
+        self.fences.send(iters).unwrap();
+        let start = Instant::now();
+        for _ in 0..iters {
+            self.window.put(1, 0, &values).unwrap();
+            self.window.fence().unwrap();
+        }
+        self.fenced.recv().unwrap();
+        start.elapsed()
+    }
+}
+
+/// `iters` copies of `size` bytes there and back: the memory's own round trip.
+fn memcpy_round_trips(size: usize, iters: u64) -> Duration {
+    let mut a = vec![1u8; size];
+    let mut b = vec![0u8; size];
+    let start = Instant::now();
+    for _ in 0..iters {
+        b.copy_from_slice(std::hint::black_box(&a));
+        a.copy_from_slice(std::hint::black_box(&b));
+    }
+    std::hint::black_box((&a, &b));
+    start.elapsed()
+}
+
+/// Operations per turn so that one turn takes about [`SECONDS`] (calibrated on 20).
+fn iters_for(mut measure: impl FnMut(u64) -> Duration) -> u64 {
+    let per = measure(20).as_secs_f64() / 20.0;
+    ((SECONDS / per) as u64).clamp(5, 2_000_000)
+}
+
+/// A paired comparison at `size`: time per operation of both, alternating.
+fn compare(
+    what: &'static str,
+    size: usize,
+    mut baseline: impl FnMut(usize, u64) -> Duration,
+    mut candidate: impl FnMut(usize, u64) -> Duration,
+) -> (&'static str, usize, Paired) {
+    let iters = iters_for(|k| baseline(size, k).max(candidate(size, k)));
+    let per = |d: Duration| d.as_nanos() as f64 / iters as f64;
+    let p = paired(
+        ROUNDS,
+        || per(baseline(size, iters)),
+        || per(candidate(size, iters)),
+    );
+    println!(
+        "{what} {size} B: {iters} per turn, baseline {:.1} µs, candidate {:.1} µs, ratio {:.3}",
+        p.baseline / 1e3,
+        p.candidate / 1e3,
+        p.ratio
+    );
+    (what, size, p)
+}
+
+fn main() {
+    let machine = Machine::this();
+    let mut results = Vec::new();
+    {
+        let off = pair(false);
+        for size in SIZES {
+            results.push(compare(
+                "get / actor ping-pong",
+                size,
+                |s, k| off.ping_pong(s, k),
+                |s, k| off.gets(s, k),
+            ));
+            results.push(compare(
+                "get / memcpy there and back",
+                size,
+                memcpy_round_trips,
+                |s, k| off.gets(s, k),
+            ));
+            results.push(compare(
+                "put + fence epoch / actor ping-pong",
+                size,
+                |s, k| off.ping_pong(s, k),
+                |s, k| off.put_epochs(s, k),
+            ));
+        }
+        let on = pair(true);
+        results.push(compare(
+            "get, recovery on / off",
+            8,
+            |s, k| off.gets(s, k),
+            |s, k| on.gets(s, k),
+        ));
+        for size in SIZES {
+            results.push(compare(
+                "put + fence epoch, recovery on / off",
+                size,
+                |s, k| off.put_epochs(s, k),
+                |s, k| on.put_epochs(s, k),
+            ));
+        }
+        // The clusters end with the process.
+        std::mem::forget((off, on));
+    }
+    let mut md = format!(
+        "One-sided windows between two nodes of one host ({}; commit {}), message path. \
+         Each row: baseline and candidate timed in alternating turns ({ROUNDS} rounds of \
+         ~{SECONDS} s); medians of the time per operation and the median of the per-round \
+         ratios (candidate / baseline) with its 95% confidence interval.\n\n\
+         | comparison | size | baseline (µs) | candidate (µs) | ratio (95% CI) |\n\
+         |---|---|---|---|---|\n",
+        machine.describe(),
+        lazarus_benches::machine::git_commit(),
+    );
+    for (what, size, p) in &results {
+        let interval = p
+            .interval
+            .map_or("-".to_string(), |(lo, hi)| format!("{lo:.3}-{hi:.3}"));
+        md.push_str(&format!(
+            "| {what} | {size} B | {:.2} | {:.2} | {:.3} ({interval}) |\n",
+            p.baseline / 1e3,
+            p.candidate / 1e3,
+            p.ratio,
+        ));
+    }
+    println!("\n{md}");
+    let out = criterion_dir().join("lazarus-windows-summary.md");
+    if let Err(e) = std::fs::create_dir_all(criterion_dir()).and_then(|()| std::fs::write(&out, md))
+    {
+        eprintln!("could not write {}: {e}", out.display());
+    }
+}
