@@ -10,7 +10,7 @@
 //! node ([`crate::Cluster::window`]).
 //!
 //! With recovery on, each window's membership and part are in the node's set checkpoint
-//! ([`WindowImage`], taken under the window's lock in the checkpoint's paused instant);
+//! (`WindowImage`, taken under the window's lock in the checkpoint's paused instant);
 //! a restarted node's `main` creates its windows again and gets them back from the image
 //! (or fresh, if the image has none), and the machine's restart exchange brings back what
 //! the image lacks. `main` itself is in no image: its operations and fences the image
