@@ -88,6 +88,33 @@ fn bad_operations_are_refused_before_they_touch_memory() {
 }
 
 #[test]
+fn with_recovery_on_a_call_from_another_thread_than_mains_is_refused_with_the_reason() {
+    // A restarted `main` replays its window calls in its order; another thread's calls
+    // would interleave with them differently in every run.
+    let (a, b) = support::in_process::two_nodes("windows-threads", true);
+    let wa = a.window::<u64>(4).unwrap();
+    let other = std::thread::spawn(move || {
+        let wb = b.window::<u64>(4).unwrap();
+        (wb.fence(), b)
+    });
+    let helper = wa.clone();
+    let refused = std::thread::spawn(move || helper.put(1, 0, &[1]))
+        .join()
+        .unwrap();
+    match refused {
+        Err(WindowError::Unsupported(why)) => assert!(why.contains("thread of main"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // `main` itself goes on.
+    wa.put(1, 0, &[2]).unwrap();
+    wa.fence().unwrap();
+    let (fenced, b) = other.join().unwrap();
+    fenced.unwrap();
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(support::in_process::checkpoint_dir("windows-threads", true));
+}
+
+#[test]
 fn with_recovery_on_main_writes_and_reads_its_own_part_in_epochs() {
     // `main`'s local reads and writes are operations on its own part with recovery on
     // (a restarted `main` reads again what it read): the same results as without.

@@ -87,6 +87,8 @@ pub(crate) struct Shared {
     id: WindowId,
     rank: u16,
     recovery: Recovery,
+    /// The thread that created the window: `main`'s.
+    main_thread: std::thread::ThreadId,
     state: Mutex<State>,
     changed: Condvar,
     out: Arc<Outbound>,
@@ -438,6 +440,7 @@ impl Windows {
             } else {
                 Recovery::Off
             },
+            main_thread: std::thread::current().id(),
             state: Mutex::new(State {
                 member,
                 part,
@@ -487,9 +490,25 @@ impl<T: Element> std::fmt::Debug for Window<T> {
     }
 }
 
-/// The actor whose channel an operation goes on: the handler's actor, or `main`.
-fn origin(rank: u16) -> ActorId {
-    crate::actor::lifecycle::current_actor().unwrap_or_else(|| ActorId::main_of(rank))
+impl Shared {
+    /// The actor whose channel the caller's operation goes on: the handler's actor, or
+    /// `main`. With recovery on, a call outside handlers must come from the thread that
+    /// created the window (`main`'s): a restarted `main` replays its calls in its own
+    /// order, which another thread's calls would not keep.
+    fn origin(&self) -> Result<ActorId, WindowError> {
+        if let Some(actor) = crate::actor::lifecycle::current_actor() {
+            return Ok(actor);
+        }
+        if self.recovery == Recovery::On && std::thread::current().id() != self.main_thread {
+            return Err(WindowError::Unsupported(format!(
+                "window {} on node {}: with recovery on, window calls outside handlers must \
+                 come from the thread of main that created the window (a restarted main \
+                 replays them in its order, which another thread's calls would not keep)",
+                self.id.0, self.rank
+            )));
+        }
+        Ok(ActorId::main_of(self.rank))
+    }
 }
 
 impl<T: Element> Window<T> {
@@ -531,7 +550,7 @@ impl<T: Element> Window<T> {
                 reason: reason.clone(),
             });
         }
-        let issued = state.member.issue(origin(shared.rank), target, &op)?;
+        let issued = state.member.issue(shared.origin()?, target, &op)?;
         if issued.replayed && !op.kind.answers() {
             // A restarted `main`'s write its image had: applied, or in the image's log.
             return Ok((issued.meta.origin, issued.meta.index));
@@ -638,7 +657,7 @@ impl<T: Element> Window<T> {
         let target = {
             let mut state = shared.lock();
             let state = &mut *state;
-            let fence = if crate::actor::lifecycle::current_actor().is_none() {
+            let fence = if shared.origin()? == ActorId::main_of(shared.rank) {
                 state.member.main_fence()
             } else {
                 MainFence::New
