@@ -12,6 +12,7 @@ pub mod interleaved;
 pub mod local_messaging;
 pub mod machine;
 pub mod paired;
+pub mod ping_pong;
 pub mod report;
 pub mod runs;
 pub mod stats;

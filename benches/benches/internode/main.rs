@@ -19,11 +19,11 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use lazarus::cluster::{ClusterSpec, Launcher};
 use lazarus::transport::credentials::{self, Credentials};
 use lazarus::transport::shm::DataPath;
-use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, Node, Payload, ReplyTo};
+use lazarus::{ActorId, ActorRef, Cluster, Node};
 use lazarus_benches::criterion_data::criterion_dir;
 use lazarus_benches::machine::Machine;
 use lazarus_benches::paired::{paired, Paired};
-use serde::{Deserialize, Serialize};
+use lazarus_benches::ping_pong::{memcpy_round_trips, Ping, Pong, Run};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,63 +39,6 @@ fn free_addrs(n: usize) -> Vec<SocketAddr> {
 }
 
 // ---------- Lazarus ----------
-
-#[derive(Actor, Serialize, Deserialize, Default)]
-struct Pong;
-
-#[messages]
-impl Pong {
-    #[message]
-    fn ball(&mut self, payload: Payload, back: ActorRef<Ping>) {
-        let _ = back.tell(Returned { payload });
-    }
-}
-
-#[derive(Actor, Serialize, Deserialize, Default)]
-struct Ping {
-    pong: Option<ActorRef<Pong>>,
-    left: u64,
-    #[serde(skip)]
-    started: Option<Instant>,
-    done: ReplyTo<u64>,
-}
-
-#[messages]
-impl Ping {
-    /// `iters` round trips of `size` bytes; replies with the elapsed nanoseconds.
-    #[message]
-    fn run(
-        &mut self,
-        pong: ActorRef<Pong>,
-        size: usize,
-        iters: u64,
-        ctx: &mut lazarus::Context<Self>,
-        reply: ReplyTo<u64>,
-    ) {
-        self.done = reply;
-        self.left = iters;
-        self.started = Some(Instant::now());
-        let _ = pong.tell(Ball {
-            payload: Payload(vec![1; size]),
-            back: ctx.myself().clone(),
-        });
-        self.pong = Some(pong);
-    }
-
-    #[message]
-    fn returned(&mut self, payload: Payload, ctx: &mut lazarus::Context<Self>) {
-        self.left -= 1;
-        if self.left == 0 {
-            let ns = self.started.map_or(0, |s| s.elapsed().as_nanos() as u64);
-            self.done.take().send(ns);
-        } else if let Some(p) = &self.pong {
-            let _ = p.tell(Ball {
-                payload,
-                back: ctx.myself().clone(),
-            });
-        }
-    }
-}
 
 struct LazarusPair {
     node0: Cluster,
@@ -187,22 +130,6 @@ impl LazarusPair {
             .unwrap();
         Duration::from_nanos(ns)
     }
-}
-
-// ---------- memcpy ----------
-
-/// `iters` "round trips" of plain copies: the payload copied from one buffer to another
-/// and back, what a round trip through shared memory cannot beat.
-fn memcpy_round_trips(size: usize, iters: u64) -> Duration {
-    let mut a = vec![1u8; size];
-    let mut b = vec![0u8; size];
-    let start = Instant::now();
-    for _ in 0..iters {
-        b.copy_from_slice(std::hint::black_box(&a));
-        a.copy_from_slice(std::hint::black_box(&b));
-    }
-    std::hint::black_box((&a, &b));
-    start.elapsed()
 }
 
 // ---------- CPU cost of recovery ----------

@@ -16,11 +16,11 @@
 
 use lazarus::cluster::{ClusterSpec, Launcher};
 use lazarus::transport::shm::DataPath;
-use lazarus::{messages, Actor, ActorId, ActorRef, Cluster, Node, Payload, ReplyTo, Window};
+use lazarus::{ActorId, ActorRef, Cluster, Node, Window};
 use lazarus_benches::criterion_data::criterion_dir;
 use lazarus_benches::machine::Machine;
 use lazarus_benches::paired::{paired, Paired};
-use serde::{Deserialize, Serialize};
+use lazarus_benches::ping_pong::{memcpy_round_trips, Ping, Pong, Run};
 use std::net::UdpSocket;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -30,63 +30,6 @@ const SIZES: [usize; 2] = [8, 1 << 20];
 /// Rounds per comparison, and the seconds one side of a round takes.
 const ROUNDS: usize = 15;
 const SECONDS: f64 = 0.3;
-
-#[derive(Actor, Serialize, Deserialize, Default)]
-struct Pong;
-
-#[messages]
-impl Pong {
-    #[message]
-    fn ball(&mut self, payload: Payload, back: ActorRef<Ping>) {
-        let _ = back.tell(Returned { payload });
-    }
-}
-
-#[derive(Actor, Serialize, Deserialize, Default)]
-struct Ping {
-    pong: Option<ActorRef<Pong>>,
-    left: u64,
-    #[serde(skip)]
-    started: Option<Instant>,
-    done: ReplyTo<u64>,
-}
-
-#[messages]
-impl Ping {
-    /// `iters` round trips of `size` bytes; replies with the elapsed nanoseconds.
-    #[message]
-    fn run(
-        &mut self,
-        pong: ActorRef<Pong>,
-        size: usize,
-        iters: u64,
-        ctx: &mut lazarus::Context<Self>,
-        reply: ReplyTo<u64>,
-    ) {
-        self.done = reply;
-        self.left = iters;
-        self.started = Some(Instant::now());
-        let _ = pong.tell(Ball {
-            payload: Payload(vec![1; size]),
-            back: ctx.myself().clone(),
-        });
-        self.pong = Some(pong);
-    }
-
-    #[message]
-    fn returned(&mut self, payload: Payload, ctx: &mut lazarus::Context<Self>) {
-        self.left -= 1;
-        if self.left == 0 {
-            let ns = self.started.map_or(0, |s| s.elapsed().as_nanos() as u64);
-            self.done.take().send(ns);
-        } else if let Some(p) = &self.pong {
-            let _ = p.tell(Ball {
-                payload,
-                back: ctx.myself().clone(),
-            });
-        }
-    }
-}
 
 /// Two nodes with a window of bytes, a ping-pong pair, and node 1's `main` thread, which
 /// fences on request.
@@ -204,19 +147,6 @@ impl Pair {
         self.fenced.recv().unwrap();
         start.elapsed()
     }
-}
-
-/// `iters` copies of `size` bytes there and back: the memory's own round trip.
-fn memcpy_round_trips(size: usize, iters: u64) -> Duration {
-    let mut a = vec![1u8; size];
-    let mut b = vec![0u8; size];
-    let start = Instant::now();
-    for _ in 0..iters {
-        b.copy_from_slice(std::hint::black_box(&a));
-        a.copy_from_slice(std::hint::black_box(&b));
-    }
-    std::hint::black_box((&a, &b));
-    start.elapsed()
 }
 
 /// Operations per turn so that one turn takes about [`SECONDS`] (calibrated on 20).
