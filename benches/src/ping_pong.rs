@@ -1,14 +1,69 @@
-//! The round trips the one-sided and inter-node benches measure against: an actor
-//! ping-pong between two nodes (`Ping` on one, `Pong` on the other, a payload of `n`
+//! What the one-sided and inter-node benches share: two nodes in one process over
+//! loopback ([`free_addrs`], [`node_spec`]), the round trips they measure against, an
+//! actor ping-pong between the nodes (`Ping` on one, `Pong` on the other, a payload of `n`
 //! bytes each way) and plain copies of the payload there and back.
 
 // The message structs `#[messages]` generates from the handlers' parameters have fields
 // without doc comments; the handlers say what they carry.
 #![allow(missing_docs)]
 
+use lazarus::cluster::{ClusterSpec, Launcher};
+use lazarus::transport::shm::DataPath;
 use lazarus::{messages, Actor, ActorRef, Payload, ReplyTo};
 use serde::{Deserialize, Serialize};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// `n` loopback addresses free a moment ago.
+pub fn free_addrs(n: usize) -> Vec<SocketAddr> {
+    let socks: Vec<UdpSocket> = (0..n)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").expect("a loopback port"))
+        .collect();
+    socks
+        .iter()
+        .map(|s| s.local_addr().expect("a bound address"))
+        .collect()
+}
+
+/// Node `rank` of a cluster at `addrs` in this process: one core each (node `r` on core
+/// `r`), `data_path` between them, cores spinning `idle_spin` before they sleep (`None`:
+/// the runtime's default). With `checkpoints` (a directory), recovery on with the
+/// launcher's settings (a checkpoint every second) and the runtime's defaults for
+/// everything else, read the way a node reads them.
+pub fn node_spec(
+    rank: u16,
+    addrs: &[SocketAddr],
+    secret: &[u8],
+    data_path: DataPath,
+    idle_spin: Option<Duration>,
+    checkpoints: Option<&Path>,
+) -> ClusterSpec {
+    ClusterSpec {
+        metrics_addr: None,
+        per_actor_metrics: false,
+        launcher: Launcher::Lazarus,
+        rank,
+        addrs: addrs.to_vec(),
+        secret: secret.to_vec(),
+        cores: Some(1),
+        core_offset: rank as usize,
+        idle_spin,
+        net: None,
+        data_path,
+        shm_ring_bytes: lazarus::transport::shm::DEFAULT_RING_BYTES,
+        failure_timeout: None,
+        recovery: checkpoints.and_then(|dir| {
+            lazarus::recovery::layer::RecoveryConfig::from_vars(|k| match k {
+                "LAZARUS_FT" => Some("on".into()),
+                "LAZARUS_CHECKPOINT_EVERY_MS" => Some("1000".into()),
+                "LAZARUS_CHECKPOINT_DIR" => Some(dir.display().to_string()),
+                _ => None,
+            })
+            .expect("valid recovery settings")
+        }),
+    }
+}
 
 /// Sends every ball back to its `Ping`.
 #[derive(Actor, Serialize, Deserialize, Default)]

@@ -16,27 +16,19 @@
 //! is printed and written to `<criterion dir>/lazarus-internode-summary.md`.
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use lazarus::cluster::{ClusterSpec, Launcher};
 use lazarus::transport::credentials::{self, Credentials};
 use lazarus::transport::shm::DataPath;
 use lazarus::{ActorId, ActorRef, Cluster, Node};
 use lazarus_benches::criterion_data::criterion_dir;
 use lazarus_benches::machine::Machine;
 use lazarus_benches::paired::{paired, Paired};
-use lazarus_benches::ping_pong::{memcpy_round_trips, Ping, Pong, Run};
-use std::net::{SocketAddr, UdpSocket};
+use lazarus_benches::ping_pong::{free_addrs, memcpy_round_trips, node_spec, Ping, Pong, Run};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const SECRET: &[u8] = b"internode benchmark secret 32 by";
 const SIZES: [usize; 2] = [8, 1 << 20];
-
-fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let socks: Vec<UdpSocket> = (0..n)
-        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
-        .collect();
-    socks.iter().map(|s| s.local_addr().unwrap()).collect()
-}
 
 // ---------- Lazarus ----------
 
@@ -62,33 +54,9 @@ fn lazarus_pair_spinning(
 ) -> LazarusPair {
     let dir = std::env::temp_dir().join(format!("lazarus-bench-ckpt-{}", std::process::id()));
     let addrs = free_addrs(2);
-    let spec = |rank: u16| ClusterSpec {
-        metrics_addr: None,
-        per_actor_metrics: false,
-        launcher: Launcher::Lazarus,
-        rank,
-        addrs: addrs.clone(),
-        secret: SECRET.to_vec(),
-        cores: Some(1),
-        core_offset: rank as usize,
-        idle_spin,
-        net: None,
-        data_path,
-        shm_ring_bytes: lazarus::transport::shm::DEFAULT_RING_BYTES,
-        failure_timeout: None,
-        // The launcher's settings (checkpoint every second) and the runtime's defaults
-        // for everything else, read the way a node reads them.
-        recovery: recovery
-            .then(|| {
-                lazarus::recovery::layer::RecoveryConfig::from_vars(|k| match k {
-                    "LAZARUS_FT" => Some("on".into()),
-                    "LAZARUS_CHECKPOINT_EVERY_MS" => Some("1000".into()),
-                    "LAZARUS_CHECKPOINT_DIR" => Some(dir.display().to_string()),
-                    _ => None,
-                })
-                .expect("valid recovery settings")
-            })
-            .flatten(),
+    let spec = |rank: u16| {
+        let checkpoints = recovery.then_some(dir.as_path());
+        node_spec(rank, &addrs, SECRET, data_path, idle_spin, checkpoints)
     };
     let s1 = spec(1);
     let t = std::thread::spawn(move || Cluster::start_with(s1, Node::builder()).unwrap());

@@ -14,14 +14,12 @@
 //! With recovery on, `main`'s get answers are kept at their target for the whole run (a
 //! restarted `main` asks again), so the recovery comparison of gets uses 8-byte gets.
 
-use lazarus::cluster::{ClusterSpec, Launcher};
 use lazarus::transport::shm::DataPath;
 use lazarus::{ActorId, ActorRef, Cluster, Node, Window};
 use lazarus_benches::criterion_data::criterion_dir;
 use lazarus_benches::machine::Machine;
 use lazarus_benches::paired::{paired, Paired};
-use lazarus_benches::ping_pong::{memcpy_round_trips, Ping, Pong, Run};
-use std::net::UdpSocket;
+use lazarus_benches::ping_pong::{free_addrs, memcpy_round_trips, node_spec, Ping, Pong, Run};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -48,37 +46,10 @@ fn pair(recovery: bool) -> Pair {
         "lazarus-bench-windows-{}-{recovery}",
         std::process::id()
     ));
-    let socks: Vec<UdpSocket> = (0..2)
-        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let addrs: Vec<_> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
-    drop(socks);
-    let spec = move |rank: u16| ClusterSpec {
-        metrics_addr: None,
-        per_actor_metrics: false,
-        launcher: Launcher::Lazarus,
-        rank,
-        addrs: addrs.clone(),
-        secret: SECRET.to_vec(),
-        cores: Some(1),
-        core_offset: rank as usize,
-        idle_spin: None,
-        net: None,
-        data_path: DataPath::default(),
-        shm_ring_bytes: lazarus::transport::shm::DEFAULT_RING_BYTES,
-        failure_timeout: None,
-        // The launcher's checkpoint period; the runtime's defaults for the rest.
-        recovery: recovery
-            .then(|| {
-                lazarus::recovery::layer::RecoveryConfig::from_vars(|k| match k {
-                    "LAZARUS_FT" => Some("on".into()),
-                    "LAZARUS_CHECKPOINT_EVERY_MS" => Some("1000".into()),
-                    "LAZARUS_CHECKPOINT_DIR" => Some(dir.display().to_string()),
-                    _ => None,
-                })
-                .expect("valid recovery settings")
-            })
-            .flatten(),
+    let addrs = free_addrs(2);
+    let spec = |rank: u16| {
+        let checkpoints = recovery.then_some(dir.as_path());
+        node_spec(rank, &addrs, SECRET, DataPath::default(), None, checkpoints)
     };
     let (fences, todo) = mpsc::channel::<u64>();
     let (done, fenced) = mpsc::channel();
