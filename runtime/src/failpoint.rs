@@ -13,7 +13,11 @@
 //! | `slow-start:RANK:INCARNATION:MILLIS` | node `RANK`'s process of incarnation `INCARNATION` waits `MILLIS` ms before it joins the cluster (a replacement slow to come up: a cold host, a binary on a slow file system), printing `failpoint: node RANK incarnation I joins in MILLIS ms` and `failpoint: node RANK incarnation I joins now` |
 //! | `shm-write:RANK:K` | node `RANK` SIGKILLs itself halfway through writing its `K`-th frame of at least 64 KiB into a shared-memory ring (the first half committed, the peer's reader holding a frame that never completes), in the first incarnation only, printing `failpoint: node RANK SIGKILL halfway through a BYTES-byte frame to node PEER` |
 //! | `window-get:RANK:K` | node `RANK` (recovery on) holds the `K`-th get another node sends it over a window until its next checkpoint has committed (the request came before the checkpoint's cut, its data leaves after it), then applies it and SIGKILLs itself before the answer leaves, in the first incarnation only, printing `failpoint: node RANK holds get INDEX of ORIGIN from node F across its next checkpoint` and `failpoint: node RANK answered the held get after checkpoint ID: SIGKILL before the answer leaves` |
+//! | `window-direct:RANK:K` | node `RANK` SIGKILLs itself inside another node's window gate during its `K`-th direct put or get through shared memory (its counter raised, the gate passed, half of a put written, no record left), in the first incarnation only, printing `failpoint: node RANK SIGKILL inside node T's window gate (KIND INDEX of ORIGIN)` |
 //! | `withhold:RANK:K` | node `RANK` (recovery on) drops the `K`-th logged message it receives, in the first incarnation only, and prints `failpoint: node RANK withholds logged message index=I channel=C from node F`: the channel waits for it for ever, a stall whose report must name it |
+//!
+//! Several failpoints separated by commas arm, in each process, the first that concerns
+//! it (its rank and incarnation).
 //!
 //! Some faults cannot be hit from outside at a precise moment (a SIGKILL "during a
 //! checkpoint" from a test races the checkpoint); a failpoint hits it every time. With no
@@ -109,6 +113,13 @@ pub enum Failpoint {
         /// Which get from another node (from 1).
         k: u64,
     },
+    /// Node `rank` dies inside a target's window gate during its `k`-th direct operation.
+    WindowDirect {
+        /// The origin node.
+        rank: u16,
+        /// Which direct operation (from 1).
+        k: u64,
+    },
     /// Node `rank` stalls before handling its first message of type `message`.
     StallOn {
         /// The node.
@@ -120,7 +131,14 @@ pub enum Failpoint {
     },
 }
 
-/// Parses a `LAZARUS_FAILPOINT` value.
+/// Parses a `LAZARUS_FAILPOINT` value: one failpoint, or several separated by commas
+/// (each process arms the first that concerns it: `window-direct:1:50,slow-start:1:1:2000`
+/// kills node 1 and makes its next incarnation slow to come back).
+pub fn parse_all(spec: &str) -> Result<Vec<Failpoint>, String> {
+    spec.split(',').map(parse).collect()
+}
+
+/// Parses one failpoint.
 pub fn parse(spec: &str) -> Result<Failpoint, String> {
     let parts: Vec<&str> = spec.trim().split(':').collect();
     let num = |s: &str| -> Result<u64, String> {
@@ -156,6 +174,10 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
             rank: rank(r)?,
             k: num(k)?,
         }),
+        ["window-direct", r, k] => Ok(Failpoint::WindowDirect {
+            rank: rank(r)?,
+            k: num(k)?,
+        }),
         ["withhold", r, k] => Ok(Failpoint::Withhold {
             rank: rank(r)?,
             k: num(k)?,
@@ -184,7 +206,8 @@ pub fn parse(spec: &str) -> Result<Failpoint, String> {
             "failpoint `{spec}`: expected checkpoint:RANK:N, panic:RANK:SEQ:K, \
              panic-always:RANK:SEQ:K, stall:RANK:K:MILLIS, stall-on:RANK:MESSAGE:MILLIS, \
              before-finished:RANK, after-final:RANK, slow-start:RANK:INCARNATION:MILLIS, \
-             withhold:RANK:K, shm-write:RANK:K, window-get:RANK:K or logger-full:INDEX:K"
+             withhold:RANK:K, shm-write:RANK:K, window-get:RANK:K, window-direct:RANK:K or \
+             logger-full:INDEX:K"
         )),
     }
 }
@@ -215,6 +238,7 @@ pub(crate) fn arm(point: Failpoint, rank: u16, incarnation: u32) {
         | Failpoint::Withhold { rank: r, .. }
         | Failpoint::ShmWrite { rank: r, .. }
         | Failpoint::WindowGet { rank: r, .. }
+        | Failpoint::WindowDirect { rank: r, .. }
         | Failpoint::StallOn { rank: r, .. } => *r == rank && incarnation == 0,
         Failpoint::SlowStart {
             rank: r,
@@ -239,8 +263,12 @@ pub fn logger_full(index: u16) -> bool {
         .ok()
         .and_then(|k| k.parse::<u32>().ok())
         .unwrap_or(0);
-    matches!(parse(&spec), Ok(Failpoint::LoggerFull { index: i, incarnation })
-        if i == index && incarnation == start)
+    parse_all(&spec).is_ok_and(|points| {
+        points.iter().any(|p| {
+            matches!(p, Failpoint::LoggerFull { index: i, incarnation }
+                if *i == index && *incarnation == start)
+        })
+    })
 }
 
 /// Called before each handler call of `actor` for a message of type `message`: panics or
@@ -358,6 +386,30 @@ pub(crate) fn window_get_answered(id: u64) {
         die(&format!(
             "node {rank} answered the held get after checkpoint {id}: SIGKILL before the \
              answer leaves"
+        ));
+    }
+}
+
+/// For `window-direct`: direct operations so far.
+static WINDOW_DIRECTS: AtomicU64 = AtomicU64::new(0);
+
+/// Called inside target `target`'s gate, a put half written: the process dies here if
+/// this is the direct operation `window-direct` names.
+#[inline]
+pub(crate) fn inside_window_gate(target: u16, what: impl FnOnce() -> String) {
+    if ARMED.load(Ordering::Relaxed) {
+        inside_window_gate_slow(target, what());
+    }
+}
+
+#[cold]
+fn inside_window_gate_slow(target: u16, what: String) {
+    let Some(Failpoint::WindowDirect { rank, k }) = POINT.get() else {
+        return;
+    };
+    if WINDOW_DIRECTS.fetch_add(1, Ordering::Relaxed) + 1 == *k {
+        die(&format!(
+            "node {rank} SIGKILL inside node {target}'s window gate ({what})"
         ));
     }
 }
@@ -501,6 +553,18 @@ mod tests {
                 millis: 4000
             })
         );
+        assert_eq!(
+            parse_all("window-direct:1:50,slow-start:1:1:2000"),
+            Ok(vec![
+                Failpoint::WindowDirect { rank: 1, k: 50 },
+                Failpoint::SlowStart {
+                    rank: 1,
+                    incarnation: 1,
+                    millis: 2000
+                }
+            ])
+        );
+        assert!(parse_all("window-direct:1:50,bogus").is_err());
         assert_eq!(
             parse("withhold:1:200"),
             Ok(Failpoint::Withhold { rank: 1, k: 200 })

@@ -29,6 +29,14 @@ pub const SEND_ERRORS: &str = "lazarus_send_errors_total";
 pub const ASK_TIMEOUTS: &str = "lazarus_ask_timeouts_total";
 /// Frames of a one-sided window that its machine refused (the window fails its waits).
 pub const WINDOW_REFUSED: &str = "lazarus_window_frames_refused_total";
+/// Operations an origin applied to another node's part itself, in shared memory (label
+/// `kind`: `put`, `get`).
+pub const WINDOW_DIRECT: &str = "lazarus_window_direct_total";
+/// Direct operations a target's gate sent to the message path (label `reason`:
+/// `checkpoint`, `epoch`, `records_full`).
+pub const WINDOW_GATE_REFUSED: &str = "lazarus_window_gate_refused_total";
+/// Window segments of peers this node could not map (another host, or refused).
+pub const WINDOW_SEGMENTS_UNMAPPED: &str = "lazarus_window_segments_unmapped_total";
 /// Spawn requests refused (label `reason`).
 pub const SPAWN_ERRORS: &str = "lazarus_spawn_errors_total";
 /// Actors spawned by actors, with recovery on, whose type is not registered for

@@ -4,20 +4,9 @@
 
 mod support;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::process::Command;
-use support::bin;
-
-/// The `lazarus-*` files in `/dev/shm` now.
-fn segments() -> BTreeSet<String> {
-    std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|n| n.starts_with("lazarus-"))
-                .collect()
-        })
-        .unwrap_or_default()
-}
+use support::{bin, shm_segments as segments};
 
 /// Runs a 2-node ping-pong up to 1 MiB with `transport`; its output and RESULT.
 fn pingpong(transport: &str) -> (String, HashMap<String, String>) {

@@ -143,8 +143,46 @@ fn with_recovery_on_main_writes_and_reads_its_own_part_in_epochs() {
     }
 }
 
-/// Runs `histogram` on `nodes` nodes; its RESULT.
-fn histogram(nodes: &str, transport: &str) -> HashMap<String, String> {
+#[test]
+fn epochs_of_puts_through_shared_memory_complete_while_both_nodes_checkpoint() {
+    // With recovery on, node 0 first reads node 1's part with many small gets (their
+    // records fill node 1's records ring: later ones take the message path until node 1
+    // reads the ring), then puts a block into it every epoch while both fence and both
+    // nodes checkpoint every 20 ms: each checkpoint closes its node's gate, so some puts
+    // find it closed and take the message path. Every epoch completes, and node 1's part
+    // ends with the last epoch's block. `LAZARUS_TEST_EPOCHS` and
+    // `LAZARUS_TEST_CHECKPOINT_MS` make it a longer stress run.
+    let epochs = support::env_u64("LAZARUS_TEST_EPOCHS").unwrap_or(1500);
+    let every = support::env_u64("LAZARUS_TEST_CHECKPOINT_MS").unwrap_or(20);
+    const LEN: usize = 4096;
+    let (a, b) = support::in_process::two_nodes_checkpointing("windows-gate", every);
+    let wa = a.window::<u64>(LEN).unwrap();
+    let other = std::thread::spawn(move || {
+        let wb = b.window::<u64>(LEN).unwrap();
+        for _ in 0..epochs {
+            wb.fence().unwrap();
+        }
+        (wb.read().unwrap(), b)
+    });
+    for _ in 0..60_000 {
+        assert_eq!(wa.get(1, 0, 1).unwrap(), [0]);
+    }
+    for e in 0..epochs {
+        wa.put(1, 0, &vec![e; LEN]).unwrap();
+        wa.fence().unwrap();
+    }
+    let (theirs, b) = other.join().unwrap();
+    assert!(
+        theirs.iter().all(|v| *v == epochs - 1),
+        "{:?}",
+        &theirs[..4]
+    );
+    drop((wa, a, b));
+    let _ = std::fs::remove_dir_all(support::in_process::checkpoint_dir("windows-gate", true));
+}
+
+/// Runs `histogram` on `nodes` nodes; its output and RESULT.
+fn histogram(nodes: &str, transport: &str) -> (String, HashMap<String, String>) {
     support::verified_run(
         Command::new(bin("lazarus"))
             .args(["run", "-n", nodes, "--"])
@@ -152,19 +190,56 @@ fn histogram(nodes: &str, transport: &str) -> HashMap<String, String> {
             .args(["--keys", "50000", "--rounds", "6", "--bins", "1000"])
             .env("LAZARUS_TRANSPORT", transport),
     )
-    .1
+}
+
+/// The `direct=` count of each node's `window 0 closed` timeline line.
+fn direct_counts(output: &str) -> Vec<u64> {
+    output
+        .lines()
+        .filter(|l| l.contains("window 0 closed"))
+        .filter_map(|l| {
+            l.split("direct=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
 }
 
 #[test]
 fn a_histogram_built_with_accumulates_counts_every_key_once() {
-    let three = histogram("3", "auto");
+    // Segments of other processes than this test binary's (whose in-process tests make
+    // windows of their own meanwhile).
+    let others = || {
+        let mine = format!("lazarus-{}-", std::process::id());
+        let mut all = support::shm_segments();
+        all.retain(|n| !n.starts_with(&mine));
+        all
+    };
+    let before = others();
+    let (out, three) = histogram("3", "auto");
+    assert_eq!(
+        others(),
+        before,
+        "the window's segments are removed when the nodes leave"
+    );
     assert_eq!(three["keys"], (50_000 * 6 * 3).to_string());
     assert_eq!(three["tickets"], "18");
-    let quic = histogram("3", "quic");
+    // Its gets (the peeks, node 0's reads of every part at the end) go through shared
+    // memory unless their target is still in its fence (then over messages): of about
+    // twenty, some went direct.
+    let direct = direct_counts(&out);
+    assert_eq!(direct.len(), 3, "{out}");
+    assert!(direct.iter().sum::<u64>() >= 1, "{out}");
+    let (out, quic) = histogram("3", "quic");
     assert_eq!(
         quic["checksum"], three["checksum"],
         "the same counts over QUIC"
     );
+    assert_eq!(quic["peeks"], three["peeks"], "the same peeks over QUIC");
+    assert_eq!(direct_counts(&out), vec![0, 0, 0], "{out}");
 }
 
 #[test]

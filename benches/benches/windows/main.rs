@@ -5,8 +5,10 @@
 //! a fence on both nodes against the same ping-pong; and recovery on against off for both.
 //!
 //! Both nodes run in this process on separate threads over 127.0.0.1, with the default data
-//! path (shared memory between nodes of one host). Operations take the message path: the
-//! target's network thread applies them. Every comparison is paired
+//! path (shared memory between nodes of one host): puts and gets go direct, the origin
+//! writing or reading the target's part itself through its gate; fences are messages. One
+//! more pair over QUIC gives the message path's get (the target's network thread applies
+//! it), as between hosts. Every comparison is paired
 //! (`lazarus_benches::paired`): baseline and candidate alternate, round after round, and
 //! the ratio is the median of the per-round ratios with its 95% confidence interval. The
 //! table is printed and written to `<criterion dir>/lazarus-windows-summary.md`.
@@ -41,15 +43,15 @@ struct Pair {
     _node1: std::thread::JoinHandle<Cluster>,
 }
 
-fn pair(recovery: bool) -> Pair {
+fn pair(recovery: bool, path: DataPath) -> Pair {
     let dir = std::env::temp_dir().join(format!(
-        "lazarus-bench-windows-{}-{recovery}",
+        "lazarus-bench-windows-{}-{recovery}-{path:?}",
         std::process::id()
     ));
     let addrs = free_addrs(2);
     let spec = |rank: u16| {
         let checkpoints = recovery.then_some(dir.as_path());
-        node_spec(rank, &addrs, SECRET, DataPath::default(), None, checkpoints)
+        node_spec(rank, &addrs, SECRET, path, None, checkpoints)
     };
     let (fences, todo) = mpsc::channel::<u64>();
     let (done, fenced) = mpsc::channel();
@@ -150,10 +152,13 @@ fn compare(
 }
 
 fn main() {
+    // Warnings (a wait that reports what it waits for) reach stderr.
+    lazarus_apps::init_logging();
     let machine = Machine::this();
     let mut results = Vec::new();
     {
-        let off = pair(false);
+        let off = pair(false, DataPath::default());
+        let quic = pair(false, DataPath::Quic);
         for size in SIZES {
             results.push(compare(
                 "get / actor ping-pong",
@@ -168,13 +173,19 @@ fn main() {
                 |s, k| off.gets(s, k),
             ));
             results.push(compare(
+                "get, shared memory / message path (QUIC)",
+                size,
+                |s, k| quic.gets(s, k),
+                |s, k| off.gets(s, k),
+            ));
+            results.push(compare(
                 "put + fence epoch / actor ping-pong",
                 size,
                 |s, k| off.ping_pong(s, k),
                 |s, k| off.put_epochs(s, k),
             ));
         }
-        let on = pair(true);
+        let on = pair(true, DataPath::default());
         results.push(compare(
             "get, recovery on / off",
             8,
@@ -190,11 +201,11 @@ fn main() {
             ));
         }
         // The clusters end with the process.
-        std::mem::forget((off, on));
+        std::mem::forget((off, quic, on));
     }
     let mut md = format!(
-        "One-sided windows between two nodes of one host ({}; commit {}), message path. \
-         Each row: baseline and candidate timed in alternating turns ({ROUNDS} rounds of \
+        "One-sided windows between two nodes of one host ({}; commit {}): puts and gets \
+         through shared memory (the direct path) unless the row says QUIC. Each row: baseline and candidate timed in alternating turns ({ROUNDS} rounds of \
          ~{SECONDS} s); medians of the time per operation and the median of the per-round \
          ratios (candidate / baseline) with its 95% confidence interval.\n\n\
          | comparison | size | baseline (µs) | candidate (µs) | ratio (95% CI) |\n\

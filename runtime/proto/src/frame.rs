@@ -105,6 +105,19 @@ pub enum FrameBody {
         /// The frame.
         frame: crate::window::WindowFrame,
     },
+    /// The sender's part of window `window` is in shared-memory segment `segment` (a
+    /// file name in the host's `/dev/shm`): a receiver on the same host maps it and
+    /// puts and gets there itself, after checking that its header says the same.
+    WindowSegment {
+        /// The window.
+        window: crate::window::WindowId,
+        /// The segment's file name.
+        segment: String,
+        /// The sender's incarnation.
+        incarnation: u32,
+        /// Fresh per segment; its header holds it too.
+        nonce: [u8; 16],
+    },
 }
 
 /// The shared-memory part of a Hello: two nodes on one host move their frames through a

@@ -559,12 +559,14 @@ impl Cluster {
                 .ok()
                 .filter(|v| !v.is_empty())
             {
-                let point = crate::failpoint::parse(&fp).map_err(ClusterError::Environment)?;
-                crate::failpoint::arm(
-                    point,
-                    spec.rank,
-                    spec.recovery.as_ref().map_or(0, |r| r.incarnation),
-                );
+                let points = crate::failpoint::parse_all(&fp).map_err(ClusterError::Environment)?;
+                for point in points {
+                    crate::failpoint::arm(
+                        point,
+                        spec.rank,
+                        spec.recovery.as_ref().map_or(0, |r| r.incarnation),
+                    );
+                }
             }
             let layer = spec.recovery.clone().map(|rc| {
                 config.incarnation = rc.incarnation;
@@ -769,6 +771,7 @@ impl Cluster {
         if let Some(t) = &self.transport {
             t.close();
         }
+        self.node.handle().windows().close();
         self.node.shutdown()
     }
 }

@@ -294,6 +294,9 @@ pub struct NodeFailure {
     pub silent_for: Duration,
     /// Wall-clock time of detection.
     pub detected_at: std::time::SystemTime,
+    /// The incarnation that failed, when this node knew it (every earlier one is dead
+    /// too).
+    pub incarnation: Option<u32>,
 }
 
 /// How a peer came to be declared failed (what its error line says).
@@ -390,6 +393,8 @@ pub struct Transport {
     rdma: Option<Arc<rdma::Rdma>>,
     /// Peers whose frames travel over RDMA now.
     rdma_links: AtomicUsize,
+    /// This node's incarnation.
+    incarnation: u32,
 }
 
 impl Transport {
@@ -477,6 +482,7 @@ impl Transport {
             #[cfg(feature = "rdma")]
             rdma,
             rdma_links: AtomicUsize::new(0),
+            incarnation: config.incarnation,
         });
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), TransportError>>();
         let t = Arc::clone(&transport);
@@ -566,6 +572,17 @@ impl Transport {
     /// How many peers this node talks to through shared memory now.
     pub fn shared_memory_peers(&self) -> usize {
         self.shm.as_ref().map_or(0, |s| s.links())
+    }
+
+    /// This node's incarnation (0 at launch, +1 per restart of its rank).
+    pub fn incarnation(&self) -> u32 {
+        self.incarnation
+    }
+
+    /// Whether this node may share memory with peers of its host (not `LAZARUS_TRANSPORT=quic`
+    /// or `rdma`, and the host has `/dev/shm`): windows then put and get there directly.
+    pub(crate) fn shares_memory(&self) -> bool {
+        self.shm.is_some()
     }
 
     /// How many peers this node reaches over RDMA now.
@@ -876,6 +893,11 @@ impl Transport {
         // connection itself, under the connection lock (and only that one: a newer
         // incarnation's may be up by now).
         let noticed = matches!(why, FailedBecause::Died { .. });
+        let mut failed_incarnation = match why {
+            FailedBecause::Silence(_) => None,
+            FailedBecause::Replaced { incarnation } => incarnation.checked_sub(1),
+            FailedBecause::Died { incarnation } => Some(incarnation),
+        };
         if let (false, Ok(link)) = (noticed, self.link(rank)) {
             link.state.store(LINK_DOWN, Ordering::Release);
         }
@@ -887,6 +909,7 @@ impl Transport {
                 .remove(&rank)
             {
                 conn.close(2u32.into(), b"declared failed");
+                failed_incarnation = failed_incarnation.or(Some(incarnation));
                 if !silent_for.is_zero() {
                     // Declared failed by silence: if its process is in fact alive (frozen,
                     // overloaded), the supervisor kills it so that it restarts. A node this
@@ -906,6 +929,7 @@ impl Transport {
             rank,
             silent_for,
             detected_at: std::time::SystemTime::now(),
+            incarnation: failed_incarnation,
         };
         match why {
             FailedBecause::Silence(d) => tracing::error!(
@@ -1187,6 +1211,14 @@ impl Transport {
                 }
             },
             FrameBody::Window { window, frame } => node.windows().handle_frame(from, window, frame),
+            FrameBody::WindowSegment {
+                window,
+                segment,
+                incarnation,
+                nonce,
+            } => node
+                .windows()
+                .handle_segment(from, window, segment, incarnation, nonce),
             FrameBody::Heartbeat | FrameBody::Hello { .. } => {}
         }
         None

@@ -5,9 +5,13 @@
 //! the members (over the node's transport, `FrameBody::Window`), the answers and fences
 //! callers wait for, and the registry the transport hands incoming frames to.
 //!
-//! Operations here take the message path: the target's network thread applies each one
-//! to its part. A window is created by every node's `main`, in the same order on every
-//! node ([`crate::Cluster::window`]).
+//! Two paths. Between nodes of one host a node's part lives in shared memory (`shm`):
+//! an origin puts into and gets from it itself, through the target's gate, and leaves a
+//! record that the target's machine reads when it next runs. Otherwise, and whenever
+//! the gate refuses, the operation takes the message path: the target's network thread
+//! applies it to its part. Accumulates and fetch-and-ops always take the message path
+//! (the target applies each in one step). A window is created by every node's `main`,
+//! in the same order on every node ([`crate::Cluster::window`]).
 //!
 //! With recovery on, each window's membership and part are in the node's set checkpoint
 //! (`WindowImage`, taken under the window's lock in the checkpoint's paused instant);
@@ -19,6 +23,7 @@
 //! operations too, so that a re-executed `main` reads what it read before.
 
 mod element;
+mod shm;
 
 pub use element::Element;
 pub use lazarus_proto::window::{ElementType, ReduceOp};
@@ -27,18 +32,23 @@ use crate::actor_id::ActorId;
 use crate::node::NodeHandle;
 use crate::transport::frame::FrameBody;
 use lazarus_proto::window::{
-    MainFence, Member, MemberImage, Op, OpKind, Recovery, Reply, Shape, WindowError as RuleError,
-    WindowFrame, WindowId,
+    GateWord, MainFence, Member, MemberImage, Op, OpKind, OpMeta, Recovery, Reply, Shape,
+    WindowError as RuleError, WindowFrame, WindowId,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How long a caller waits before it says, once per period, what it still waits for.
 const STALL_REPORT: Duration = Duration::from_secs(10);
+
+/// How long a checkpoint waits for the origins inside a closed gate to leave before it
+/// gives up (and is tried again at the next period): a put or get inside takes
+/// microseconds, so an origin still inside is frozen or dead.
+const GATE_DRAIN: Duration = Duration::from_millis(200);
 
 /// Why a window operation failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -75,17 +85,71 @@ pub(crate) struct WindowImage {
 /// One node's part of a window and its membership, behind one lock.
 struct State {
     member: Member,
-    part: Vec<u8>,
+    part: Part,
     /// Answers that came, by (target, origin actor, index), until their caller takes them.
     answers: BTreeMap<(u16, ActorId, u64), Vec<u8>>,
     /// The first frame this window refused, which fails every later wait.
     failed: Option<String>,
+    /// The segments of the targets on this host, mapped: operations there go direct.
+    peers: BTreeMap<u16, Arc<shm::Segment>>,
+}
+
+/// Where a node's part is.
+enum Part {
+    /// In the process's memory: every operation takes the message path.
+    Local(Vec<u8>),
+    /// In a shared segment the node's host peers map.
+    Shared(Arc<shm::Segment>),
+}
+
+impl Part {
+    /// The part's bytes, for the machine (under the window's lock).
+    fn bytes(&mut self) -> &mut [u8] {
+        match self {
+            Part::Local(v) => v,
+            // SAFETY: only this node's machine and callers use this slice, under the
+            // window's lock, for one call; origins write other elements meanwhile (the
+            // window's contract: an epoch's operations touch distinct elements).
+            Part::Shared(s) => unsafe { s.part_mut() },
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Part::Local(v) => v.len(),
+            Part::Shared(s) => s.identity().part_bytes,
+        }
+    }
+
+    fn copy(&mut self) -> Vec<u8> {
+        self.bytes().to_vec()
+    }
+
+    fn segment(&self) -> Option<&Arc<shm::Segment>> {
+        match self {
+            Part::Local(_) => None,
+            Part::Shared(s) => Some(s),
+        }
+    }
 }
 
 /// What every handle of one window shares.
 pub(crate) struct Shared {
     id: WindowId,
     rank: u16,
+    /// This node's incarnation (its inside counters at other nodes' gates carry it).
+    incarnation: u32,
+    /// Whether this node maps its host peers' segments.
+    shares_memory: bool,
+    /// This node's part's segment and its file name, if it is in shared memory.
+    own_segment: Option<Arc<shm::Segment>>,
+    segment_name: Option<String>,
+    /// Operations this node applied to other nodes' parts itself.
+    went_direct: AtomicU64,
+    /// Direct attempts sent to the message path (gate closed or at another epoch).
+    turned_back: AtomicU64,
+    /// Records of other nodes' direct operations on this node's part.
+    records_taken: AtomicU64,
     recovery: Recovery,
     /// The thread that created the window: `main`'s.
     main_thread: std::thread::ThreadId,
@@ -165,19 +229,73 @@ impl Shared {
         }
     }
 
+    /// Catches the machine up with the records origins left in this node's segment.
+    /// Called before the machine handles anything else: an origin's fence count comes
+    /// after its records.
+    fn drain(&self, state: &mut State) {
+        let State {
+            member,
+            part,
+            failed,
+            ..
+        } = state;
+        let Some(seg) = part.segment() else {
+            return;
+        };
+        let mut refused = None;
+        let taken = seg.take_records(self.rank, |from, r| {
+            self.records_taken.fetch_add(1, Ordering::Relaxed);
+            if refused.is_none() {
+                if let Err(e) = member.handle_direct(from, r.meta, r.kind, r.answer) {
+                    refused = Some(format!("node {from}'s direct record refused: {e}"));
+                }
+            }
+        });
+        if let Some(why) = refused.or_else(|| taken.err().map(|e| e.to_string())) {
+            metrics::counter!(crate::telemetry::WINDOW_REFUSED).increment(1);
+            tracing::error!(window = self.id.0, "window {}: {why}", self.id.0);
+            failed.get_or_insert(why);
+        }
+    }
+
+    /// Runs the machine's fence and moves the gate word to the machine's epoch.
+    fn poll_fence(&self, state: &mut State) -> Result<(), RuleError> {
+        self.drain(state);
+        let before = state.member.epoch();
+        state.member.poll_fence(state.part.bytes())?;
+        let epoch = state.member.epoch();
+        if epoch != before {
+            if let (Some(seg), Some(gate)) = (state.part.segment(), GateWord::open_at(epoch)) {
+                seg.set_gate(gate);
+            }
+        }
+        Ok(())
+    }
+
     /// A frame from member `from`.
     fn handle(&self, from: u16, frame: WindowFrame) {
         let mut state = self.lock();
         let state = &mut *state;
+        self.drain(state);
+        let restarted = matches!(frame, WindowFrame::Restarted { .. });
+        if restarted {
+            // Its earlier incarnation's segment is dead memory: operations to it take the
+            // message path until its new segment is announced.
+            state.peers.remove(&from);
+        }
         let result = state
             .member
-            .handle_frame(from, frame, &mut state.part)
+            .handle_frame(from, frame, state.part.bytes())
             .and_then(|answer| {
                 if let Some((origin, index, values)) = answer {
                     state.answers.insert((from, origin, index), values);
                 }
-                state.member.poll_fence(&mut state.part).map(|_| ())
+                self.poll_fence(state)
             });
+        if restarted {
+            // The restarted node maps nothing of its earlier incarnation's.
+            self.announce(state, Some(from));
+        }
         if let Err(e) = result {
             if !matches!(e, RuleError::PeerRefused { .. }) {
                 metrics::counter!(crate::telemetry::WINDOW_REFUSED).increment(1);
@@ -242,6 +360,188 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Tells member `to` (every other member if `None`) where this node's part is, if it
+    /// is in shared memory.
+    fn announce(&self, state: &State, to: Option<u16>) {
+        let (Some(seg), Some(name)) = (state.part.segment(), &self.segment_name) else {
+            return;
+        };
+        let id = seg.identity();
+        for peer in (0..id.members).filter(|p| *p != self.rank && to.is_none_or(|t| t == *p)) {
+            self.out.send(
+                peer,
+                FrameBody::WindowSegment {
+                    window: self.id,
+                    segment: name.clone(),
+                    incarnation: id.incarnation,
+                    nonce: id.nonce,
+                },
+            );
+        }
+    }
+
+    /// Node `from` (incarnation `incarnation`) announced its part's segment: mapped if
+    /// this node can (same host), else its operations there keep the message path.
+    fn map_peer(&self, from: u16, segment: &str, incarnation: u32, nonce: [u8; 16]) {
+        if !self.shares_memory || from == self.rank {
+            return;
+        }
+        let mut state = self.lock();
+        let shape = state.member.shape().clone();
+        let Ok(part_bytes) = shape.bytes_of(from) else {
+            return;
+        };
+        if state
+            .peers
+            .get(&from)
+            .is_some_and(|s| s.identity().incarnation > incarnation)
+        {
+            return;
+        }
+        // A segment whose creator died is an earlier incarnation's dead memory.
+        if !crate::transport::shm::segment::creator_alive(segment) {
+            return;
+        }
+        let id = shm::Identity {
+            window: self.id,
+            rank: from,
+            members: shape.members(),
+            incarnation,
+            part_bytes,
+            shape: shm::shape_digest(&shape),
+            nonce,
+        };
+        match shm::Segment::open(&shm::dir(), segment, id) {
+            Ok(seg) => {
+                tracing::debug!(
+                    window = self.id.0,
+                    from,
+                    "window {}: node {from}'s part mapped",
+                    self.id.0
+                );
+                state.peers.insert(from, Arc::new(seg));
+            }
+            Err(e) => {
+                metrics::counter!(crate::telemetry::WINDOW_SEGMENTS_UNMAPPED).increment(1);
+                tracing::debug!(
+                    window = self.id.0,
+                    from,
+                    "window {}: node {from}'s part stays on the message path: {e}",
+                    self.id.0
+                );
+            }
+        }
+    }
+
+    /// Applies an issued put or get to `target`'s part in `seg` itself, through the
+    /// target's gate; `None` if the gate (or a full records ring) sends it to the message
+    /// path, else a get's values.
+    fn direct(
+        &self,
+        seg: &shm::Segment,
+        target: u16,
+        meta: OpMeta,
+        op: &Op,
+        shape: &Shape,
+    ) -> Option<Option<Vec<u8>>> {
+        let range = op.check(shape, target).ok()?;
+        let keep = self.recovery == Recovery::On && op.kind == OpKind::Get;
+        // A record is its identity (at most 34 bytes encoded) and a kept get's values.
+        let bound = 64 + if keep { range.len() } else { 0 };
+        let refused = |reason: &'static str| {
+            metrics::counter!(crate::telemetry::WINDOW_GATE_REFUSED, "reason" => reason)
+                .increment(1);
+            self.turned_back.fetch_add(1, Ordering::Relaxed);
+            None
+        };
+        if !seg.has_room(self.rank, bound) {
+            return refused("records_full");
+        }
+        let gate = seg.enter(self.rank, self.incarnation);
+        if let Err(closed) = gate.admits(meta.epoch) {
+            seg.leave(self.rank, self.incarnation);
+            return refused(match closed {
+                lazarus_proto::window::Closed::Checkpointing => "checkpoint",
+                _ => "epoch",
+            });
+        }
+        let values = match op.kind {
+            OpKind::Put => {
+                let half = range.len() / 2;
+                // SAFETY: `range` is inside the target's part (checked against the shape
+                // the segment's header matched); the gate admitted this origin, so no
+                // checkpoint copies the part meanwhile, and the window's contract keeps
+                // the epoch's other operations off these elements.
+                unsafe {
+                    let to = seg.part_ptr().add(range.start);
+                    to.copy_from_nonoverlapping(op.operand.as_ptr(), half);
+                    crate::failpoint::inside_window_gate(target, || {
+                        format!("put {} of {}", meta.index, meta.origin)
+                    });
+                    to.add(half).copy_from_nonoverlapping(
+                        op.operand.as_ptr().add(half),
+                        range.len() - half,
+                    );
+                }
+                None
+            }
+            OpKind::Get => {
+                let mut v = vec![0u8; range.len()];
+                crate::failpoint::inside_window_gate(target, || {
+                    format!("get {} of {}", meta.index, meta.origin)
+                });
+                // SAFETY: as for a put; the elements are read, not written.
+                unsafe {
+                    v.as_mut_ptr()
+                        .copy_from_nonoverlapping(seg.part_ptr().add(range.start), range.len());
+                }
+                Some(v)
+            }
+            _ => {
+                seg.leave(self.rank, self.incarnation);
+                return None;
+            }
+        };
+        let record = shm::Record {
+            meta,
+            kind: op.kind,
+            answer: values.clone().filter(|_| keep),
+        };
+        let pushed = postcard::to_allocvec(&record)
+            .map(|bytes| seg.push_record(self.rank, &bytes))
+            .unwrap_or(false);
+        seg.leave(self.rank, self.incarnation);
+        if !pushed {
+            // Room was checked: only a broken encoder gets here. The operation goes over
+            // the message path too, where the target applies it (again) and counts it.
+            return refused("records_full");
+        }
+        let kind = if op.kind == OpKind::Put { "put" } else { "get" };
+        metrics::counter!(crate::telemetry::WINDOW_DIRECT, "kind" => kind).increment(1);
+        self.went_direct.fetch_add(1, Ordering::Relaxed);
+        Some(values)
+    }
+
+    /// Node `rank`'s incarnations up to `dead` died: counters they left raised at this
+    /// node's gate are cleared.
+    fn origin_died(&self, rank: u16, dead: u32) {
+        if let Some(seg) = &self.own_segment {
+            seg.origin_died(rank, dead);
+        }
+    }
+}
+
+/// Something that came for a window this node's `main` has not created yet.
+enum Early {
+    Frame(WindowFrame),
+    Segment {
+        segment: String,
+        incarnation: u32,
+        nonce: [u8; 16],
+    },
+}
+
 /// The windows of one node, by id, and the frames that came for a window its `main` has
 /// not created yet.
 #[derive(Default)]
@@ -255,7 +555,8 @@ struct Registry {
     /// On a restarted node: the windows of its checkpoint image, taken back by the
     /// re-executed `main`'s creations.
     restarted: Option<BTreeMap<WindowId, WindowImage>>,
-    early: BTreeMap<WindowId, Vec<(u16, WindowFrame)>>,
+    /// What came for windows not created yet, in order.
+    early: BTreeMap<WindowId, Vec<(u16, Early)>>,
     sender: Option<Arc<Outbound>>,
     /// A get the `window-get` failpoint holds across the node's next checkpoint.
     held: Option<(u16, WindowId, WindowFrame)>,
@@ -276,19 +577,96 @@ impl Windows {
         self.registry().restarted = Some(images);
     }
 
-    /// Every window's image, for the node's checkpoint (its cores paused).
-    pub(crate) fn images(&self) -> Vec<WindowImage> {
+    /// Every window's image, for the node's checkpoint (its cores paused). Each window's
+    /// gate is closed while its part is copied; an error if origins inside did not leave
+    /// within [`GATE_DRAIN`] (the checkpoint is tried again later).
+    pub(crate) fn images(&self) -> Result<Vec<WindowImage>, String> {
         let windows = self.registry().windows.clone();
         windows
             .iter()
             .map(|w| {
-                let state = w.lock();
-                WindowImage {
-                    member: state.member.image(),
-                    part: state.part.clone(),
+                let mut state = w.lock();
+                let state = &mut *state;
+                let gate = GateWord::open_at(state.member.epoch());
+                if let (Some(seg), Some(gate)) = (state.part.segment(), gate) {
+                    seg.set_gate(gate.close());
+                    let started = Instant::now();
+                    while !seg.drained() {
+                        if started.elapsed() >= GATE_DRAIN {
+                            seg.set_gate(gate);
+                            return Err(format!(
+                                "window {}: origins still inside its gate after {:?} \
+                                 (node, incarnation+1 << 32 | count): {:?}",
+                                w.id.0,
+                                GATE_DRAIN,
+                                seg.inside_now()
+                            ));
+                        }
+                        std::thread::yield_now();
+                    }
                 }
+                w.drain(state);
+                let image = WindowImage {
+                    member: state.member.image(),
+                    part: state.part.copy(),
+                };
+                if let (Some(seg), Some(gate)) = (state.part.segment(), gate) {
+                    seg.set_gate(gate);
+                }
+                Ok(image)
             })
             .collect()
+    }
+
+    /// The node leaves: its segments' files are removed (the mappings stay until exit),
+    /// and the timeline says how each window's operations went.
+    pub(crate) fn close(&self) {
+        for w in self.registry().windows.iter() {
+            if let Some(seg) = &w.own_segment {
+                seg.unlink();
+            }
+            crate::cluster::supervisor_channel::event(
+                w.rank,
+                &format!(
+                    "window {} closed: shared_memory={} direct={} turned_back={} \
+                     direct_here={}",
+                    w.id.0,
+                    w.own_segment.is_some(),
+                    w.went_direct.load(Ordering::Relaxed),
+                    w.turned_back.load(Ordering::Relaxed),
+                    w.records_taken.load(Ordering::Relaxed),
+                ),
+            );
+        }
+    }
+
+    /// Node `from` announced where its part of window `window` is.
+    pub(crate) fn handle_segment(
+        &self,
+        from: u16,
+        window: WindowId,
+        segment: String,
+        incarnation: u32,
+        nonce: [u8; 16],
+    ) {
+        let shared = {
+            let mut reg = self.registry();
+            match reg.windows.get(window.0 as usize) {
+                Some(s) => Arc::clone(s),
+                None => {
+                    reg.early.entry(window).or_default().push((
+                        from,
+                        Early::Segment {
+                            segment,
+                            incarnation,
+                            nonce,
+                        },
+                    ));
+                    return;
+                }
+            }
+        };
+        shared.map_peer(from, &segment, incarnation, nonce);
     }
 
     /// Checkpoint `id` holding `images` is committed: each member tells its peers what
@@ -308,7 +686,7 @@ impl Windows {
             if let Some(w) = windows.get(window.0 as usize) {
                 let mut state = w.lock();
                 let state = &mut *state;
-                let _ = state.member.handle_frame(from, frame, &mut state.part);
+                let _ = state.member.handle_frame(from, frame, state.part.bytes());
             }
             crate::failpoint::window_get_answered(id);
         }
@@ -331,7 +709,10 @@ impl Windows {
                 Some(s) => Arc::clone(s),
                 None => {
                     // Its `main` has not created it yet: kept, handed over at creation.
-                    reg.early.entry(window).or_default().push((from, frame));
+                    reg.early
+                        .entry(window)
+                        .or_default()
+                        .push((from, Early::Frame(frame)));
                     return;
                 }
             }
@@ -432,9 +813,46 @@ impl Windows {
             },
         };
         let out = self.sender(&mut reg, node)?;
+        let transport = node.transport();
+        let shares_memory = members > 1 && transport.as_ref().is_some_and(|t| t.shares_memory());
+        let incarnation = transport.as_ref().map_or(0, |t| t.incarnation());
+        let (part, segment_name) = if shares_memory {
+            let (name, nonce) = shm::fresh_name();
+            let sid = shm::Identity {
+                window: id,
+                rank,
+                members,
+                incarnation,
+                part_bytes: bytes,
+                shape: shm::shape_digest(member.shape()),
+                nonce,
+            };
+            match shm::Segment::create(&shm::dir(), &name, sid, &part, member.epoch()) {
+                Ok(seg) => (Part::Shared(Arc::new(seg)), Some(name)),
+                Err(e) => {
+                    tracing::warn!(
+                        window = id.0,
+                        "window {}: its part stays in this process (operations on it take \
+                         the message path): {e}",
+                        id.0
+                    );
+                    (Part::Local(part), None)
+                }
+            }
+        } else {
+            (Part::Local(part), None)
+        };
+        let own_segment = part.segment().cloned();
         let shared = Arc::new(Shared {
             id,
             rank,
+            incarnation,
+            shares_memory,
+            own_segment,
+            segment_name,
+            went_direct: AtomicU64::new(0),
+            turned_back: AtomicU64::new(0),
+            records_taken: AtomicU64::new(0),
             recovery: if node.recovers() {
                 Recovery::On
             } else {
@@ -446,17 +864,39 @@ impl Windows {
                 part,
                 answers: BTreeMap::new(),
                 failed: None,
+                peers: BTreeMap::new(),
             }),
             changed: Condvar::new(),
             out,
         });
+        if let (Some(t), true) = (&transport, shared.own_segment.is_some()) {
+            // A dead origin's raised counter would hold this node's checkpoints.
+            let weak = Arc::downgrade(&shared);
+            t.on_node_failure(Arc::new(move |f: &crate::transport::NodeFailure| {
+                if let (Some(w), Some(dead)) = (weak.upgrade(), f.incarnation) {
+                    w.origin_died(f.rank, dead);
+                }
+            }));
+        }
         reg.windows.push(Arc::clone(&shared));
         let early = reg.early.remove(&id).unwrap_or_default();
         drop(reg);
-        // A restored membership's restart frames first, then what came early.
-        shared.flush(&mut shared.lock());
-        for (from, frame) in early {
-            shared.handle(from, frame);
+        // A restored membership's restart frames first, then where this part is, then
+        // what came early.
+        {
+            let mut state = shared.lock();
+            shared.flush(&mut state);
+            shared.announce(&state, None);
+        }
+        for (from, early) in early {
+            match early {
+                Early::Frame(frame) => shared.handle(from, frame),
+                Early::Segment {
+                    segment,
+                    incarnation,
+                    nonce,
+                } => shared.map_peer(from, &segment, incarnation, nonce),
+            }
         }
         Ok(shared)
     }
@@ -558,9 +998,24 @@ impl<T: Element> Window<T> {
         if target == shared.rank {
             state
                 .member
-                .handle_op(target, issued.meta, op, Reply::Answer, &mut state.part)?;
+                .handle_op(target, issued.meta, op, Reply::Answer, state.part.bytes())?;
         } else {
-            state.member.send_op(target, issued.meta, op);
+            let direct = if issued.direct {
+                state.peers.get(&target).and_then(|seg| {
+                    shared.direct(seg, target, issued.meta, &op, state.member.shape())
+                })
+            } else {
+                None
+            };
+            match direct {
+                Some(Some(values)) => {
+                    state
+                        .answers
+                        .insert((target, issued.meta.origin, issued.meta.index), values);
+                }
+                Some(None) => {}
+                None => state.member.send_op(target, issued.meta, op),
+            }
         }
         shared.flush(state);
         Ok((issued.meta.origin, issued.meta.index))
@@ -667,7 +1122,7 @@ impl<T: Element> Window<T> {
                 MainFence::Resume => {}
                 MainFence::New => state.member.fence()?,
             }
-            state.member.poll_fence(&mut state.part)?;
+            shared.poll_fence(state)?;
             shared.flush(state);
             state.member.epoch() + u64::from(state.member.is_fencing())
         };
@@ -692,7 +1147,7 @@ impl<T: Element> Window<T> {
             let len = self.len();
             return self.get(self.shared.rank, 0, len);
         }
-        Ok(T::decode(&self.shared.lock().part))
+        Ok(T::decode(self.shared.lock().part.bytes()))
     }
 
     /// Writes `values` into this node's own part at `offset` (a local store; with
@@ -710,7 +1165,7 @@ impl<T: Element> Window<T> {
             offset as u64,
             values.len() as u64,
         )?;
-        state.part[range].copy_from_slice(&T::encode(values));
+        state.part.bytes()[range].copy_from_slice(&T::encode(values));
         Ok(())
     }
 }

@@ -26,6 +26,20 @@ pub fn two_nodes_declared_failed_after(
     recovery: bool,
     failure_timeout: Option<std::time::Duration>,
 ) -> (Cluster, Cluster) {
+    two_nodes_with(name, recovery, failure_timeout, 0)
+}
+
+/// Two nodes in this process with recovery on, each checkpointing every `every_ms`.
+pub fn two_nodes_checkpointing(name: &str, every_ms: u64) -> (Cluster, Cluster) {
+    two_nodes_with(name, true, None, every_ms)
+}
+
+fn two_nodes_with(
+    name: &str,
+    recovery: bool,
+    failure_timeout: Option<std::time::Duration>,
+    every_ms: u64,
+) -> (Cluster, Cluster) {
     let addrs: Vec<_> = (0..2)
         .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
         .collect::<Vec<_>>()
@@ -51,7 +65,7 @@ pub fn two_nodes_declared_failed_after(
             .then(|| {
                 RecoveryConfig::from_vars(|k| match k {
                     "LAZARUS_FT" => Some("on".into()),
-                    "LAZARUS_CHECKPOINT_EVERY_MS" => Some("0".into()),
+                    "LAZARUS_CHECKPOINT_EVERY_MS" => Some(every_ms.to_string()),
                     "LAZARUS_CHECKPOINT_DIR" => Some(dir.display().to_string()),
                     _ => None,
                 })

@@ -41,6 +41,18 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// The `lazarus-*` files in `/dev/shm` now (shared segments of the transport and of
+/// windows): a run must leave none behind.
+pub fn shm_segments() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.starts_with("lazarus-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A checkpoint directory in tmpfs (`/dev/shm`) named after `name` and this test process,
 /// or `None` on a host without one. For tests of a mechanism whose bound a disk slowed by
 /// the other suites' writes would stretch (a delayed checkpoint lets the log overshoot);

@@ -144,6 +144,10 @@ pub enum CheckpointFailure {
     /// The protocol refused the commit.
     #[error("protocol: {0}")]
     Protocol(String),
+    /// A window's gate did not drain in time: another node's put or get stayed inside
+    /// this node's part (a frozen origin); tried again at the next period.
+    #[error("window gate: {0}")]
+    WindowGate(String),
 }
 
 impl From<CheckpointRefused> for CheckpointFailure {
@@ -167,6 +171,7 @@ impl CheckpointFailure {
             CheckpointFailure::Store(e) => e.reason(),
             CheckpointFailure::Replica(_) => "replica",
             CheckpointFailure::Protocol(_) => "protocol",
+            CheckpointFailure::WindowGate(_) => "window_gate",
         }
     }
 }
@@ -223,7 +228,10 @@ impl RecoveryLayer {
             // client knew then, or at an older one it had not found restarted yet.
             let logger_instances = self.logger_instances();
             // No handler runs; `main`'s window calls hold the window's lock.
-            let windows = node.windows().images();
+            let windows = node
+                .windows()
+                .images()
+                .map_err(CheckpointFailure::WindowGate)?;
             Ok(Captured {
                 windows,
                 protocol,

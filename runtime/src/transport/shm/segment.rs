@@ -53,6 +53,11 @@ fn creator(name: &str) -> Option<u32> {
     (digits && tag_ok).then(|| pid.parse().ok()).flatten()
 }
 
+/// Whether `name` is a segment's name whose creating process still exists.
+pub fn creator_alive(name: &str) -> bool {
+    creator(name).is_some_and(alive)
+}
+
 fn is_segment_name(name: &str) -> bool {
     creator(name).is_some()
 }
@@ -163,6 +168,72 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SegmentError + '_ {
     }
 }
 
+/// Creates the shared file `path` (it must not exist; mode 0600), allocates `len` bytes
+/// and maps them. The file is removed again if that fails.
+pub(crate) fn create_mapped(path: &Path, len: usize) -> Result<memmap2::MmapRaw, SegmentError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(io(path))?;
+    (|| {
+        // Allocated now, not page by page on first touch: a full /dev/shm is an error
+        // here (the peers keep the message path), not a SIGBUS in the middle of a write.
+        // SAFETY: `file` is an open descriptor for the duration of the call.
+        let err = unsafe {
+            libc::posix_fallocate(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                0,
+                len as libc::off_t,
+            )
+        };
+        if err != 0 {
+            return Err(std::io::Error::from_raw_os_error(err));
+        }
+        memmap2::MmapOptions::new().len(len).map_raw(&file)
+    })()
+    .map_err(|e| {
+        let _ = std::fs::remove_file(path);
+        io(path)(e)
+    })
+}
+
+/// Opens the shared file `dir/name` a peer named: it must have a segment's name and be a
+/// regular file of this user with owner-only permissions. The file and its length.
+pub(crate) fn open_peer_file(
+    dir: &Path,
+    name: &str,
+) -> Result<(std::fs::File, usize), SegmentError> {
+    let path = dir.join(name);
+    let refused = |why: String| SegmentError::Refused {
+        path: path.clone(),
+        why,
+    };
+    if !is_segment_name(name) {
+        return Err(refused(format!("`{name}` is not a segment's name")));
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(io(&path))?;
+    let meta = file.metadata().map_err(io(&path))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if !meta.is_file() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(refused(format!(
+            "not a regular file of this user with owner-only permissions (uid {}, mode {:o})",
+            meta.uid(),
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok((file, meta.len() as usize))
+}
+
 /// The file size of a segment with rings of `ring_bytes`.
 fn segment_len(ring_bytes: usize) -> usize {
     DATA_OFFSET + 2 * ring_bytes
@@ -188,34 +259,7 @@ impl Segment {
                 ),
             });
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(io(&path))?;
-        let segment = (|| {
-            // Allocated now, not page by page on first touch: a full /dev/shm is an
-            // error here (the pair keeps QUIC), not a SIGBUS in the middle of a write.
-            // SAFETY: `file` is an open descriptor for the duration of the call.
-            let err = unsafe {
-                libc::posix_fallocate(
-                    std::os::fd::AsRawFd::as_raw_fd(&file),
-                    0,
-                    segment_len(ring_bytes) as libc::off_t,
-                )
-            };
-            if err != 0 {
-                return Err(std::io::Error::from_raw_os_error(err));
-            }
-            memmap2::MmapOptions::new().map_raw(&file)
-        })()
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&path);
-            io(&path)(e)
-        })?;
+        let segment = create_mapped(&path, segment_len(ring_bytes))?;
         let segment = Segment {
             map: segment,
             ring_bytes,
@@ -248,26 +292,7 @@ impl Segment {
             path: path.clone(),
             why,
         };
-        if !is_segment_name(name) {
-            return Err(refused(format!("`{name}` is not a segment's name")));
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(io(&path))?;
-        let meta = file.metadata().map_err(io(&path))?;
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let me = unsafe { libc::geteuid() };
-        if !meta.is_file() || meta.uid() != me || meta.mode() & 0o077 != 0 {
-            return Err(refused(format!(
-                "not a regular file of this user with owner-only permissions (uid {}, mode {:o})",
-                meta.uid(),
-                meta.mode() & 0o7777
-            )));
-        }
-        let len = meta.len() as usize;
+        let (file, len) = open_peer_file(dir, name)?;
         if len < DATA_OFFSET + 2 * MIN_RING_BYTES || len > segment_len(MAX_RING_BYTES) {
             return Err(refused(format!("size {len} is no segment's")));
         }
