@@ -52,7 +52,10 @@ pub fn node_spec(
         net: None,
         data_path,
         shm_ring_bytes: lazarus::transport::shm::DEFAULT_RING_BYTES,
-        failure_timeout: None,
+        // No supervisor restarts a node of these in-process pairs: a node suspected
+        // while the other pauses for a large checkpoint (seconds, with 1 MiB puts logged
+        // for a second) would lose its connection for good.
+        failure_timeout: Some(Duration::from_secs(120)),
         recovery: checkpoints.and_then(|dir| {
             lazarus::recovery::layer::RecoveryConfig::from_vars(|k| match k {
                 "LAZARUS_FT" => Some("on".into()),

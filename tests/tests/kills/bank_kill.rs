@@ -128,10 +128,12 @@ fn a_banks_node_sigkilled_while_another_replays_ends_with_every_invariant_holdin
     let _one = support::one_at_a_time();
     let mut run = launch(TRANSFERS);
     run.kill_mid_run("bank", &[1]);
-    // Node 1's replacement has its checkpoint and is rolling back: it replays with the
-    // messages its peers resend, node 3's among them.
-    run.wait_for("node 1's restore", |l| {
-        l.contains("node 1: restarted node loaded its checkpoint")
+    // Node 3 dies as node 1's replacement starts: node 1 restores and rolls back with
+    // the messages its peers resend, node 3's among them, which only node 3's own
+    // replacement can send. (Killing node 3 once node 1 had loaded its checkpoint came
+    // too late when the whole replay took 4 ms.)
+    run.wait_for("node 1's replacement", |l| {
+        l.starts_with("node 1 pid ") && l.contains("incarnation 1")
     });
     run.kill(3);
     let f = run.finish();
