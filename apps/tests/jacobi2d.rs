@@ -87,6 +87,34 @@ fn the_tile_grid_does_not_change_the_result_even_when_tiles_are_uneven() {
 }
 
 #[test]
+fn halos_exchanged_by_puts_give_the_message_versions_result_bit_for_bit() {
+    let messages = alone(SMALL);
+    fn put<'a>(args: &[&'a str]) -> Vec<&'a str> {
+        [SMALL, &["--halo", "put"], args].concat()
+    }
+    let single = alone(&put(&[]));
+    // 128 rows over 3 nodes: strips of 42 and 43 rows.
+    let uneven = cluster(3, &put(&[]));
+    let four = cluster(4, &put(&["--tiles", "1x4"]));
+    assert_eq!(four["tiles"], "1x4");
+    for r in [&single, &uneven, &four] {
+        assert_eq!(r["halo"], "put", "{r:?}");
+        assert_eq!(r["verified"], "true", "{r:?}");
+        assert_eq!(r["checksum"], messages["checksum"], "{r:?}");
+        assert_eq!(r["sum"], messages["sum"], "{r:?}");
+    }
+    // Between hosts the puts take the message path: the same grid.
+    let out = Command::new(launcher(APP))
+        .args(["run", "-n", "2", "--", APP])
+        .args(put(&[]))
+        .env("LAZARUS_TRANSPORT", "quic")
+        .output()
+        .expect("launcher starts");
+    let quic = result_of(&check_success("jacobi2d --halo put over QUIC", &out));
+    assert_eq!(quic["checksum"], messages["checksum"], "{quic:?}");
+}
+
+#[test]
 fn bad_command_line_input_is_a_clear_error() {
     for (args, expected) in [
         (&["--n", "0"][..], "--n must be between 1"),
@@ -97,6 +125,11 @@ fn bad_command_line_input_is_a_clear_error() {
         (&["--tiles", "4"], "is not a tile grid"),
         (&["--tiles", "0x2"], "at least one tile"),
         (&["--iters", "many"], "--iters"),
+        (
+            &["--halo", "put", "--tiles", "2x2"],
+            "one strip of rows per node",
+        ),
+        (&["--halo", "puts"], "--halo"),
     ] {
         let out = Command::new(APP).args(args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);

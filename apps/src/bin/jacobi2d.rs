@@ -12,6 +12,11 @@
 //! and any tile grid. The RESULT checksum is taken over the gathered global grid in global
 //! row-major order, so it is decomposition-independent too, and rank 0 verifies the grid
 //! against a sequential reference computed in-process (see [`Check`]).
+//!
+//! `--halo put` exchanges the edges with one-sided puts instead: every node's `main` steps
+//! one strip of whole rows and puts its top and bottom rows into its neighbours' parts of
+//! a window, one fence per step (see [`run_puts`]). The same sweep gives the same
+//! checksum as the message version.
 
 use clap::{Parser, ValueEnum};
 use lazarus::dense::DenseVec;
@@ -56,6 +61,11 @@ struct Args {
     /// How rank 0 verifies the result (`auto`: the most thorough affordable check).
     #[arg(long, value_enum, default_value_t = CheckArg::Auto)]
     check: CheckArg,
+    /// How neighbouring blocks exchange their edges: messages between tile actors, or
+    /// one-sided puts into a window by each node's `main` (one strip of rows per node,
+    /// single-threaded; `--tiles` does not apply).
+    #[arg(long, value_enum, default_value_t = HaloPath::Message)]
+    halo: HaloPath,
     /// For the test of the runtime's replay order: a tile answers a result request at
     /// once, also before its last step (as this app did until session 10). Exact under
     /// recovery only because the runtime counts same-node messages in a node's interval.
@@ -90,6 +100,24 @@ enum CheckArg {
     Windows,
     /// Only the bounds and monotonicity properties every Jacobi run here must have.
     Bounds,
+}
+
+/// `--halo`: how edges travel between blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum HaloPath {
+    /// Tile actors send their edges to their neighbours as messages.
+    Message,
+    /// Each node's `main` puts its strip's edges into its neighbours' window parts.
+    Put,
+}
+
+impl HaloPath {
+    fn name(self) -> &'static str {
+        match self {
+            HaloPath::Message => "message",
+            HaloPath::Put => "put",
+        }
+    }
 }
 
 /// What was actually checked (printed as `check=`). Every check also includes the
@@ -699,50 +727,25 @@ fn verify(check: Check, grid: &[f64], n: usize, iters: u64) -> bool {
     }
 }
 
-fn main() -> std::process::ExitCode {
-    init_logging();
-    lazarus_apps::exit_with(run())
+/// What rank 0 holds at the end of a run: the gathered grid and how long the steps took.
+struct Outcome {
+    /// The final grid, n x n, row-major.
+    values: Vec<f64>,
+    /// Every block stayed in bounds and rose monotonically.
+    sane: bool,
+    /// Seconds of the timed part (the steps, not the gathering).
+    elapsed: f64,
+    /// The decomposition that ran.
+    tiles: TileGrid,
 }
 
-fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
-    if args.n == 0 || args.n > MAX_N {
-        return Err(format!("--n must be between 1 and {MAX_N}, not {}", args.n).into());
-    }
+/// `--halo message`: tile actors on every core exchange halos as messages; rank 0's
+/// collector gathers the grid. `Some` on rank 0 only.
+fn run_messages(
+    cluster: &Cluster,
+    args: &Args,
+) -> Result<Option<Outcome>, Box<dyn std::error::Error>> {
     let n = args.n;
-    if args.kernel_time {
-        KERNEL_TIME.enable();
-    }
-    if args.break_contract {
-        let incarnation: u32 = std::env::var("LAZARUS_INCARNATION")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let _ = HALO_SKEW.set(f64::from(incarnation) * 1e-9);
-    }
-    if let Some(TileGrid { px, py }) = args.tiles {
-        if px > n || py > n {
-            return Err(format!(
-                "--tiles {px}x{py} leaves tiles without points: need --n >= {}",
-                px.max(py)
-            )
-            .into());
-        }
-        if px.saturating_mul(py) > MAX_TILES {
-            return Err(format!("--tiles {px}x{py} is more than {MAX_TILES} tiles").into());
-        }
-    }
-    let mut spec = ClusterSpec::from_env()?;
-    if let Some(c) = args.cores {
-        spec.cores = Some(c);
-    }
-    // A failed tile means the run can never finish: end the process (the launcher then
-    // stops the other nodes) instead of leaving everyone waiting for its halos.
-    let builder = Node::builder().on_failure(|event| {
-        eprintln!("error: {event}");
-        std::process::exit(1);
-    });
-    let cluster = Cluster::start_with(spec, builder)?;
     let (rank, size) = (cluster.rank() as usize, cluster.size());
     let cores = cluster.num_cores();
     // Every node must agree on the tile grid: the default assumes every node has this
@@ -793,11 +796,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let Some(collector) = collector else {
         // Rank 0 gathers the result, then releases everyone.
         cluster.barrier()?;
-        if KERNEL_TIME.is_enabled() {
-            println!("{}", KERNEL_TIME.line("jacobi2d", cluster.rank()));
-        }
-        cluster.shutdown();
-        return Ok(());
+        return Ok(None);
     };
     cluster.block_on(collector.ask(WaitFinished).no_timeout())?;
     let elapsed = started.elapsed().as_secs_f64();
@@ -812,9 +811,181 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let (values, sane) = cluster.block_on(collector.ask(WaitGathered).no_timeout())?;
     cluster.barrier()?;
+    Ok(Some(Outcome {
+        values: values.into_inner(),
+        sane,
+        elapsed,
+        tiles: grid,
+    }))
+}
+
+/// `--halo put`: node `r` steps rows `split(n, nodes, r)` (full width) in its `main`. Each
+/// step puts the strip's top row into the part of the node above and its bottom row into
+/// the part of the node below, fences, reads the two rows its neighbours put into its own
+/// part, and sweeps. The part holds two slots of two ghost rows, by step parity: the puts
+/// of step `k + 1` go to the other slot than the one this node still reads for step `k`,
+/// and no neighbour can start step `k + 2` (same slot again) before this node's fence of
+/// step `k + 1`, which comes after its reads. At the end every node writes its strip and
+/// a sanity flag into a second window and rank 0 gets them. `Some` on rank 0 only.
+fn run_puts(cluster: &Cluster, args: &Args) -> Result<Option<Outcome>, Box<dyn std::error::Error>> {
+    let (n, iters) = (args.n, args.iters);
+    let (rank, size) = (cluster.rank() as usize, cluster.size());
+    if n < size {
+        return Err(format!("--halo put needs a row per node: --n {n} < {size} nodes").into());
+    }
+    let tiles = TileGrid { px: 1, py: size };
+    if args.tiles.is_some_and(|t| t != tiles) {
+        return Err(format!(
+            "--halo put runs one strip of rows per node (--tiles 1x{size}), not --tiles {}x{}",
+            tiles.px, tiles.py
+        )
+        .into());
+    }
+    let rows = split(n, size, rank);
+    let (h, s) = (rows.len(), n + 2);
+    let mut u = initial_block(n, &rows, &(0..n));
+    let mut next = u.clone();
+    // Ghost rows by step parity and by the neighbour they come from (0: above, 1: below).
+    let halos = cluster.window::<f64>(4 * n)?;
+    let slot = |step: u64, from: usize| ((step % 2) as usize * 2 + from) * n;
+    let above = rank.checked_sub(1).map(|r| r as u16);
+    let below = (rank + 1 < size).then_some((rank + 1) as u16);
+    let me = rank as u16;
+
+    cluster.barrier()?;
+    let started = cluster.begin_timed_part();
+    KERNEL_TIME.start_window();
+    eprintln!("jacobi2d: node {rank}: steps started");
+    for step in 0..iters {
+        if let Some(up) = above {
+            halos.put(up, slot(step, 1), &u[s + 1..2 * s - 1])?;
+        }
+        if let Some(down) = below {
+            halos.put(down, slot(step, 0), &u[h * s + 1..(h + 1) * s - 1])?;
+        }
+        halos.fence()?;
+        if above.is_some() {
+            u[1..s - 1].copy_from_slice(&halos.get(me, slot(step, 0), n)?);
+        }
+        if below.is_some() {
+            u[(h + 1) * s + 1..(h + 2) * s - 1].copy_from_slice(&halos.get(
+                me,
+                slot(step, 1),
+                n,
+            )?);
+        }
+        KERNEL_TIME.measure(|| sweep(&u, &mut next, h, n));
+        std::mem::swap(&mut u, &mut next);
+    }
+    KERNEL_TIME.end_window();
+    let elapsed = started.elapsed().as_secs_f64();
+
+    // The strip's interior, then its sanity flag, in a part sized for the tallest strip.
+    let tallest = n.div_ceil(size);
+    fn interior(grid: &[f64], h: usize, s: usize) -> impl Iterator<Item = f64> + '_ {
+        (1..=h).flat_map(move |i| grid[i * s + 1..(i + 1) * s - 1].iter().copied())
+    }
+    let monotone = iters == 0
+        || interior(&next, h, s)
+            .zip(interior(&u, h, s))
+            .all(|(before, after)| before <= after);
+    let sane = monotone && interior(&u, h, s).all(|v| (0.0..=1.0).contains(&v));
+    let strips = cluster.window::<f64>(tallest * n + 1)?;
+    let mut mine: Vec<f64> = interior(&u, h, s).collect();
+    mine.push(if sane { 1.0 } else { 0.0 });
+    for (k, chunk) in mine.chunks(GATHER_CHUNK).enumerate() {
+        strips.write(k * GATHER_CHUNK, chunk)?;
+    }
+    strips.fence()?;
+    let outcome = if rank == 0 {
+        let mut values = Vec::with_capacity(n * n);
+        let mut sane = true;
+        for r in 0..size {
+            let len = split(n, size, r).len() * n;
+            let mut offset = 0;
+            while offset < len {
+                let count = GATHER_CHUNK.min(len - offset);
+                values.extend(strips.get(r as u16, offset, count)?);
+                offset += count;
+            }
+            sane &= strips.get(r as u16, len, 1)?[0] == 1.0;
+        }
+        Some(Outcome {
+            values,
+            sane,
+            elapsed,
+            tiles,
+        })
+    } else {
+        None
+    };
+    // Rank 0's gets are answered before anyone leaves.
+    cluster.barrier()?;
+    Ok(outcome)
+}
+
+fn main() -> std::process::ExitCode {
+    init_logging();
+    lazarus_apps::exit_with(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    if args.n == 0 || args.n > MAX_N {
+        return Err(format!("--n must be between 1 and {MAX_N}, not {}", args.n).into());
+    }
+    let n = args.n;
+    if args.kernel_time {
+        KERNEL_TIME.enable();
+    }
+    if args.break_contract {
+        let incarnation: u32 = std::env::var("LAZARUS_INCARNATION")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let _ = HALO_SKEW.set(f64::from(incarnation) * 1e-9);
+    }
+    if let Some(TileGrid { px, py }) = args.tiles {
+        if px > n || py > n {
+            return Err(format!(
+                "--tiles {px}x{py} leaves tiles without points: need --n >= {}",
+                px.max(py)
+            )
+            .into());
+        }
+        if px.saturating_mul(py) > MAX_TILES {
+            return Err(format!("--tiles {px}x{py} is more than {MAX_TILES} tiles").into());
+        }
+    }
+    let mut spec = ClusterSpec::from_env()?;
+    if let Some(c) = args.cores {
+        spec.cores = Some(c);
+    }
+    // A failed tile means the run can never finish: end the process (the launcher then
+    // stops the other nodes) instead of leaving everyone waiting for its halos.
+    let builder = Node::builder().on_failure(|event| {
+        eprintln!("error: {event}");
+        std::process::exit(1);
+    });
+    let cluster = Cluster::start_with(spec, builder)?;
+    let outcome = match args.halo {
+        HaloPath::Message => run_messages(&cluster, &args)?,
+        HaloPath::Put => run_puts(&cluster, &args)?,
+    };
     if KERNEL_TIME.is_enabled() {
         println!("{}", KERNEL_TIME.line("jacobi2d", cluster.rank()));
     }
+    let Some(Outcome {
+        values,
+        sane,
+        elapsed,
+        tiles,
+    }) = outcome
+    else {
+        cluster.shutdown();
+        return Ok(());
+    };
+    let (size, cores) = (cluster.size(), cluster.num_cores());
 
     // Seeded with the size so that grids of zeros of different sizes differ.
     let checksum = values
@@ -829,7 +1000,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ResultLine::new("jacobi2d")
             .field("nodes", size)
             .field("cores", cores)
-            .field("tiles", format!("{}x{}", grid.px, grid.py))
+            .field("tiles", format!("{}x{}", tiles.px, tiles.py))
+            .field("halo", args.halo.name())
             .field("n", n)
             .field("iters", args.iters)
             .field("checksum", format!("{checksum:#018x}"))

@@ -15,13 +15,23 @@
 //!
 //! With recovery on, `main`'s get answers are kept at their target for the whole run (a
 //! restarted `main` asks again), so the recovery comparison of gets uses 8-byte gets.
+//!
+//! First, an app: `jacobi2d` on 4 nodes under `lazarus run` (release binaries), one strip
+//! of rows per node, halos put into the neighbours' window parts with a fence per step
+//! (`--halo put`) against the same decomposition with halos sent as messages between one
+//! tile actor per node (`--tiles 1x4 --cores 1`), recovery off and on (1 s checkpoints);
+//! elapsed time of the steps, runs interleaved, medians of the per-repetition ratios
+//! (`LAZARUS_BENCH_REPS`, default 5). It runs before the in-process pairs exist.
 
 use lazarus::transport::shm::DataPath;
 use lazarus::{ActorId, ActorRef, Cluster, Node, Window};
 use lazarus_benches::criterion_data::criterion_dir;
+use lazarus_benches::interleaved::{measure, Samples, Variant};
 use lazarus_benches::machine::Machine;
 use lazarus_benches::paired::{paired, Paired};
 use lazarus_benches::ping_pong::{free_addrs, memcpy_round_trips, node_spec, Ping, Pong, Run};
+use lazarus_benches::runs::Launch;
+use lazarus_benches::target::{build_release, Bins};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -151,10 +161,72 @@ fn compare(
     (what, size, p)
 }
 
+/// `jacobi2d` halos: the grid and steps of every variant.
+const JACOBI: &[&str] = &["--n", "512", "--iters", "500"];
+
+/// `jacobi2d` on 4 nodes with `halo` (`message`: one tile actor per node) and recovery
+/// off or on with 1 s checkpoints.
+fn jacobi(halo: &str, recovery: bool) -> Variant {
+    let mut args = JACOBI.to_vec();
+    match halo {
+        "put" => args.extend(["--halo", "put"]),
+        _ => args.extend(["--tiles", "1x4", "--cores", "1"]),
+    }
+    let mut launch = Launch::new("jacobi2d", 4, &args);
+    launch.recovery = recovery.then_some(Duration::from_secs(1));
+    Variant {
+        name: match (halo, recovery) {
+            ("put", false) => "jacobi2d put halos, recovery off",
+            ("put", true) => "jacobi2d put halos, recovery on",
+            (_, false) => "jacobi2d message halos, recovery off",
+            (_, true) => "jacobi2d message halos, recovery on",
+        },
+        launch,
+        field: "elapsed_s",
+    }
+}
+
+/// The jacobi2d rows of the summary.
+fn jacobi_rows(s: &Samples, reps: usize) -> String {
+    let ms = |i: usize| s.median(i) * 1e3;
+    format!(
+        "`jacobi2d {}` on 4 nodes under `lazarus run` (release), one strip of rows per node;          elapsed time of the steps, medians of {reps} interleaved runs, ratios the medians of          the per-run ratios.\n\n         | comparison | baseline (ms) | candidate (ms) | ratio |\n         |---|---|---|---|\n         | put halos / message halos, recovery off | {:.1} | {:.1} | {:.3} |\n         | put halos / message halos, recovery on | {:.1} | {:.1} | {:.3} |\n         | message halos, recovery on / off | {:.1} | {:.1} | {:.3} |\n         | put halos, recovery on / off | {:.1} | {:.1} | {:.3} |\n\n",
+        JACOBI.join(" "),
+        ms(0),
+        ms(1),
+        s.ratio(1, 0),
+        ms(2),
+        ms(3),
+        s.ratio(3, 2),
+        ms(0),
+        ms(2),
+        s.ratio(2, 0),
+        ms(1),
+        ms(3),
+        s.ratio(3, 1),
+    )
+}
+
 fn main() {
     // Warnings (a wait that reports what it waits for) reach stderr.
     lazarus_apps::init_logging();
     let machine = Machine::this();
+    let reps: usize = std::env::var("LAZARUS_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let jacobi_md = match build_release().and_then(|()| {
+        let variants = [
+            jacobi("message", false),
+            jacobi("put", false),
+            jacobi("message", true),
+            jacobi("put", true),
+        ];
+        measure(&Bins::release(), &variants, reps)
+    }) {
+        Ok(samples) => jacobi_rows(&samples, reps),
+        Err(e) => format!("jacobi2d halos: not measured: {e}\n\n"),
+    };
     let mut results = Vec::new();
     {
         let off = pair(false, DataPath::default());
@@ -224,6 +296,8 @@ fn main() {
             p.ratio,
         ));
     }
+    md.push('\n');
+    md.push_str(&jacobi_md);
     println!("\n{md}");
     let out = criterion_dir().join("lazarus-windows-summary.md");
     if let Err(e) = std::fs::create_dir_all(criterion_dir()).and_then(|()| std::fs::write(&out, md))

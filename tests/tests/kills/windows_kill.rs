@@ -153,3 +153,41 @@ fn an_origin_killed_inside_a_targets_gate_holds_up_none_of_its_checkpoints() {
     // It may die before its first checkpoint: its window then starts again empty.
     assert_same_answers(&f, &[1]);
 }
+
+/// `jacobi2d --halo put`: 10,000 steps, each two puts of a 256-value row into the
+/// neighbours' parts and a fence (about 3 s with recovery on).
+const JACOBI_PUT: &[&str] = &["--n", "256", "--iters", "10000", "--halo", "put"];
+
+#[test]
+fn a_node_of_jacobi2d_with_put_halos_sigkilled_mid_run_ends_bit_identical_to_message_halos() {
+    let _one = support::one_at_a_time();
+    // The failure-free answer comes from the other data path: tile actors exchanging
+    // halos as messages, recovery off.
+    let (_, expected) = support::verified_run(
+        std::process::Command::new(support::bin("lazarus"))
+            .args(["run", "-n", "4", "--"])
+            .arg(support::bin("jacobi2d"))
+            .args(&JACOBI_PUT[..4]),
+    );
+    let mut run = Launched::spawn(four_nodes_recovering("jacobi2d", JACOBI_PUT), 4);
+    run.wait_started();
+    run.wait_for_seen("node 2's steps", |l| {
+        l.contains("jacobi2d: node 2: steps started")
+    });
+    run.wait_for("a checkpoint of node 2 after that", |l| {
+        l.contains("node 2: checkpoint committed")
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    run.kill(2);
+    let f = run.finish();
+    let result = f.verified();
+    assert_eq!(result["halo"], "put");
+    assert_eq!(result["checksum"], expected["checksum"], "{result:?}");
+    assert_eq!(result["sum"], expected["sum"], "{result:?}");
+    assert_only_restarted(&f, &[2]);
+    assert!(
+        f.has("node 2: window 0 restored from the checkpoint"),
+        "node 2's halo window came back from its image:\n{}",
+        f.lines.join("\n")
+    );
+}
