@@ -1,5 +1,5 @@
 //! The actor macros' compile errors are part of the API: these tests pin their wording.
-//! Regenerate the expected output with `TRYBUILD=overwrite cargo test -p lazarus-macros --test macros_ui`
+//! Regenerate the expected output with `TRYBUILD=overwrite cargo test -p lazarus-macro-tests --test macros_ui`
 //! after a deliberate change, and review the diff. The shapes the macros accept are
 //! `handler_shapes.rs`, an ordinary test.
 
