@@ -186,33 +186,32 @@ fn jacobi(halo: &str, recovery: bool) -> Variant {
     }
 }
 
-/// The jacobi2d rows of the summary.
+/// The jacobi2d rows of the summary: each compares variant `candidate` with `baseline`
+/// (indices into the variants of `main`).
 fn jacobi_rows(s: &Samples, reps: usize) -> String {
-    let ms = |i: usize| s.median(i) * 1e3;
-    format!(
+    let mut md = format!(
         "`jacobi2d {}` on 4 nodes under `lazarus run` (release), one strip of rows per node; \
          elapsed time of the steps, medians of {reps} interleaved runs, ratios the medians of \
          the per-run ratios.\n\n\
          | comparison | baseline (ms) | candidate (ms) | ratio |\n\
-         |---|---|---|---|\n\
-         | put halos / message halos, recovery off | {:.1} | {:.1} | {:.3} |\n\
-         | put halos / message halos, recovery on | {:.1} | {:.1} | {:.3} |\n\
-         | message halos, recovery on / off | {:.1} | {:.1} | {:.3} |\n\
-         | put halos, recovery on / off | {:.1} | {:.1} | {:.3} |\n\n",
+         |---|---|---|---|\n",
         JACOBI.join(" "),
-        ms(0),
-        ms(1),
-        s.ratio(1, 0),
-        ms(2),
-        ms(3),
-        s.ratio(3, 2),
-        ms(0),
-        ms(2),
-        s.ratio(2, 0),
-        ms(1),
-        ms(3),
-        s.ratio(3, 1),
-    )
+    );
+    for (what, baseline, candidate) in [
+        ("put halos / message halos, recovery off", 0, 1),
+        ("put halos / message halos, recovery on", 2, 3),
+        ("message halos, recovery on / off", 0, 2),
+        ("put halos, recovery on / off", 1, 3),
+    ] {
+        md.push_str(&format!(
+            "| {what} | {:.1} | {:.1} | {:.3} |\n",
+            s.median(baseline) * 1e3,
+            s.median(candidate) * 1e3,
+            s.ratio(candidate, baseline),
+        ));
+    }
+    md.push('\n');
+    md
 }
 
 fn main() {
