@@ -127,7 +127,7 @@ fn bad_command_line_input_is_a_clear_error() {
         (&["--iters", "many"], "--iters"),
         (
             &["--halo", "put", "--tiles", "2x2"],
-            "one strip of rows per node",
+            "one strip of rows per node (--tiles 1x1), not --tiles 2x2",
         ),
         (&["--halo", "puts"], "--halo"),
     ] {

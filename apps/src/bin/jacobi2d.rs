@@ -834,10 +834,10 @@ fn run_puts(cluster: &Cluster, args: &Args) -> Result<Option<Outcome>, Box<dyn s
         return Err(format!("--halo put needs a row per node: --n {n} < {size} nodes").into());
     }
     let tiles = TileGrid { px: 1, py: size };
-    if args.tiles.is_some_and(|t| t != tiles) {
+    if let Some(given) = args.tiles.filter(|t| *t != tiles) {
         return Err(format!(
             "--halo put runs one strip of rows per node (--tiles 1x{size}), not --tiles {}x{}",
-            tiles.px, tiles.py
+            given.px, given.py
         )
         .into());
     }
@@ -908,7 +908,7 @@ fn run_puts(cluster: &Cluster, args: &Args) -> Result<Option<Outcome>, Box<dyn s
                 values.extend(strips.get(r as u16, offset, count)?);
                 offset += count;
             }
-            sane &= strips.get(r as u16, len, 1)?[0] == 1.0;
+            sane &= strips.get(r as u16, len, 1)?.first() == Some(&1.0);
         }
         Some(Outcome {
             values,
