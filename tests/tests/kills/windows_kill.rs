@@ -40,11 +40,17 @@ fn launch(env: &[(&str, &str)]) -> Launched {
 /// Once each of `victims` is at work and has committed a checkpoint since, and 300 ms
 /// later (rounds whose operations the restarted node must get back), SIGKILLs them.
 fn kill_mid_run(run: &mut Launched, victims: &[u16]) {
+    kill_at_work(run, victims, |v| {
+        format!("histogram: node {v}: rounds started")
+    });
+}
+
+/// [`kill_mid_run`] for any app: node `v` is at work once it prints `at_work(v)`.
+fn kill_at_work(run: &mut Launched, victims: &[u16], at_work: impl Fn(u16) -> String) {
     run.wait_started();
     for &v in victims {
-        run.wait_for_seen(&format!("node {v}'s rounds"), |l| {
-            l.contains(&format!("histogram: node {v}: rounds started"))
-        });
+        let line = at_work(v);
+        run.wait_for_seen(&format!("node {v} at work"), |l| l.contains(&line));
         run.wait_for(&format!("a checkpoint of node {v} after that"), |l| {
             l.contains(&format!("node {v}: checkpoint committed"))
         });
@@ -170,15 +176,9 @@ fn a_node_of_jacobi2d_with_put_halos_sigkilled_mid_run_ends_bit_identical_to_mes
             .args(&JACOBI_PUT[..4]),
     );
     let mut run = Launched::spawn(four_nodes_recovering("jacobi2d", JACOBI_PUT), 4);
-    run.wait_started();
-    run.wait_for_seen("node 2's steps", |l| {
-        l.contains("jacobi2d: node 2: steps started")
+    kill_at_work(&mut run, &[2], |v| {
+        format!("jacobi2d: node {v}: steps started")
     });
-    run.wait_for("a checkpoint of node 2 after that", |l| {
-        l.contains("node 2: checkpoint committed")
-    });
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    run.kill(2);
     let f = run.finish();
     let result = f.verified();
     assert_eq!(result["halo"], "put");
